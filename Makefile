@@ -1,0 +1,36 @@
+# Two commands do all set-up: `make dev` runs Leasehold locally, `make test` runs every test.
+# Each creates the virtualenv (.venv) and installs what it needs on first use.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
+PYTEST_WORKERS ?= 2
+
+.PHONY: dev test lint typecheck unit bench bench-quick synth clean
+
+$(STAMP): pyproject.toml
+	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Leasehold needs Python 3.11+"'
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev,infra]'
+	@rm -f $(VENV)/.installed-*
+	@touch $(STAMP)
+
+dev: $(STAMP)
+	$(VENV)/bin/leasehold dev
+
+test: $(STAMP) lint typecheck
+	JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION=1 $(PY) -m pytest -n $(PYTEST_WORKERS) \
+		--durations=15 tests
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check functions infra tests examples
+
+typecheck: $(STAMP)
+	$(VENV)/bin/mypy
+
+unit: $(STAMP)
+	$(PY) -m pytest -q tests/unit
+
+clean:
+	rm -rf $(VENV) cdk.out .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -1,0 +1,59 @@
+"""The one factory for boto3 clients. Clients are built lazily, never at import time.
+
+boto3 itself honours ``AWS_ENDPOINT_URL``; we pass the endpoint explicitly as well so that
+a :class:`~leasehold.settings.Settings` built in code (tests, the local runtime) wins.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING, Any
+
+import boto3
+from botocore.config import Config
+
+from leasehold.settings import Settings
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+    from mypy_boto3_sqs import SQSClient
+
+# "standard" retries back off on throttling (ProvisionedThroughputExceededException,
+# ThrottlingException) and transient 5xx; our own code only decides what a failed
+# *condition* means.
+_CONFIG = Config(
+    retries={"mode": "standard", "max_attempts": 8},
+    connect_timeout=5,
+    read_timeout=30,
+    max_pool_connections=32,
+)
+
+
+class Clients:
+    """Lazily built, thread-safe boto3 clients for one set of settings."""
+
+    def __init__(self, settings: Settings, session: boto3.Session | None = None) -> None:
+        self.settings = settings
+        self._session = session
+        self._clients: dict[str, Any] = {}
+        self._lock = threading.Lock()
+
+    def client(self, service: str) -> Any:
+        with self._lock:
+            if service not in self._clients:
+                session = self._session or boto3.session.Session()
+                self._clients[service] = session.client(
+                    service,  # type: ignore[call-overload]
+                    region_name=self.settings.region,
+                    endpoint_url=self.settings.endpoint_url,
+                    config=_CONFIG,
+                )
+            return self._clients[service]
+
+    @property
+    def dynamodb(self) -> DynamoDBClient:
+        return self.client("dynamodb")  # type: ignore[no-any-return]
+
+    @property
+    def sqs(self) -> SQSClient:
+        return self.client("sqs")  # type: ignore[no-any-return]

@@ -1,0 +1,60 @@
+"""What users do to existing jobs: look them up, cancel them, re-run finished ones."""
+
+from __future__ import annotations
+
+from leasehold import handoff
+from leasehold.app import Leasehold
+from leasehold.errors import Conflict, NotFound
+from leasehold.jobs import Job
+from leasehold.states import JobState
+from leasehold.store import Change, ConditionFailed
+
+
+def get_job(app: Leasehold, job_id: str, tenant: str | None = None) -> Job:
+    """The job, or NotFound; another tenant's job is NotFound too, never Forbidden."""
+    job = app.store.get(job_id)
+    if tenant is not None and job.tenant != tenant:
+        raise NotFound(f"no job {job_id}", job_id=job_id)
+    return job
+
+
+def cancel(app: Leasehold, job_id: str, tenant: str | None = None, *, actor: str = "api") -> Job:
+    """Cancel now if the job is not running; flag it if it is (its worker stops it)."""
+    for _ in range(3):  # a lease or a tick may change the job between our read and write
+        job = get_job(app, job_id, tenant)
+        now = app.now()
+        if job.state.terminal:
+            raise Conflict(f"job {job_id} already finished ({job.state})", job_id=job_id)
+        if job.state is JobState.RUNNING:
+            if job.cancel_requested:
+                return job
+            try:
+                return app.store.request_cancel(job)
+            except ConditionFailed:
+                continue
+        try:
+            return app.store.transition(
+                job, Change(target=JobState.CANCELLED, actor=actor, reason="cancelled",
+                            set={"finished_at": now}), now=now)
+        except Conflict:
+            continue
+    raise Conflict(f"job {job_id} kept changing; try again", job_id=job_id)
+
+
+def retry(app: Leasehold, job_id: str, tenant: str | None = None, *, actor: str = "api",
+          reason: str = "manual retry") -> Job:
+    """Re-run a DEAD or CANCELLED job from scratch: attempts reset, new epoch."""
+    job = get_job(app, job_id, tenant)
+    if job.state not in (JobState.DEAD, JobState.CANCELLED):
+        raise Conflict(f"only DEAD or CANCELLED jobs can be retried; {job_id} is {job.state}",
+                       job_id=job_id)
+    now = app.now()
+    change = Change(
+        target=JobState.QUEUED, actor=actor, reason=reason, bump_epoch=True,
+        set={"run_at": now, "attempt": 0, "crash_count": 0,
+             "lease_expires_at": handoff.handoff_deadline(now, app.settings)},
+        remove=("cancel_requested", "finished_at", "lease_owner", "first_started_at"),
+    )
+    new = app.store.transition(job, change, now=now)
+    handoff.send(app.queues, new, now)
+    return new

@@ -1,0 +1,144 @@
+"""The tables and queues Leasehold needs: the one source for the CDK stack and the local runtime.
+
+Both ``infra/`` and ``leasehold.local`` build their resources from these values, and a test
+checks that what each creates is what is written here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from leasehold.settings import PRIORITIES, Settings
+
+AttrType = Literal["S", "N"]
+Projection = Literal["KEYS_ONLY", "INCLUDE", "ALL"]
+
+
+@dataclass(frozen=True)
+class Key:
+    name: str
+    type: AttrType = "S"
+
+
+@dataclass(frozen=True)
+class Index:
+    name: str
+    partition: Key
+    sort: Key | None = None
+    projection: Projection = "KEYS_ONLY"
+    include: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class TableDefinition:
+    #: Which setting holds the physical name: ``jobs`` -> ``Settings.jobs_table``.
+    role: str
+    partition: Key
+    sort: Key | None = None
+    indexes: tuple[Index, ...] = ()
+    ttl_attribute: str | None = None
+    stream: bool = False
+
+    def table_name(self, settings: Settings) -> str:
+        return str(getattr(settings, f"{self.role}_table"))
+
+    def attributes(self) -> dict[str, AttrType]:
+        keys = [self.partition, self.sort]
+        for index in self.indexes:
+            keys += [index.partition, index.sort]
+        return {key.name: key.type for key in keys if key is not None}
+
+    def create_table_kwargs(self, settings: Settings) -> dict[str, Any]:
+        """Arguments for boto3 ``create_table`` (on-demand, as the stack deploys it)."""
+
+        def schema(partition: Key, sort: Key | None) -> list[dict[str, str]]:
+            out = [{"AttributeName": partition.name, "KeyType": "HASH"}]
+            if sort:
+                out.append({"AttributeName": sort.name, "KeyType": "RANGE"})
+            return out
+
+        kwargs: dict[str, Any] = {
+            "TableName": self.table_name(settings),
+            "BillingMode": "PAY_PER_REQUEST",
+            "KeySchema": schema(self.partition, self.sort),
+            "AttributeDefinitions": [
+                {"AttributeName": name, "AttributeType": kind}
+                for name, kind in sorted(self.attributes().items())
+            ],
+        }
+        if self.indexes:
+            gsis = []
+            for index in self.indexes:
+                projection: dict[str, Any] = {"ProjectionType": index.projection}
+                if index.include:
+                    projection["NonKeyAttributes"] = list(index.include)
+                gsis.append(
+                    {
+                        "IndexName": index.name,
+                        "KeySchema": schema(index.partition, index.sort),
+                        "Projection": projection,
+                    }
+                )
+            kwargs["GlobalSecondaryIndexes"] = gsis
+        return kwargs
+
+
+#: Sparse, sharded: only SCHEDULED jobs carry ``due_shard``; the ticker reads due ones only.
+DUE_INDEX = Index("due", Key("due_shard", "N"), Key("run_at", "N"))
+#: Sparse, sharded: only QUEUED and RUNNING jobs carry ``lease_shard``. ``state`` and ``epoch``
+#: ride along because they only change together with ``lease_expires_at`` (free to project).
+LEASES_INDEX = Index(
+    "leases",
+    Key("lease_shard", "N"),
+    Key("lease_expires_at", "N"),
+    projection="INCLUDE",
+    include=("state", "epoch"),
+)
+BY_TENANT_INDEX = Index("by_tenant", Key("tenant"), Key("created_at", "N"))
+
+JOBS = TableDefinition(
+    role="jobs",
+    partition=Key("job_id"),
+    indexes=(DUE_INDEX, LEASES_INDEX, BY_TENANT_INDEX),
+)
+SCHEDULES = TableDefinition(
+    role="schedules",
+    partition=Key("schedule_id"),
+    indexes=(
+        Index("due", Key("due_shard", "N"), Key("next_fire_at", "N")),
+        Index("by_tenant", Key("tenant"), Key("created_at", "N")),
+    ),
+)
+#: Token buckets and live-job counters, one item per tenant.
+TENANTS = TableDefinition(role="tenants", partition=Key("tenant"))
+#: Worker registry and leader leases: short-lived items, cleaned by TTL (never trusted for expiry).
+COORDINATION = TableDefinition(
+    role="coordination", partition=Key("pk"), sort=Key("sk"), ttl_attribute="expires_at_s"
+)
+
+TABLES = (JOBS, SCHEDULES, TENANTS, COORDINATION)
+
+
+@dataclass(frozen=True)
+class QueueDefinition:
+    pool: str
+    priority: str
+    #: Deliveries before SQS moves a message to the DLQ (crashing consumers, not job failures).
+    max_receive_count: int = 5
+    retention_seconds: int = 14 * 24 * 3600
+    attributes: dict[str, str] = field(default_factory=dict)
+
+    def name(self, settings: Settings) -> str:
+        return queue_name(settings.queue_prefix, self.pool, self.priority)
+
+    def dlq_name(self, settings: Settings) -> str:
+        return self.name(settings) + "-dlq"
+
+
+def queue_name(prefix: str, pool: str, priority: str) -> str:
+    return f"{prefix}-{pool}-{priority}"
+
+
+def queues(settings: Settings) -> tuple[QueueDefinition, ...]:
+    return tuple(QueueDefinition(pool, priority) for pool in settings.pools for priority in PRIORITIES)

@@ -1,0 +1,26 @@
+"""Turning an exception into the error a job records."""
+
+from __future__ import annotations
+
+import traceback
+
+from leasehold.jobs import JobError
+
+MAX_MESSAGE = 2_000
+MAX_TRACEBACK = 4_000
+
+
+def describe(exc: BaseException) -> JobError:
+    types = tuple(cls.__name__ for cls in type(exc).__mro__ if cls not in (object, BaseException))
+    text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    return JobError(
+        type=type(exc).__name__,
+        message=str(exc)[:MAX_MESSAGE],
+        traceback=text[-MAX_TRACEBACK:],
+        types=types,
+    )
+
+
+def error(type_name: str, message: str) -> JobError:
+    """An error the scheduler itself records (timeouts, lost workers)."""
+    return JobError(type=type_name, message=message[:MAX_MESSAGE], types=(type_name,))

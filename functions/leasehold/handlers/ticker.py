@@ -1,0 +1,21 @@
+"""Lambda entry point for the ticker (EventBridge rate(1 minute))."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from functools import cache
+from typing import Any
+
+from leasehold.app import Leasehold
+from leasehold.ticker import promote_due
+
+
+@cache
+def _app() -> Leasehold:
+    return Leasehold.from_settings()
+
+
+def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    report = asdict(promote_due(_app()))
+    report.pop("job_ids")
+    return report

@@ -1,0 +1,19 @@
+"""Lambda entry point for the worker: an SQS event source with partial batch responses."""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import Any
+
+from leasehold.app import Leasehold
+from leasehold.consumer import process_event
+from leasehold.worker import Worker
+
+
+@cache
+def _worker() -> Worker:
+    return Worker(Leasehold.from_settings())
+
+
+def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    return process_event(_worker(), event, context)

@@ -1,0 +1,42 @@
+"""Hand-off: the job row is the outbox; the SQS message follows it.
+
+The row is written first (QUEUED, with a hand-off deadline in ``lease_expires_at``) and the
+message sent second. If the process dies between the two, the sweeper finds the QUEUED row
+past its deadline and sends again, so a crash there loses nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from leasehold.jobs import Job
+from leasehold.queues import MAX_DELAY_SECONDS, Message, Queues
+from leasehold.settings import Settings
+from leasehold.states import JobState
+
+log = logging.getLogger(__name__)
+
+
+def handoff_deadline(run_at: int, settings: Settings) -> int:
+    """When a QUEUED job that has not been leased counts as lost in hand-off."""
+    return run_at + int(settings.handoff_seconds * 1000)
+
+
+def within_sqs_delay(run_at: int, now: int) -> bool:
+    return run_at - now <= MAX_DELAY_SECONDS * 1000
+
+
+def send(queues: Queues, job: Job, now: int) -> bool:
+    """Send the job's hand-off message; False (logged) if SQS refused: the sweeper re-sends."""
+    if job.state is not JobState.QUEUED:
+        return False
+    delay = max(0.0, (job.run_at - now) / 1000)
+    try:
+        queues.send(job.pool, job.priority, Message(job.job_id, job.epoch), delay)
+    except (ClientError, BotoCoreError):
+        log.warning("hand-off of %s failed; the sweeper will re-send it", job.job_id,
+                    exc_info=True)
+        return False
+    return True

@@ -1,0 +1,117 @@
+"""Retry policy and the pure decisions made from it: backoff, retry or give up."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from typing import Any
+
+from leasehold.errors import ValidationError
+
+
+@dataclass(frozen=True, kw_only=True)
+class RetryPolicy:
+    """Cloud Tasks-style bounds: exponential backoff with full jitter inside [min, max]."""
+
+    min_backoff_seconds: float = 1.0
+    max_backoff_seconds: float = 300.0
+    #: Stop retrying once the job is this old (from its first attempt), whatever attempts remain.
+    max_retry_age_seconds: float | None = None
+    #: Exception type names (the class or any base) that fail the job at once.
+    non_retryable: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.min_backoff_seconds <= 86_400:
+            raise ValidationError("retry.min_backoff_seconds", "must be between 0 and 86400")
+        if not self.min_backoff_seconds <= self.max_backoff_seconds <= 86_400:
+            raise ValidationError(
+                "retry.max_backoff_seconds", "must be between min_backoff_seconds and 86400"
+            )
+        if self.max_retry_age_seconds is not None and self.max_retry_age_seconds <= 0:
+            raise ValidationError("retry.max_retry_age_seconds", "must be positive")
+        for name in self.non_retryable:
+            if not isinstance(name, str) or not name.isidentifier():
+                raise ValidationError("retry.non_retryable", f"not an exception name: {name!r}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "min_backoff_seconds": self.min_backoff_seconds,
+            "max_backoff_seconds": self.max_backoff_seconds,
+            "max_retry_age_seconds": self.max_retry_age_seconds,
+            "non_retryable": list(self.non_retryable),
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RetryPolicy:
+        known = {"min_backoff_seconds", "max_backoff_seconds", "max_retry_age_seconds",
+                 "non_retryable"}
+        unknown = set(data) - known
+        if unknown:
+            raise ValidationError(f"retry.{sorted(unknown)[0]}", "unknown field")
+        values = dict(data)
+        for name in ("min_backoff_seconds", "max_backoff_seconds", "max_retry_age_seconds"):
+            value = values.get(name)
+            if value is None:
+                continue
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise ValidationError(f"retry.{name}", "must be a number")
+            values[name] = float(value)
+        if values.get("max_retry_age_seconds") is None:
+            values.pop("max_retry_age_seconds", None)
+        if "non_retryable" in values:
+            names = values["non_retryable"]
+            if not isinstance(names, list | tuple):
+                raise ValidationError("retry.non_retryable", "must be a list of names")
+            values["non_retryable"] = tuple(names)
+        return cls(**{k: v for k, v in values.items() if v is not None})
+
+
+def backoff_cap(policy: RetryPolicy, failures: int) -> float:
+    """The upper bound of the delay after the ``failures``-th failure (1-based)."""
+    exponent = min(max(failures - 1, 0), 62)
+    return min(policy.max_backoff_seconds, policy.min_backoff_seconds * (2**exponent))
+
+
+def backoff(policy: RetryPolicy, failures: int, rng: random.Random | None = None) -> float:
+    """Full jitter between the floor and a cap that doubles with each failure."""
+    cap = backoff_cap(policy, failures)
+    return (rng or random).uniform(policy.min_backoff_seconds, cap)
+
+
+def is_non_retryable(policy: RetryPolicy, error_types: tuple[str, ...]) -> bool:
+    """``error_types`` is the failing exception's class name followed by its bases'."""
+    return "NonRetryableError" in error_types or any(
+        name in policy.non_retryable for name in error_types
+    )
+
+
+@dataclass(frozen=True)
+class RetryDecision:
+    retry: bool
+    delay_seconds: float = 0.0
+    reason: str = ""
+
+
+def decide_retry(
+    policy: RetryPolicy,
+    *,
+    attempt: int,
+    max_attempts: int,
+    first_attempt_at_ms: int,
+    now_ms: int,
+    error_types: tuple[str, ...],
+    rng: random.Random | None = None,
+) -> RetryDecision:
+    """Retry after a delay, or give up with the reason why."""
+    if is_non_retryable(policy, error_types):
+        return RetryDecision(False, reason=f"non-retryable error {error_types[0]}")
+    if attempt >= max_attempts:
+        return RetryDecision(False, reason=f"attempts exhausted ({attempt}/{max_attempts})")
+    delay = backoff(policy, attempt, rng)
+    if policy.max_retry_age_seconds is not None:
+        age = (now_ms - first_attempt_at_ms) / 1000 + delay
+        if age > policy.max_retry_age_seconds:
+            return RetryDecision(
+                False, reason=f"retry age exhausted ({policy.max_retry_age_seconds:g}s)"
+            )
+    return RetryDecision(True, delay_seconds=delay, reason="retry after backoff")

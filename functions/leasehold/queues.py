@@ -1,0 +1,114 @@
+"""SQS: one queue per pool and priority, each with its DLQ. Messages carry (job_id, epoch) only."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from leasehold.aws import Clients
+from leasehold.definitions import queue_name
+from leasehold.errors import StaleMessage
+from leasehold.settings import Settings
+
+MAX_DELAY_SECONDS = 900  # the SQS limit
+
+
+@dataclass(frozen=True)
+class Message:
+    job_id: str
+    epoch: int
+
+    def body(self) -> str:
+        return json.dumps({"job_id": self.job_id, "epoch": self.epoch}, separators=(",", ":"))
+
+    @classmethod
+    def parse(cls, body: str) -> Message:
+        """A hand-off message; anything else is stale (acknowledged, never retried)."""
+        try:
+            data = json.loads(body)
+            return cls(str(data["job_id"]), int(data["epoch"]))
+        except (ValueError, KeyError, TypeError) as exc:
+            raise StaleMessage(f"not a Leasehold message: {body[:100]!r}") from exc
+
+
+@dataclass(frozen=True)
+class Received:
+    queue_url: str
+    receipt_handle: str
+    message_id: str
+    body: str
+    receive_count: int
+
+
+class Queues:
+    def __init__(self, clients: Clients, settings: Settings | None = None) -> None:
+        self.settings = settings or clients.settings
+        self._clients = clients
+        self._urls: dict[str, str] = dict(self.settings.queue_urls)
+        self._lock = threading.Lock()
+
+    @property
+    def _sqs(self) -> Any:
+        return self._clients.sqs
+
+    def url_by_name(self, name: str) -> str:
+        with self._lock:
+            url = self._urls.get(name)
+        if url is None:
+            url = self._sqs.get_queue_url(QueueName=name)["QueueUrl"]
+            with self._lock:
+                self._urls[name] = url
+        return url
+
+    def url(self, pool: str, priority: str) -> str:
+        return self.url_by_name(queue_name(self.settings.queue_prefix, pool, priority))
+
+    def dlq_url(self, pool: str, priority: str) -> str:
+        return self.url_by_name(queue_name(self.settings.queue_prefix, pool, priority) + "-dlq")
+
+    def send(self, pool: str, priority: str, message: Message, delay_seconds: float = 0) -> None:
+        delay = max(0, min(MAX_DELAY_SECONDS, round(delay_seconds)))
+        self._sqs.send_message(
+            QueueUrl=self.url(pool, priority), MessageBody=message.body(), DelaySeconds=delay
+        )
+
+    def send_dead(self, pool: str, priority: str, job_id: str, reason: str) -> None:
+        """Copy a DEAD job to its DLQ so operators see it where they look for failures."""
+        body = json.dumps({"job_id": job_id, "dead": True, "reason": reason[:1000]})
+        self._sqs.send_message(QueueUrl=self.dlq_url(pool, priority), MessageBody=body)
+
+    def receive(self, url: str, *, max_messages: int = 10, wait_seconds: int = 0,
+                visibility_seconds: int | None = None) -> list[Received]:
+        kwargs: dict[str, Any] = {
+            "QueueUrl": url, "MaxNumberOfMessages": max_messages,
+            "WaitTimeSeconds": wait_seconds,
+            "MessageSystemAttributeNames": ["ApproximateReceiveCount", "SentTimestamp"],
+        }
+        if visibility_seconds is not None:
+            kwargs["VisibilityTimeout"] = visibility_seconds
+        response = self._sqs.receive_message(**kwargs)
+        return [
+            Received(url, m["ReceiptHandle"], m["MessageId"], m["Body"],
+                     int(m.get("Attributes", {}).get("ApproximateReceiveCount", 1)))
+            for m in response.get("Messages", [])
+        ]
+
+    def delete(self, url: str, receipt_handles: Sequence[str]) -> None:
+        for start in range(0, len(receipt_handles), 10):
+            chunk = receipt_handles[start:start + 10]
+            self._sqs.delete_message_batch(
+                QueueUrl=url,
+                Entries=[{"Id": str(i), "ReceiptHandle": h} for i, h in enumerate(chunk)],
+            )
+
+    def extend(self, url: str, receipt_handle: str, seconds: int) -> None:
+        self._sqs.change_message_visibility(
+            QueueUrl=url, ReceiptHandle=receipt_handle, VisibilityTimeout=min(seconds, 43_200)
+        )
+
+    def url_from_arn(self, arn: str) -> str:
+        """Lambda's SQS records name their queue by ARN: ``arn:aws:sqs:region:account:name``."""
+        return self.url_by_name(arn.rsplit(":", 1)[-1])

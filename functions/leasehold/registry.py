@@ -1,0 +1,77 @@
+"""The task registry: ``@task("name", ...)`` binds a name to a handler and its defaults."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from leasehold.errors import ValidationError
+from leasehold.policy import RetryPolicy
+
+Handler = Callable[[Any, Any], Any]
+
+
+@dataclass(frozen=True, kw_only=True)
+class TaskDefinition:
+    name: str
+    fn: Handler
+    pool: str = "default"
+    priority: str = "normal"
+    timeout_seconds: float = 300.0
+    max_attempts: int = 5
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+
+
+class TaskRegistry:
+    def __init__(self) -> None:
+        self._tasks: dict[str, TaskDefinition] = {}
+
+    def register(self, definition: TaskDefinition) -> None:
+        existing = self._tasks.get(definition.name)
+        if existing is not None and existing.fn is not definition.fn:
+            raise ValidationError("task", f"{definition.name!r} is registered twice")
+        self._tasks[definition.name] = definition
+
+    def get(self, name: str) -> TaskDefinition:
+        try:
+            return self._tasks[name]
+        except KeyError:
+            raise ValidationError("task", f"unknown task {name!r}") from None
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._tasks
+
+    def names(self) -> list[str]:
+        return sorted(self._tasks)
+
+    def task(self, name: str, **defaults: Any) -> Callable[[Handler], Handler]:
+        def decorate(fn: Handler) -> Handler:
+            self.register(TaskDefinition(name=name, fn=fn, **defaults))
+            return fn
+
+        return decorate
+
+
+#: The registry ``@task`` fills and the runtimes read unless given another.
+default_registry = TaskRegistry()
+
+
+def task(name: str, **defaults: Any) -> Callable[[Handler], Handler]:
+    """Register a function as the handler of task ``name``.
+
+    ``defaults`` are per-task defaults a submission may override: ``pool``, ``priority``,
+    ``timeout_seconds``, ``max_attempts`` and ``retry`` (a :class:`RetryPolicy`).
+    The handler is called as ``fn(payload, ctx)`` with a :class:`~leasehold.context.JobContext`.
+    """
+    return default_registry.task(name, **defaults)
+
+
+def load_modules(modules: Iterable[str]) -> None:
+    """Import task modules so that their ``@task`` decorators run."""
+    for module in modules:
+        try:
+            importlib.import_module(module)
+        except ImportError as exc:
+            raise ValidationError("tasks", f"cannot import task module {module!r}: {exc}") from exc

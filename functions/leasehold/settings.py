@@ -1,0 +1,122 @@
+"""Settings, read once from the environment into a frozen value. Explicit arguments win."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from leasehold.errors import ValidationError
+
+PRIORITIES = ("high", "normal", "low")
+
+
+def _split(value: str) -> tuple[str, ...]:
+    return tuple(part.strip() for part in value.split(",") if part.strip())
+
+
+@dataclass(frozen=True, kw_only=True)
+class Settings:
+    region: str = "us-east-1"
+    endpoint_url: str | None = None
+    jobs_table: str = "leasehold-jobs"
+    schedules_table: str = "leasehold-schedules"
+    tenants_table: str = "leasehold-tenants"
+    coordination_table: str = "leasehold-coordination"
+    queue_prefix: str = "leasehold"
+    #: Explicit queue URLs by queue name (set by the CDK stack); otherwise looked up by name.
+    queue_urls: Mapping[str, str] = field(default_factory=dict)
+    pools: tuple[str, ...] = ("default",)
+    shards: int = 8
+    lease_seconds: float = 60.0
+    #: How long a QUEUED job may wait for its hand-off before the sweeper re-sends it.
+    handoff_seconds: float = 900.0
+    #: Clock skew allowed between machines before a lease counts as expired.
+    skew_grace_seconds: float = 5.0
+    max_crash_recoveries: int = 3
+    history_limit: int = 32
+    task_modules: tuple[str, ...] = ()
+    event_bus: str | None = None
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
+        env = os.environ if env is None else env
+        values: dict[str, Any] = {}
+        text = {
+            "region": "AWS_REGION",
+            "endpoint_url": "AWS_ENDPOINT_URL",
+            "jobs_table": "LEASEHOLD_JOBS_TABLE",
+            "schedules_table": "LEASEHOLD_SCHEDULES_TABLE",
+            "tenants_table": "LEASEHOLD_TENANTS_TABLE",
+            "coordination_table": "LEASEHOLD_COORDINATION_TABLE",
+            "queue_prefix": "LEASEHOLD_QUEUE_PREFIX",
+            "event_bus": "LEASEHOLD_EVENT_BUS",
+        }
+        for name, var in text.items():
+            if env.get(var):
+                values[name] = env[var]
+        if not values.get("region") and env.get("AWS_DEFAULT_REGION"):
+            values["region"] = env["AWS_DEFAULT_REGION"]
+        numbers = {
+            "shards": ("LEASEHOLD_SHARDS", int),
+            "lease_seconds": ("LEASEHOLD_LEASE_SECONDS", float),
+            "handoff_seconds": ("LEASEHOLD_HANDOFF_SECONDS", float),
+            "skew_grace_seconds": ("LEASEHOLD_SKEW_GRACE_SECONDS", float),
+            "max_crash_recoveries": ("LEASEHOLD_MAX_CRASH_RECOVERIES", int),
+            "history_limit": ("LEASEHOLD_HISTORY_LIMIT", int),
+        }
+        for name, (var, kind) in numbers.items():
+            if env.get(var):
+                try:
+                    values[name] = kind(env[var])
+                except ValueError as exc:
+                    raise ValidationError(var, f"not a number: {env[var]!r}") from exc
+        if env.get("LEASEHOLD_POOLS"):
+            values["pools"] = _split(env["LEASEHOLD_POOLS"])
+        if env.get("LEASEHOLD_TASKS"):
+            values["task_modules"] = _split(env["LEASEHOLD_TASKS"])
+        if env.get("LEASEHOLD_QUEUE_URLS"):
+            values["queue_urls"] = json.loads(env["LEASEHOLD_QUEUE_URLS"])
+        values.update(overrides)
+        settings = cls(**values)
+        settings.validate()
+        return settings
+
+    def validate(self) -> None:
+        if self.shards < 1:
+            raise ValidationError("shards", "must be at least 1")
+        if self.lease_seconds < 1:
+            raise ValidationError("lease_seconds", "must be at least 1 second")
+        if not self.pools:
+            raise ValidationError("pools", "at least one pool is needed")
+
+    def with_(self, **changes: Any) -> Settings:
+        return replace(self, **changes)
+
+    def to_env(self) -> dict[str, str]:
+        """The environment that reproduces these settings in another process."""
+        env = {
+            "AWS_REGION": self.region,
+            "LEASEHOLD_JOBS_TABLE": self.jobs_table,
+            "LEASEHOLD_SCHEDULES_TABLE": self.schedules_table,
+            "LEASEHOLD_TENANTS_TABLE": self.tenants_table,
+            "LEASEHOLD_COORDINATION_TABLE": self.coordination_table,
+            "LEASEHOLD_QUEUE_PREFIX": self.queue_prefix,
+            "LEASEHOLD_POOLS": ",".join(self.pools),
+            "LEASEHOLD_SHARDS": str(self.shards),
+            "LEASEHOLD_LEASE_SECONDS": str(self.lease_seconds),
+            "LEASEHOLD_HANDOFF_SECONDS": str(self.handoff_seconds),
+            "LEASEHOLD_SKEW_GRACE_SECONDS": str(self.skew_grace_seconds),
+            "LEASEHOLD_MAX_CRASH_RECOVERIES": str(self.max_crash_recoveries),
+            "LEASEHOLD_HISTORY_LIMIT": str(self.history_limit),
+            "LEASEHOLD_TASKS": ",".join(self.task_modules),
+        }
+        if self.endpoint_url:
+            env["AWS_ENDPOINT_URL"] = self.endpoint_url
+        if self.queue_urls:
+            env["LEASEHOLD_QUEUE_URLS"] = json.dumps(dict(self.queue_urls))
+        if self.event_bus:
+            env["LEASEHOLD_EVENT_BUS"] = self.event_bus
+        return env

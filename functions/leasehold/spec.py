@@ -1,0 +1,172 @@
+"""What a user asks for (:class:`JobSpec`) and its validation into a resolved spec.
+
+Every invalid value raises :class:`~leasehold.errors.ValidationError` naming the field, before
+anything is written.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from leasehold.errors import PayloadTooLarge, ValidationError
+from leasehold.policy import RetryPolicy
+from leasehold.registry import TaskRegistry
+from leasehold.settings import PRIORITIES
+
+MAX_PAYLOAD_BYTES = 256 * 1024
+MAX_RESULT_BYTES = 64 * 1024
+MAX_DELAY_SECONDS = 366 * 24 * 3600
+MAX_ATTEMPTS_LIMIT = 100
+MAX_TIMEOUT_SECONDS = 24 * 3600
+MAX_LABELS = 32
+
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$")
+_POOL = re.compile(r"^[a-z0-9][a-z0-9-]{0,31}$")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+@dataclass(frozen=True, kw_only=True)
+class JobSpec:
+    task: str
+    payload: Any = None
+    tenant: str = "default"
+    pool: str | None = None
+    priority: str | None = None
+    run_at_ms: int | None = None
+    delay_seconds: float | None = None
+    idempotency_key: str | None = None
+    max_attempts: int | None = None
+    retry: RetryPolicy | None = None
+    timeout_seconds: float | None = None
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ResolvedSpec:
+    """A valid spec with every default filled in from the task and the settings."""
+
+    task: str
+    payload_json: str
+    tenant: str
+    pool: str
+    priority: str
+    run_at_ms: int
+    idempotency_key: str | None
+    max_attempts: int
+    retry: RetryPolicy
+    timeout_seconds: float
+    labels: dict[str, str]
+    spec_hash: str
+
+
+def check_text(fieldname: str, value: object, *, limit: int, pattern: re.Pattern[str] | None = None,
+               empty_ok: bool = False) -> str:
+    if not isinstance(value, str):
+        raise ValidationError(fieldname, "must be a string")
+    if not value and not empty_ok:
+        raise ValidationError(fieldname, "must not be empty")
+    if len(value) > limit:
+        raise ValidationError(fieldname, f"must be at most {limit} characters")
+    if _CONTROL.search(value):
+        raise ValidationError(fieldname, "must not contain control characters")
+    if pattern is not None and not pattern.match(value):
+        raise ValidationError(fieldname, f"has an invalid format: {value!r}")
+    return value
+
+
+def check_number(fieldname: str, value: object, *, low: float, high: float,
+                 integer: bool = False) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValidationError(fieldname, "must be a number")
+    if integer and not (isinstance(value, int) or float(value).is_integer()):
+        raise ValidationError(fieldname, "must be a whole number")
+    if value != value or not low <= value <= high:  # NaN fails the first test
+        raise ValidationError(fieldname, f"must be between {low:g} and {high:g}")
+    return value
+
+
+def encode_json(fieldname: str, value: Any, limit: int) -> str:
+    """Canonical compact JSON, or a validation error naming the field."""
+    try:
+        text = json.dumps(value, separators=(",", ":"), sort_keys=True, allow_nan=False,
+                          ensure_ascii=False)
+    except (TypeError, ValueError) as exc:
+        raise ValidationError(fieldname, f"must be JSON-serializable: {exc}") from exc
+    size = len(text.encode())
+    if size > limit:
+        raise PayloadTooLarge(fieldname, f"is {size} bytes serialized; the limit is {limit}")
+    return text
+
+
+def check_tenant(value: object) -> str:
+    return check_text("tenant", value, limit=128, pattern=_NAME)
+
+
+def resolve(spec: JobSpec, registry: TaskRegistry, *, pools: tuple[str, ...], now_ms: int
+            ) -> ResolvedSpec:
+    check_text("task", spec.task, limit=128, pattern=_NAME)
+    definition = registry.get(spec.task)
+    payload_json = encode_json("payload", spec.payload, MAX_PAYLOAD_BYTES)
+    tenant = check_tenant(spec.tenant)
+
+    pool = spec.pool if spec.pool is not None else definition.pool
+    check_text("pool", pool, limit=32, pattern=_POOL)
+    if pool not in pools:
+        raise ValidationError("pool", f"unknown pool {pool!r}; known: {', '.join(pools)}")
+    priority = spec.priority if spec.priority is not None else definition.priority
+    if priority not in PRIORITIES:
+        raise ValidationError("priority", f"must be one of {', '.join(PRIORITIES)}")
+
+    if spec.run_at_ms is not None and spec.delay_seconds is not None:
+        raise ValidationError("run_at", "give run_at or delay_seconds, not both")
+    if spec.delay_seconds is not None:
+        delay = check_number("delay_seconds", spec.delay_seconds, low=0, high=MAX_DELAY_SECONDS)
+        run_at = now_ms + int(delay * 1000)
+    elif spec.run_at_ms is not None:
+        check_number("run_at", spec.run_at_ms, low=0, high=now_ms + MAX_DELAY_SECONDS * 1000,
+                     integer=True)
+        run_at = max(int(spec.run_at_ms), now_ms)  # the past means now
+    else:
+        run_at = now_ms
+
+    key = spec.idempotency_key
+    if key is not None:
+        check_text("idempotency_key", key, limit=256)
+    max_attempts = spec.max_attempts if spec.max_attempts is not None else definition.max_attempts
+    check_number("max_attempts", max_attempts, low=1, high=MAX_ATTEMPTS_LIMIT, integer=True)
+    timeout = spec.timeout_seconds if spec.timeout_seconds is not None else definition.timeout_seconds
+    check_number("timeout_seconds", timeout, low=1, high=MAX_TIMEOUT_SECONDS)
+    retry = spec.retry if spec.retry is not None else definition.retry
+    if not isinstance(retry, RetryPolicy):
+        raise ValidationError("retry", "must be a retry policy")
+
+    if not isinstance(spec.labels, Mapping):
+        raise ValidationError("labels", "must be an object of strings")
+    if len(spec.labels) > MAX_LABELS:
+        raise ValidationError("labels", f"at most {MAX_LABELS} labels")
+    labels = {}
+    for name, value in spec.labels.items():
+        check_text("labels", name, limit=64, pattern=_NAME)
+        labels[name] = check_text(f"labels.{name}", value, limit=256, empty_ok=True)
+
+    # What makes two submissions "the same job" for idempotency: everything the user chose,
+    # with the delay as given (a replay a minute later asks for the same delay, not run_at).
+    fingerprint = json.dumps(
+        {
+            "task": spec.task, "payload": payload_json, "pool": pool, "priority": priority,
+            "run_at": spec.run_at_ms, "delay": spec.delay_seconds, "max_attempts": max_attempts,
+            "timeout": timeout, "retry": retry.to_dict(), "labels": labels,
+        },
+        sort_keys=True,
+    )
+    return ResolvedSpec(
+        task=spec.task, payload_json=payload_json, tenant=tenant, pool=pool, priority=priority,
+        run_at_ms=run_at, idempotency_key=key, max_attempts=int(max_attempts), retry=retry,
+        timeout_seconds=float(timeout), labels=labels,
+        spec_hash=hashlib.sha256(fingerprint.encode()).hexdigest()[:32],
+    )

@@ -1,0 +1,63 @@
+"""Job states and the one table of allowed transitions (see DESIGN.md)."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from leasehold.errors import InvalidTransition
+
+
+class JobState(StrEnum):
+    SCHEDULED = "SCHEDULED"
+    WAITING = "WAITING"
+    QUEUED = "QUEUED"
+    RUNNING = "RUNNING"
+    SUCCEEDED = "SUCCEEDED"
+    DEAD = "DEAD"
+    CANCELLED = "CANCELLED"
+
+    @property
+    def terminal(self) -> bool:
+        return self in TERMINAL
+
+    @property
+    def live(self) -> bool:
+        return self not in TERMINAL
+
+
+TERMINAL = frozenset({JobState.SUCCEEDED, JobState.DEAD, JobState.CANCELLED})
+
+#: States a new job may start in: due now or soon, later, or behind dependencies.
+INITIAL = frozenset({JobState.QUEUED, JobState.SCHEDULED, JobState.WAITING})
+
+S = JobState
+#: (from, to) -> what causes it. Self-transitions are hand-off re-drives (new epoch).
+TRANSITIONS: dict[tuple[JobState, JobState], str] = {
+    (S.SCHEDULED, S.QUEUED): "due",
+    (S.SCHEDULED, S.CANCELLED): "cancel",
+    (S.WAITING, S.QUEUED): "dependencies done",
+    (S.WAITING, S.CANCELLED): "cancel",
+    (S.QUEUED, S.RUNNING): "lease",
+    (S.QUEUED, S.QUEUED): "hand-off overdue, re-sent",
+    (S.QUEUED, S.CANCELLED): "cancel",
+    (S.RUNNING, S.SUCCEEDED): "ok",
+    (S.RUNNING, S.QUEUED): "retry after backoff, or lease expired",
+    # A backoff longer than the SQS delay limit parks the job for the ticker.
+    (S.RUNNING, S.SCHEDULED): "retry after a long backoff",
+    (S.RUNNING, S.DEAD): "attempts exhausted, non-retryable, or poison pill",
+    (S.RUNNING, S.CANCELLED): "cancel observed",
+    # Manual re-runs of finished jobs (API retry, DLQ redrive): never automatic.
+    (S.DEAD, S.QUEUED): "manual retry",
+    (S.CANCELLED, S.QUEUED): "manual retry",
+}
+
+
+def allowed(source: JobState, target: JobState) -> bool:
+    return (source, target) in TRANSITIONS
+
+
+def check(source: JobState, target: JobState) -> None:
+    if not allowed(source, target):
+        raise InvalidTransition(
+            f"a job cannot go from {source} to {target}", source=source, target=target
+        )

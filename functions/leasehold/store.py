@@ -1,0 +1,368 @@
+"""The jobs table: every write conditional, every transition fenced by state and epoch.
+
+One primitive, :meth:`DynamoJobStore.transition`, performs every state change. It also keeps
+the sparse index keys in step with the state (only SCHEDULED jobs carry ``due_shard``, only
+QUEUED/RUNNING jobs carry ``lease_shard``) so that no caller can forget them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
+from botocore.exceptions import ClientError
+
+from leasehold.aws import Clients
+from leasehold.definitions import BY_TENANT_INDEX, DUE_INDEX, LEASES_INDEX
+from leasehold.errors import Conflict, LeaseholdError, NotFound, StaleMessage
+from leasehold.ids import shard_of
+from leasehold.jobs import Job, Transition, job_from_item, job_to_item
+from leasehold.settings import Settings
+from leasehold.states import JobState, check
+
+_serializer = TypeSerializer()
+_deserializer = TypeDeserializer()
+
+
+def to_av(value: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: _serializer.serialize(v) for k, v in value.items()}
+
+
+def from_av(item: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: _deserializer.deserialize(v) for k, v in item.items()}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Change:
+    """One state change, as :meth:`JobStore.transition` applies it."""
+
+    target: JobState
+    actor: str
+    reason: str = ""
+    set: Mapping[str, Any] = field(default_factory=dict)
+    remove: Sequence[str] = ()
+    increment: Mapping[str, int] = field(default_factory=dict)
+    #: Hand the job off anew: the old message (and any zombie holding it) is fenced off.
+    bump_epoch: bool = False
+    #: Only the lease holder may make this change.
+    owner: str | None = None
+    #: Refuse when a cancel was requested (a success must not hide a cancel).
+    unless_cancel_requested: bool = False
+
+
+@dataclass(frozen=True)
+class LeaseRef:
+    job_id: str
+    state: JobState
+    epoch: int
+    lease_expires_at: int
+
+
+class JobStore(Protocol):
+    def create(self, job: Job) -> tuple[Job, bool]: ...
+    def get(self, job_id: str) -> Job: ...
+    def lease(self, job_id: str, epoch: int, *, owner: str, expires_at: int, now: int,
+              actor: str) -> Job: ...
+    def transition(self, job: Job, change: Change, *, now: int,
+                   conflict: type[LeaseholdError] = Conflict) -> Job: ...
+    def update_running(self, job: Job, *, owner: str, set: Mapping[str, Any],
+                       conflict: type[LeaseholdError]) -> Job: ...
+    def request_cancel(self, job: Job) -> Job: ...
+    def expired_leases(self, shard: int, before: int, limit: int) -> list[LeaseRef]: ...
+    def due(self, shard: int, until: int, limit: int) -> list[str]: ...
+    def by_tenant(self, tenant: str, *, limit: int, cursor: Mapping[str, Any] | None = None,
+                  newest_first: bool = True) -> tuple[list[str], Mapping[str, Any] | None]: ...
+    def batch_get(self, job_ids: Sequence[str]) -> list[Job]: ...
+
+
+class ConditionFailed(LeaseholdError):
+    """A conditional write found the job changed."""
+
+
+class DynamoJobStore:
+    def __init__(self, clients: Clients, settings: Settings | None = None) -> None:
+        self.settings = settings or clients.settings
+        self.table = self.settings.jobs_table
+        self._clients = clients
+
+    @property
+    def _ddb(self) -> Any:
+        return self._clients.dynamodb
+
+    # -- creation and reads -------------------------------------------------------------
+
+    def create(self, job: Job) -> tuple[Job, bool]:
+        """Put a new job; if the id exists, return the stored one and ``False``."""
+        check_initial(job.state)
+        item = job_to_item(job) | self._index_keys(job.job_id, job.state, job)
+        try:
+            self._ddb.put_item(
+                TableName=self.table,
+                Item=to_av(item),
+                ConditionExpression="attribute_not_exists(job_id)",
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+        except ClientError as exc:
+            old = _old_item(exc)
+            if old is None:
+                raise
+            return job_from_item(from_av(old)) if old else self.get(job.job_id), False
+        return job, True
+
+    def get(self, job_id: str) -> Job:
+        response = self._ddb.get_item(
+            TableName=self.table, Key={"job_id": {"S": job_id}}, ConsistentRead=True
+        )
+        if "Item" not in response:
+            raise NotFound(f"no job {job_id}", job_id=job_id)
+        return job_from_item(from_av(response["Item"]))
+
+    def batch_get(self, job_ids: Sequence[str]) -> list[Job]:
+        found: dict[str, Job] = {}
+        for start in range(0, len(job_ids), 100):
+            keys = [{"job_id": {"S": i}} for i in dict.fromkeys(job_ids[start:start + 100])]
+            request: dict[str, Any] = {self.table: {"Keys": keys, "ConsistentRead": True}}
+            while request:
+                response = self._ddb.batch_get_item(RequestItems=request)
+                for item in response["Responses"].get(self.table, []):
+                    job = job_from_item(from_av(item))
+                    found[job.job_id] = job
+                request = response.get("UnprocessedKeys") or {}
+        return [found[i] for i in job_ids if i in found]
+
+    # -- the one transition primitive ---------------------------------------------------
+
+    def transition(self, job: Job, change: Change, *, now: int,
+                   conflict: type[LeaseholdError] = Conflict) -> Job:
+        """Apply ``change`` if the job is still in ``job.state`` at ``job.epoch``.
+
+        ``job`` is the caller's view. Because every entry into QUEUED bumps the epoch, an
+        unchanged (state, epoch) pair means no transition happened since that view was read,
+        so the bounded history can be rewritten from it safely.
+        """
+        check(job.state, change.target)
+        entry = Transition(now, job.state.value, change.target.value, change.actor, change.reason)
+        history = (*job.history, entry)[-self.settings.history_limit:]
+        sets: dict[str, Any] = {"state": change.target.value, "history": [
+            t.to_item() for t in history]}
+        sets.update(change.set)
+        removes = list(change.remove)
+        index = self._index_keys(job.job_id, change.target, None, sets)
+        sets.update({k: v for k, v in index.items() if v is not None})
+        removes += [k for k, v in index.items() if v is None and k not in sets]
+        values: dict[str, Any] = {":source": job.state.value, ":epoch": job.epoch}
+        condition = ["#state = :source", "epoch = :epoch"]
+        if change.owner is not None:
+            condition.append("lease_owner = :owner")
+            values[":owner"] = change.owner
+        if change.unless_cancel_requested:
+            condition.append("attribute_not_exists(cancel_requested)")
+        increments = dict(change.increment)
+        if change.bump_epoch:
+            increments["epoch"] = 1
+        expected_epoch = job.epoch + (1 if change.bump_epoch else 0)
+        new = self._update(job.job_id, sets, removes, increments, condition, values)
+        if new is not None:
+            return new
+        return self._explain(job.job_id, change, now, expected_epoch, conflict)
+
+    def lease(self, job_id: str, epoch: int, *, owner: str, expires_at: int, now: int,
+              actor: str) -> Job:
+        """QUEUED -> RUNNING for the holder of message ``(job_id, epoch)``.
+
+        The worker has not read the job (that would cost a request per job), so the history
+        entry is appended rather than rewritten; the next transition trims it.
+        """
+        entry = Transition(now, JobState.QUEUED.value, JobState.RUNNING.value, actor, "lease")
+        try:
+            response = self._ddb.update_item(
+                TableName=self.table, Key={"job_id": {"S": job_id}},
+                UpdateExpression=(
+                    "SET #state = :running, lease_owner = :owner, lease_expires_at = :exp, "
+                    "started_at = :now, first_started_at = if_not_exists(first_started_at, :now), "
+                    "attempt = if_not_exists(attempt, :zero) + :one, "
+                    "history = list_append(if_not_exists(history, :empty), :entry)"
+                ),
+                ConditionExpression="#state = :queued AND epoch = :epoch",
+                ExpressionAttributeNames={"#state": "state"},
+                ExpressionAttributeValues=to_av({
+                    ":running": JobState.RUNNING.value, ":queued": JobState.QUEUED.value,
+                    ":owner": owner, ":exp": expires_at, ":now": now, ":zero": 0, ":one": 1,
+                    ":empty": [], ":entry": [entry.to_item()], ":epoch": epoch,
+                }),
+                ReturnValues="ALL_NEW", ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+        except ClientError as exc:
+            old = _old_item(exc)
+            if old is None:
+                raise
+            current = job_from_item(from_av(old)) if old else None
+            if current is not None and current.state is JobState.RUNNING and \
+                    current.epoch == epoch and current.lease_owner == owner:
+                return current  # our own lease; a retried request saw it already applied
+            raise StaleMessage(f"message for {job_id} at epoch {epoch} is stale",
+                               job_id=job_id, current=current) from None
+        return job_from_item(from_av(response["Attributes"]))
+
+    def update_running(self, job: Job, *, owner: str, set: Mapping[str, Any],
+                       conflict: type[LeaseholdError]) -> Job:
+        """Change attributes of a RUNNING job without a transition (heartbeats)."""
+        new = self._update(
+            job.job_id, dict(set), [], {},
+            ["#state = :running", "epoch = :epoch", "lease_owner = :owner"],
+            {":running": JobState.RUNNING.value, ":epoch": job.epoch, ":owner": owner},
+        )
+        if new is None:
+            current = self._maybe_get(job.job_id)
+            raise conflict(job_id=job.job_id, current=current)
+        return new
+
+    def request_cancel(self, job: Job) -> Job:
+        """Flag a RUNNING job; its worker sees the flag at the next heartbeat."""
+        new = self._update(
+            job.job_id, {"cancel_requested": True}, [], {},
+            ["#state = :running", "epoch = :epoch"],
+            {":running": JobState.RUNNING.value, ":epoch": job.epoch},
+        )
+        if new is None:
+            raise ConditionFailed(job_id=job.job_id)
+        return new
+
+    # -- index queries ------------------------------------------------------------------
+
+    def expired_leases(self, shard: int, before: int, limit: int) -> list[LeaseRef]:
+        refs = []
+        for item in self._query(LEASES_INDEX.name, "lease_shard = :s AND lease_expires_at < :t",
+                                {":s": shard, ":t": before}, limit):
+            refs.append(LeaseRef(item["job_id"], JobState(item["state"]), int(item["epoch"]),
+                                 int(item["lease_expires_at"])))
+        return refs
+
+    def due(self, shard: int, until: int, limit: int) -> list[str]:
+        return [item["job_id"] for item in self._query(
+            DUE_INDEX.name, "due_shard = :s AND run_at <= :t", {":s": shard, ":t": until}, limit)]
+
+    def by_tenant(self, tenant: str, *, limit: int, cursor: Mapping[str, Any] | None = None,
+                  newest_first: bool = True) -> tuple[list[str], Mapping[str, Any] | None]:
+        kwargs: dict[str, Any] = {
+            "TableName": self.table, "IndexName": BY_TENANT_INDEX.name,
+            "KeyConditionExpression": "tenant = :t",
+            "ExpressionAttributeValues": to_av({":t": tenant}),
+            "ScanIndexForward": not newest_first, "Limit": limit,
+        }
+        if cursor:
+            kwargs["ExclusiveStartKey"] = to_av(cursor)
+        response = self._ddb.query(**kwargs)
+        ids = [from_av(item)["job_id"] for item in response.get("Items", [])]
+        last = response.get("LastEvaluatedKey")
+        return ids, (from_av(last) if last else None)
+
+    # -- helpers ------------------------------------------------------------------------
+
+    def _index_keys(self, job_id: str, state: JobState, job: Job | None,
+                    sets: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """The index attributes a job in ``state`` must carry (None: must not carry)."""
+        shard = shard_of(job_id, self.settings.shards)
+        keys: dict[str, Any] = {"due_shard": None, "lease_shard": None, "lease_expires_at": None}
+        if state is JobState.SCHEDULED:
+            keys["due_shard"] = shard
+        elif state in (JobState.QUEUED, JobState.RUNNING):
+            keys["lease_shard"] = shard
+            expires = (sets or {}).get("lease_expires_at") or (job and job.lease_expires_at)
+            if expires is None:
+                raise ValueError(f"a {state} job needs lease_expires_at")
+            keys["lease_expires_at"] = expires
+        if job is not None:  # creating: drop the Nones
+            return {k: v for k, v in keys.items() if v is not None}
+        return keys
+
+    def _update(self, job_id: str, sets: Mapping[str, Any], removes: Sequence[str],
+                increments: Mapping[str, int], condition: Sequence[str],
+                values: Mapping[str, Any]) -> Job | None:
+        names = {"#state": "state"}
+        values = dict(values)
+        parts = []
+        for i, (name, value) in enumerate(sets.items()):
+            names[f"#s{i}"] = name
+            values[f":s{i}"] = value
+            parts.append(f"#s{i} = :s{i}")
+        for i, (name, amount) in enumerate(increments.items()):
+            names[f"#i{i}"] = name
+            values[f":i{i}"] = amount
+            values[":zero"] = 0
+            parts.append(f"#i{i} = if_not_exists(#i{i}, :zero) + :i{i}")
+        expression = "SET " + ", ".join(parts)
+        if removes:
+            for i, name in enumerate(dict.fromkeys(removes)):
+                names[f"#r{i}"] = name
+            expression += " REMOVE " + ", ".join(f"#r{i}" for i in range(len(set(removes))))
+        try:
+            response = self._ddb.update_item(
+                TableName=self.table, Key={"job_id": {"S": job_id}},
+                UpdateExpression=expression, ConditionExpression=" AND ".join(condition),
+                ExpressionAttributeNames=names, ExpressionAttributeValues=to_av(values),
+                ReturnValues="ALL_NEW", ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+        except ClientError as exc:
+            if _old_item(exc) is None:
+                raise
+            return None
+        return job_from_item(from_av(response["Attributes"]))
+
+    def _explain(self, job_id: str, change: Change, now: int, expected_epoch: int,
+                 conflict: type[LeaseholdError]) -> Job:
+        """A failed condition: our own earlier write (a retried request), or a real conflict."""
+        current = self._maybe_get(job_id)
+        if current is None:
+            raise NotFound(f"no job {job_id}", job_id=job_id)
+        last = current.history[-1] if current.history else None
+        if (
+            current.state is change.target and current.epoch == expected_epoch
+            and last is not None and last.at == now and last.actor == change.actor
+            and last.target == change.target.value
+        ):
+            return current  # the write landed; only its response was lost
+        raise conflict(
+            f"job {job_id} is {current.state} at epoch {current.epoch}",
+            job_id=job_id, current=current,
+        )
+
+    def _maybe_get(self, job_id: str) -> Job | None:
+        try:
+            return self.get(job_id)
+        except NotFound:
+            return None
+
+    def _query(self, index: str, condition: str, values: Mapping[str, Any],
+               limit: int) -> Iterator[dict[str, Any]]:
+        kwargs: dict[str, Any] = {
+            "TableName": self.table, "IndexName": index, "KeyConditionExpression": condition,
+            "ExpressionAttributeValues": to_av(values), "Limit": min(limit, 1000),
+        }
+        seen = 0
+        while seen < limit:
+            response = self._ddb.query(**kwargs)
+            for item in response.get("Items", []):
+                seen += 1
+                yield from_av(item)
+                if seen >= limit:
+                    return
+            if "LastEvaluatedKey" not in response:
+                return
+            kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+
+
+def check_initial(state: JobState) -> None:
+    from leasehold.states import INITIAL
+
+    if state not in INITIAL:
+        raise ValueError(f"a new job cannot start {state}")
+
+
+def _old_item(exc: ClientError) -> dict[str, Any] | None:
+    """The item a failed condition saw ({} if none); None if the error is not a condition."""
+    if exc.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
+        return None
+    return exc.response.get("Item") or {}

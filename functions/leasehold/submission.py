@@ -1,0 +1,63 @@
+"""Submitting a job: validate, write the row with one conditional put, hand it off."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from leasehold import handoff
+from leasehold.app import Leasehold
+from leasehold.errors import IdempotencyConflict
+from leasehold.ids import derived_id, new_id
+from leasehold.jobs import Job, Transition
+from leasehold.spec import JobSpec, ResolvedSpec, resolve
+from leasehold.states import JobState
+
+
+@dataclass(frozen=True)
+class Submitted:
+    job: Job
+    #: False when an idempotent replay found the job the first submission made.
+    created: bool
+
+
+def job_id_for(spec: ResolvedSpec, now: int) -> str:
+    # With an idempotency key the id *is* the key: one conditional put decides the race
+    # between concurrent replays, so there is never an orphan row (and no transaction).
+    if spec.idempotency_key is not None:
+        return derived_id("job", spec.tenant, spec.idempotency_key)
+    return new_id(now)
+
+
+def new_job(app: Leasehold, spec: ResolvedSpec, now: int, *, job_id: str | None = None,
+            state: JobState | None = None, actor: str = "api", extra: dict | None = None) -> Job:
+    """The row for a new job: QUEUED if SQS can hold it until it is due, else SCHEDULED."""
+    if state is None:
+        state = JobState.QUEUED if handoff.within_sqs_delay(spec.run_at_ms, now) else \
+            JobState.SCHEDULED
+    queued = state is JobState.QUEUED
+    return Job(
+        job_id=job_id or job_id_for(spec, now), tenant=spec.tenant, task=spec.task,
+        payload_json=spec.payload_json, pool=spec.pool, priority=spec.priority, state=state,
+        epoch=1 if queued else 0, max_attempts=spec.max_attempts, retry=spec.retry,
+        timeout_seconds=spec.timeout_seconds, labels=spec.labels,
+        idempotency_key=spec.idempotency_key, spec_hash=spec.spec_hash, created_at=now,
+        run_at=spec.run_at_ms,
+        lease_expires_at=handoff.handoff_deadline(spec.run_at_ms, app.settings) if queued else None,
+        history=(Transition(now, "", state.value, actor, "submitted"),),
+        extra=extra or {},
+    )
+
+
+def submit(app: Leasehold, spec: JobSpec) -> Submitted:
+    now = app.now()
+    resolved = resolve(spec, app.registry, pools=app.settings.pools, now_ms=now)
+    job, created = app.store.create(new_job(app, resolved, now))
+    if not created:
+        if job.spec_hash != resolved.spec_hash or job.tenant != resolved.tenant:
+            raise IdempotencyConflict(
+                f"idempotency key {resolved.idempotency_key!r} was used for another job spec",
+                job_id=job.job_id,
+            )
+        return Submitted(job, created=False)
+    handoff.send(app.queues, job, now)
+    return Submitted(job, created=True)

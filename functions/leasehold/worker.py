@@ -1,0 +1,282 @@
+"""The worker: lease a job, run its handler with heartbeats and a timeout, record the outcome.
+
+One message is one attempt. The SQS message is acknowledged only once the outcome is written
+to DynamoDB; a stale or duplicate message is acknowledged without running anything.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import secrets
+import socket
+import threading
+import time
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from leasehold import handoff
+from leasehold.app import Leasehold
+from leasehold.context import JobContext
+from leasehold.errors import (
+    AttemptTimeout,
+    LeaseholdError,
+    LeaseLost,
+    NotFound,
+    PayloadTooLarge,
+    StaleMessage,
+    ValidationError,
+)
+from leasehold.failures import describe, error
+from leasehold.jobs import Job, JobError
+from leasehold.policy import decide_retry
+from leasehold.queues import Message
+from leasehold.spec import MAX_RESULT_BYTES, encode_json
+from leasehold.states import JobState
+from leasehold.store import Change
+
+log = logging.getLogger(__name__)
+
+
+class Outcome(StrEnum):
+    SUCCEEDED = "succeeded"
+    RETRYING = "retrying"
+    DEAD = "dead"
+    CANCELLED = "cancelled"
+    STALE = "stale"          # duplicate or superseded message: acknowledged, nothing ran
+    LEASE_LOST = "lease_lost"  # ran, but a newer lease took over: result discarded
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """One SQS message as the worker needs it (from Lambda's event or from a poll)."""
+
+    body: str
+    queue_url: str | None = None
+    receipt_handle: str | None = None
+
+
+def worker_identity() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
+
+
+@dataclass
+class _Attempt:
+    """What happened while the handler ran."""
+
+    result: Any = None
+    failure: BaseException | None = None
+    finished: bool = False
+    lease_lost: bool = False
+    timed_out: bool = False
+    #: The row as the last heartbeat saw it (``None``: as leased).
+    view: Job | None = None
+
+
+class Worker:
+    def __init__(self, app: Leasehold, *, worker_id: str | None = None) -> None:
+        self.app = app
+        self.worker_id = worker_id or worker_identity()
+
+    # -- one message --------------------------------------------------------------------
+
+    def process(self, delivery: Delivery) -> Outcome:
+        """Handle one message. Raises only for infrastructure errors (the message is retried)."""
+        try:
+            message = Message.parse(delivery.body)
+        except StaleMessage:
+            log.warning("acknowledging a message that is not a hand-off: %r", delivery.body[:200])
+            return Outcome.STALE
+        app = self.app
+        now = app.now()
+        owner = f"{self.worker_id}:{secrets.token_hex(4)}"
+        lease_ms = int(app.settings.lease_seconds * 1000)
+        try:
+            job = app.store.lease(message.job_id, message.epoch, owner=owner,
+                                  expires_at=now + lease_ms, now=now, actor=self.worker_id)
+        except (StaleMessage, NotFound):
+            return Outcome.STALE
+        attempt = self._run(job, owner, delivery)
+        if attempt.lease_lost:
+            return Outcome.LEASE_LOST
+        try:
+            return self._finish(job, owner, attempt)
+        except LeaseLost:
+            return Outcome.LEASE_LOST
+
+    # -- running ------------------------------------------------------------------------
+
+    def _run(self, job: Job, owner: str, delivery: Delivery) -> _Attempt:
+        app = self.app
+        state = _Attempt()
+        view = [job]  # the latest view of the row, replaced by each heartbeat
+        lock = threading.Lock()
+        timeout = job.timeout_seconds
+        ctx = JobContext(
+            job_id=job.job_id, task=job.task, tenant=job.tenant, attempt=job.attempt,
+            max_attempts=job.max_attempts, fencing_token=job.epoch,
+            idempotency_key=job.idempotency_key or job.job_id,
+            deadline_ms=app.now() + int(timeout * 1000), labels=job.labels,
+            extra=job.extra,
+        )
+
+        def beat(progress: Any = None) -> None:
+            with lock:
+                if state.lease_lost:
+                    return
+                sets: dict[str, Any] = {
+                    "lease_expires_at": app.now() + int(app.settings.lease_seconds * 1000)}
+                if progress is not None:
+                    sets["progress"] = encode_json("progress", progress, 16 * 1024)
+                try:
+                    view[0] = app.store.update_running(view[0], owner=owner, set=sets,
+                                                       conflict=LeaseLost)
+                except LeaseLost:
+                    state.lease_lost = True
+                    ctx.cancel("lease lost")
+                    return
+                if view[0].cancel_requested:
+                    ctx.cancel("cancel requested")
+            if delivery.queue_url and delivery.receipt_handle:
+                try:
+                    app.queues.extend(delivery.queue_url, delivery.receipt_handle,
+                                      int(app.settings.lease_seconds * 2))
+                except Exception:  # the lease in DynamoDB is what counts; SQS may redeliver
+                    log.info("could not extend visibility of %s", job.job_id, exc_info=True)
+
+        ctx._heartbeat = beat
+        try:
+            definition = app.registry.get(job.task)
+        except ValidationError as exc:
+            state.failure = exc
+            state.finished = True
+            return state
+
+        def target() -> None:
+            try:
+                state.result = definition.fn(job.payload, ctx)
+            except BaseException as exc:  # noqa: BLE001 - any failure is the job's outcome
+                state.failure = exc
+            finally:
+                state.finished = True
+
+        runner = threading.Thread(target=target, name=f"job-{job.job_id}", daemon=True)
+        started = time.monotonic()
+        runner.start()
+        interval = max(0.05, app.settings.lease_seconds / 3)
+        while True:
+            remaining = timeout - (time.monotonic() - started)
+            runner.join(max(0.0, min(interval, remaining)))
+            if not runner.is_alive():
+                break
+            if time.monotonic() - started >= timeout:
+                # Python cannot kill a thread: signal it and abandon it; the attempt is over.
+                ctx.cancel("attempt timed out")
+                state.timed_out = True
+                break
+            beat()
+            if state.lease_lost:
+                runner.join(min(interval, 1.0))  # let a cooperative handler stop
+                break
+        view_job = view[0]
+        if view_job.cancel_requested and not ctx.cancelled:
+            ctx.cancel("cancel requested")
+        state.view = view_job
+        return state
+
+    # -- finishing ----------------------------------------------------------------------
+
+    def _finish(self, job: Job, owner: str, attempt: _Attempt) -> Outcome:
+        view = attempt.view or job
+        now = self.app.now()
+        if attempt.timed_out:
+            failure: JobError | None = error(
+                AttemptTimeout.__name__,
+                f"attempt {job.attempt} ran past its timeout of {job.timeout_seconds:g}s")
+        elif attempt.failure is not None:
+            failure = describe(attempt.failure)
+        else:
+            failure = None
+        if view.cancel_requested:
+            return self._cancel(view, owner, now)
+        if failure is None:
+            try:
+                result_json = encode_json("result", attempt.result, MAX_RESULT_BYTES)
+            except (PayloadTooLarge, ValidationError) as exc:
+                failure = error("NonRetryableError", f"the handler's result: {exc}")
+            else:
+                return self._succeed(view, owner, now, result_json)
+        return self._fail(view, owner, now, failure)
+
+    def _succeed(self, job: Job, owner: str, now: int, result_json: str) -> Outcome:
+        change = Change(
+            target=JobState.SUCCEEDED, actor=self.worker_id, reason="ok", owner=owner,
+            unless_cancel_requested=True,
+            set={"result": result_json, "finished_at": now}, remove=("error",),
+        )
+        try:
+            self.app.store.transition(job, change, now=now, conflict=LeaseLost)
+        except LeaseLost as exc:
+            current = exc.context.get("current")
+            if isinstance(current, Job) and current.cancel_requested and \
+                    current.epoch == job.epoch and current.lease_owner == owner:
+                return self._cancel(current, owner, now)
+            raise
+        return Outcome.SUCCEEDED
+
+    def _cancel(self, job: Job, owner: str, now: int) -> Outcome:
+        change = Change(target=JobState.CANCELLED, actor=self.worker_id,
+                        reason="cancel requested", owner=owner, set={"finished_at": now})
+        self.app.store.transition(job, change, now=now, conflict=LeaseLost)
+        return Outcome.CANCELLED
+
+    def _fail(self, job: Job, owner: str, now: int, failure: JobError) -> Outcome:
+        app = self.app
+        decision = decide_retry(
+            job.retry, attempt=job.attempt, max_attempts=job.max_attempts,
+            first_attempt_at_ms=job.first_started_at or now, now_ms=now,
+            error_types=failure.types or (failure.type,), rng=app.rng,
+        )
+        error_item = {"type": failure.type, "message": failure.message,
+                      "traceback": failure.traceback, "types": list(failure.types)}
+        if not decision.retry:
+            change = Change(target=JobState.DEAD, actor=self.worker_id, reason=decision.reason,
+                            owner=owner, set={"error": error_item, "finished_at": now})
+            dead = app.store.transition(job, change, now=now, conflict=LeaseLost)
+            bury(app, dead, decision.reason)
+            return Outcome.DEAD
+        run_at = now + int(decision.delay_seconds * 1000)
+        new = app.store.transition(job, retry_change(app, run_at, now, self.worker_id,
+                                                     owner=owner, error_item=error_item,
+                                                     reason=decision.reason),
+                                   now=now, conflict=LeaseLost)
+        handoff.send(app.queues, new, now)
+        return Outcome.RETRYING
+
+
+def retry_change(app: Leasehold, run_at: int, now: int, actor: str, *, owner: str | None,
+                 error_item: dict[str, Any] | None, reason: str,
+                 increment: dict[str, int] | None = None) -> Change:
+    """Back to QUEUED with a new epoch (or SCHEDULED when SQS cannot hold the delay)."""
+    sets: dict[str, Any] = {"run_at": run_at}
+    if error_item is not None:
+        sets["error"] = error_item
+    if handoff.within_sqs_delay(run_at, now):
+        sets["lease_expires_at"] = handoff.handoff_deadline(run_at, app.settings)
+        return Change(target=JobState.QUEUED, actor=actor, reason=reason, owner=owner,
+                      bump_epoch=True, set=sets, increment=increment or {},
+                      remove=("lease_owner",))
+    return Change(target=JobState.SCHEDULED, actor=actor, reason=reason, owner=owner,
+                  set=sets, increment=increment or {}, remove=("lease_owner",))
+
+
+def bury(app: Leasehold, job: Job, reason: str) -> None:
+    """Copy a DEAD job to its pool's DLQ (the row stays the record)."""
+    try:
+        app.queues.send_dead(job.pool, job.priority, job.job_id, reason)
+    except Exception:
+        log.warning("could not copy dead job %s to its DLQ", job.job_id, exc_info=True)
+
+
+__all__ = ["Delivery", "LeaseholdError", "Outcome", "Worker", "bury", "retry_change"]
