@@ -40,7 +40,7 @@ class Leasehold:
         return cls(
             settings=settings,
             clients=clients,
-            store=DynamoJobStore(clients, settings),
+            store=DynamoJobStore(clients, settings, observers=[]),
             queues=Queues(clients, settings),
             registry=registry,
             clock=clock or SystemClock(),

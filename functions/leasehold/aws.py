@@ -52,8 +52,8 @@ class Clients:
 
     @property
     def dynamodb(self) -> DynamoDBClient:
-        return self.client("dynamodb")  # type: ignore[no-any-return]
+        return self.client("dynamodb")
 
     @property
     def sqs(self) -> SQSClient:
-        return self.client("sqs")  # type: ignore[no-any-return]
+        return self.client("sqs")

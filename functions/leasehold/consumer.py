@@ -36,10 +36,11 @@ def record_handler(worker: Worker, queues: Queues | None = None):  # type: ignor
 def process_event(worker: Worker, event: dict[str, Any], context: Any = None) -> dict[str, Any]:
     """Handle a Lambda SQS event; returns ``{"batchItemFailures": [...]}``."""
     processor = BatchProcessor(event_type=EventType.SQS)
-    return process_partial_response(  # type: ignore[no-any-return]
+    response = process_partial_response(
         event=event, record_handler=record_handler(worker, worker.app.queues),
         processor=processor, context=context,
     )
+    return dict(response)
 
 
 def as_event(messages: Sequence[Received], queue_arn: str) -> dict[str, Any]:

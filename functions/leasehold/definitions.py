@@ -141,4 +141,6 @@ def queue_name(prefix: str, pool: str, priority: str) -> str:
 
 
 def queues(settings: Settings) -> tuple[QueueDefinition, ...]:
-    return tuple(QueueDefinition(pool, priority) for pool in settings.pools for priority in PRIORITIES)
+    return tuple(
+        QueueDefinition(pool, priority) for pool in settings.pools for priority in PRIORITIES
+    )

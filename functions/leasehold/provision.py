@@ -47,7 +47,7 @@ def create_queues(clients: Clients, settings: Settings) -> dict[str, str]:
         )["QueueUrl"]
         dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["QueueArn"])[
             "Attributes"]["QueueArn"]
-        attributes: dict[str, Any] = {
+        attributes: Any = {
             "VisibilityTimeout": str(VISIBILITY_TIMEOUT_SECONDS),
             "MessageRetentionPeriod": str(queue.retention_seconds),
             "RedrivePolicy": json.dumps(

@@ -139,7 +139,8 @@ def resolve(spec: JobSpec, registry: TaskRegistry, *, pools: tuple[str, ...], no
         check_text("idempotency_key", key, limit=256)
     max_attempts = spec.max_attempts if spec.max_attempts is not None else definition.max_attempts
     check_number("max_attempts", max_attempts, low=1, high=MAX_ATTEMPTS_LIMIT, integer=True)
-    timeout = spec.timeout_seconds if spec.timeout_seconds is not None else definition.timeout_seconds
+    timeout = (spec.timeout_seconds if spec.timeout_seconds is not None
+               else definition.timeout_seconds)
     check_number("timeout_seconds", timeout, low=1, high=MAX_TIMEOUT_SECONDS)
     retry = spec.retry if spec.retry is not None else definition.retry
     if not isinstance(retry, RetryPolicy):

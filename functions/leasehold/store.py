@@ -7,7 +7,8 @@ QUEUED/RUNNING jobs carry ``lease_shard``) so that no caller can forget them.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+import logging
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -22,6 +23,7 @@ from leasehold.jobs import Job, Transition, job_from_item, job_to_item
 from leasehold.settings import Settings
 from leasehold.states import JobState, check
 
+log = logging.getLogger(__name__)
 _serializer = TypeSerializer()
 _deserializer = TypeDeserializer()
 
@@ -77,15 +79,30 @@ class JobStore(Protocol):
     def batch_get(self, job_ids: Sequence[str]) -> list[Job]: ...
 
 
+#: Called after every change the store made: (the job as it is now, the state it left or None
+#: when it was created). Events and workflows hook in here; an observer must not raise.
+Observer = Callable[[Job, JobState | None], None]
+
+
 class ConditionFailed(LeaseholdError):
     """A conditional write found the job changed."""
 
 
 class DynamoJobStore:
-    def __init__(self, clients: Clients, settings: Settings | None = None) -> None:
+    def __init__(self, clients: Clients, settings: Settings | None = None,
+                 observers: list[Observer] | None = None) -> None:
         self.settings = settings or clients.settings
         self.table = self.settings.jobs_table
         self._clients = clients
+        self.observers: list[Observer] = observers if observers is not None else []
+
+    def _notify(self, job: Job, source: JobState | None) -> Job:
+        for observer in self.observers:
+            try:
+                observer(job, source)
+            except Exception:
+                log.exception("observer %r failed on %s", observer, job.job_id)
+        return job
 
     @property
     def _ddb(self) -> Any:
@@ -109,7 +126,7 @@ class DynamoJobStore:
             if old is None:
                 raise
             return job_from_item(from_av(old)) if old else self.get(job.job_id), False
-        return job, True
+        return self._notify(job, None), True
 
     def get(self, job_id: str) -> Job:
         response = self._ddb.get_item(
@@ -165,7 +182,7 @@ class DynamoJobStore:
         expected_epoch = job.epoch + (1 if change.bump_epoch else 0)
         new = self._update(job.job_id, sets, removes, increments, condition, values)
         if new is not None:
-            return new
+            return self._notify(new, job.state)
         return self._explain(job.job_id, change, now, expected_epoch, conflict)
 
     def lease(self, job_id: str, epoch: int, *, owner: str, expires_at: int, now: int,
@@ -204,7 +221,7 @@ class DynamoJobStore:
                 return current  # our own lease; a retried request saw it already applied
             raise StaleMessage(f"message for {job_id} at epoch {epoch} is stale",
                                job_id=job_id, current=current) from None
-        return job_from_item(from_av(response["Attributes"]))
+        return self._notify(job_from_item(from_av(response["Attributes"])), JobState.QUEUED)
 
     def update_running(self, job: Job, *, owner: str, set: Mapping[str, Any],
                        conflict: type[LeaseholdError]) -> Job:
@@ -365,4 +382,5 @@ def _old_item(exc: ClientError) -> dict[str, Any] | None:
     """The item a failed condition saw ({} if none); None if the error is not a condition."""
     if exc.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
         return None
-    return exc.response.get("Item") or {}
+    item: dict[str, Any] = exc.response.get("Item") or {}  # type: ignore[assignment]
+    return item

@@ -50,3 +50,8 @@ def promote_due(app: Leasehold, *, lookahead_seconds: float = 90.0,
             report.promoted += 1
             report.job_ids.append(job_id)
     return report
+
+
+def tick(app: Leasehold) -> PromoteReport:
+    """One pass of the ticker, as EventBridge (or a local loop) drives it."""
+    return promote_due(app)

@@ -156,7 +156,7 @@ class Worker:
         def target() -> None:
             try:
                 state.result = definition.fn(job.payload, ctx)
-            except BaseException as exc:  # noqa: BLE001 - any failure is the job's outcome
+            except BaseException as exc:
                 state.failure = exc
             finally:
                 state.finished = True

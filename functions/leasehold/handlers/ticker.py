@@ -7,7 +7,7 @@ from functools import cache
 from typing import Any
 
 from leasehold.app import Leasehold
-from leasehold.ticker import promote_due
+from leasehold.ticker import tick
 
 
 @cache
@@ -16,6 +16,6 @@ def _app() -> Leasehold:
 
 
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    report = asdict(promote_due(_app()))
+    report = asdict(tick(_app()))
     report.pop("job_ids")
     return report

@@ -1,0 +1,1 @@
+"""The CDK app that deploys Leasehold (see app.py)."""
