@@ -117,7 +117,18 @@ COORDINATION = TableDefinition(
     role="coordination", partition=Key("pk"), sort=Key("sk"), ttl_attribute="expires_at_s"
 )
 
-TABLES = (JOBS, SCHEDULES, TENANTS, COORDINATION)
+#: Multi-step workflows (their steps are rows of ``jobs``). Sparse, sharded ``live``: only
+#: workflows whose steps may still be live carry ``live_shard``; the reconciler reads it.
+WORKFLOWS = TableDefinition(
+    role="workflows",
+    partition=Key("workflow_id"),
+    indexes=(
+        Index("live", Key("live_shard", "N"), Key("check_at", "N")),
+        Index("by_tenant", Key("tenant"), Key("created_at", "N")),
+    ),
+)
+
+TABLES = (JOBS, SCHEDULES, TENANTS, COORDINATION, WORKFLOWS)
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,7 @@ class Settings:
     schedules_table: str = "leasehold-schedules"
     tenants_table: str = "leasehold-tenants"
     coordination_table: str = "leasehold-coordination"
+    workflows_table: str = "leasehold-workflows"
     queue_prefix: str = "leasehold"
     #: Explicit queue URLs by queue name (set by the CDK stack); otherwise looked up by name.
     queue_urls: Mapping[str, str] = field(default_factory=dict)
@@ -51,6 +52,7 @@ class Settings:
             "schedules_table": "LEASEHOLD_SCHEDULES_TABLE",
             "tenants_table": "LEASEHOLD_TENANTS_TABLE",
             "coordination_table": "LEASEHOLD_COORDINATION_TABLE",
+            "workflows_table": "LEASEHOLD_WORKFLOWS_TABLE",
             "queue_prefix": "LEASEHOLD_QUEUE_PREFIX",
             "event_bus": "LEASEHOLD_EVENT_BUS",
         }
@@ -103,6 +105,7 @@ class Settings:
             "LEASEHOLD_SCHEDULES_TABLE": self.schedules_table,
             "LEASEHOLD_TENANTS_TABLE": self.tenants_table,
             "LEASEHOLD_COORDINATION_TABLE": self.coordination_table,
+            "LEASEHOLD_WORKFLOWS_TABLE": self.workflows_table,
             "LEASEHOLD_QUEUE_PREFIX": self.queue_prefix,
             "LEASEHOLD_POOLS": ",".join(self.pools),
             "LEASEHOLD_SHARDS": str(self.shards),
