@@ -37,15 +37,25 @@ class Leasehold:
         clients = clients or Clients(settings)
         registry = registry if registry is not None else default_registry
         load_modules(settings.task_modules)
-        return cls(
+        store = DynamoJobStore(clients, settings, observers=[])
+        app = cls(
             settings=settings,
             clients=clients,
-            store=DynamoJobStore(clients, settings, observers=[]),
+            store=store,
             queues=Queues(clients, settings),
             registry=registry,
             clock=clock or SystemClock(),
             rng=rng or random.Random(),
         )
+        # Per-tenant live-job and per-state counters (back-pressure and /stats).
+        from leasehold.tenants import count_transition
+
+        store.observers.append(count_transition(app))
+        # Workflows: a step that finishes counts itself on its dependents and releases them.
+        from leasehold.workflows.progress import install as install_workflows
+
+        install_workflows(app)
+        return app
 
     def now(self) -> int:
         return self.clock.now_ms()

@@ -1,0 +1,88 @@
+"""Routes for operators: workers, dead letters, stats and health."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from aws_lambda_powertools.event_handler.api_gateway import Router
+from aws_lambda_powertools.event_handler.openapi.params import Query
+
+from leasehold import deadletters, fleet, stats
+from leasehold.api import context
+from leasehold.api.jobs import answers, view
+from leasehold.api.models import (
+    Health,
+    JobPage,
+    QueueStats,
+    RedriveIn,
+    RedriveOut,
+    StatsOut,
+    WorkerOut,
+    WorkersOut,
+)
+from leasehold.clock import iso
+from leasehold.errors import ValidationError
+from leasehold.listing import JobFilter, list_jobs
+from leasehold.states import JobState
+
+router = Router()
+
+
+@router.get("/healthz", summary="Liveness", tags=["admin"])
+def healthz() -> Health:
+    return Health(status="ok", time=iso(context.leasehold(router).now()) or "")
+
+
+@router.get("/workers", summary="Live polling workers", tags=["admin"],
+            responses=answers(WorkersOut, 401, 422))
+def workers(pool: Annotated[str | None, Query(min_length=1, max_length=32)] = None) -> WorkersOut:
+    app = context.leasehold(router)
+    context.tenant(router)  # any authenticated caller may look; workers are shared
+    return WorkersOut(workers=[
+        WorkerOut(worker_id=w.worker_id, pool=w.pool, host=w.host, pid=w.pid,
+                  started_at=iso(w.started_at) or "", last_heartbeat=iso(w.last_heartbeat) or "",
+                  current_jobs=list(w.current_jobs), processed=w.processed)
+        for w in fleet.live_workers(app, pool=pool)])
+
+
+def _known_pool(pool: str, pools: tuple[str, ...]) -> str:
+    if pool not in pools:
+        raise ValidationError("pool", f"unknown pool {pool!r}; known: {', '.join(pools)}")
+    return pool
+
+
+@router.get("/dead-letters", summary="Your DEAD jobs, newest first", tags=["dead-letters"],
+            responses=answers(JobPage, 400, 401, 422))
+def dead_letters(
+    pool: Annotated[str | None, Query(min_length=1, max_length=32)] = None,
+    task: Annotated[str | None, Query(min_length=1, max_length=128)] = None,
+    limit: Annotated[int, Query(ge=1, le=200)] = 50,
+) -> JobPage:
+    app = context.leasehold(router)
+    tenant = context.tenant(router)
+    jobs, _ = list_jobs(app, tenant, limit=limit,
+                        where=JobFilter(states={JobState.DEAD}, task=task, pool=pool))
+    return JobPage(jobs=[view(j) for j in jobs])
+
+
+@router.post("/dead-letters/redrive", summary="Re-queue your DEAD jobs of a pool",
+             tags=["dead-letters"], responses=answers(RedriveOut, 400, 401, 422))
+def redrive(body: RedriveIn) -> RedriveOut:
+    app = context.leasehold(router)
+    tenant = context.tenant(router)
+    pool = _known_pool(body.pool, app.settings.pools)
+    report = deadletters.redrive(app, tenant, pool=pool, task=body.task, limit=body.limit)
+    return RedriveOut(redriven=report.redriven, stale_removed=report.stale_removed)
+
+
+@router.get("/stats", summary="Your jobs by state, and queue depths", tags=["admin"],
+            responses=answers(StatsOut, 401, 422))
+def get_stats() -> StatsOut:
+    app = context.leasehold(router)
+    tenant = context.tenant(router)
+    by_state, live = stats.counts(app, tenant)
+    return StatsOut(tenant=tenant, jobs=by_state, live=live, queues=[
+        QueueStats(pool=q.pool, priority=q.priority, queue=q.queue,  # type: ignore[arg-type]
+                   visible=q.visible, in_flight=q.in_flight, delayed=q.delayed,
+                   dead_letters=q.dead_letters, oldest_age_seconds=q.oldest_age_seconds)
+        for q in stats.queue_depths(app)])

@@ -1,0 +1,76 @@
+"""The API resolver: one router per concern, errors mapped in one place, OpenAPI served.
+
+Adding a concern is one line in :data:`ROUTERS`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response, content_types
+from aws_lambda_powertools.event_handler.api_gateway import Router
+
+from leasehold import __version__
+from leasehold.api import admin, errors, jobs
+from leasehold.api.context import ApiConfig
+from leasehold.app import Leasehold
+from leasehold.spec import MAX_PAYLOAD_BYTES
+
+ROUTERS: tuple[Router, ...] = (
+    jobs.router,
+    admin.router,
+)
+
+TITLE = "Leasehold"
+#: A payload at its limit plus the rest of a submission; larger bodies are refused unread.
+MAX_BODY_BYTES = MAX_PAYLOAD_BYTES + 64 * 1024
+
+
+def build() -> APIGatewayRestResolver:
+    resolver = APIGatewayRestResolver(enable_validation=True)
+    errors.install(resolver)
+    for router in ROUTERS:
+        resolver.include_router(router)
+
+    @resolver.get("/openapi.json", include_in_schema=False)
+    def openapi() -> Response[str]:
+        return Response(status_code=200, content_type=content_types.APPLICATION_JSON,
+                        body=openapi_json())
+
+    return resolver
+
+
+resolver = build()
+
+
+def openapi_json() -> str:
+    """The OpenAPI document, as served and as committed in ``docs/openapi.json``."""
+    document = json.loads(resolver.get_openapi_json_schema(
+        title=TITLE, version=__version__,
+        description="Submit, inspect, cancel and retry jobs; see workers, dead letters, stats."))
+    return json.dumps(document, indent=2, sort_keys=True) + "\n"
+
+
+def _too_large(event: Mapping[str, Any]) -> dict[str, Any] | None:
+    body = event.get("body") or ""
+    size = len(body) * 3 // 4 if event.get("isBase64Encoded") else len(body.encode())
+    if size <= MAX_BODY_BYTES:
+        return None
+    return {"statusCode": 413, "headers": {"Content-Type": content_types.APPLICATION_JSON},
+            "body": json.dumps({"error": {
+                "code": "payload_too_large", "field": None,
+                "message": f"the body is {size} bytes; the limit is {MAX_BODY_BYTES}"}}),
+            "isBase64Encoded": False}
+
+
+def handle(app: Leasehold, event: Mapping[str, Any], lambda_context: Any = None,
+           api_config: ApiConfig | None = None) -> dict[str, Any]:
+    """Answer one API Gateway REST proxy event. Not re-entrant: Powertools keeps the current
+    event on the class, so concurrent callers (the local gateway) must serialize."""
+    early = _too_large(event)
+    if early is not None:
+        return early
+    resolver.append_context(leasehold=app, api_config=api_config or ApiConfig.from_env())
+    return resolver.resolve(dict(event), lambda_context)

@@ -1,0 +1,85 @@
+"""The registry of live polling workers (local runtime, ECS) in the ``coordination`` table.
+
+Each worker puts one item (``pk="worker"``, ``sk=worker_id``) on every heartbeat. Liveness is
+decided by ``last_heartbeat`` against the reader's clock, never by the TTL attribute: DynamoDB
+deletes expired items within about two days, so TTL only keeps the table tidy.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from leasehold.app import Leasehold
+from leasehold.store import from_av, to_av
+
+PARTITION = "worker"
+#: A worker is listed while its last heartbeat is younger than this many heartbeats.
+MISSED_HEARTBEATS = 3
+
+
+@dataclass(frozen=True, kw_only=True)
+class WorkerInfo:
+    worker_id: str
+    pool: str
+    host: str = field(default_factory=socket.gethostname)
+    pid: int = field(default_factory=os.getpid)
+    started_at: int = 0
+    last_heartbeat: int = 0
+    heartbeat_seconds: float = 5.0
+    current_jobs: tuple[str, ...] = ()
+    processed: int = 0
+
+
+def heartbeat(app: Leasehold, info: WorkerInfo, *, current_jobs: Sequence[str] = (),
+              processed: int = 0) -> None:
+    now = app.now()
+    ttl_seconds = int(info.heartbeat_seconds * MISSED_HEARTBEATS * 10) + 3600
+    item: dict[str, Any] = {
+        "pk": PARTITION, "sk": info.worker_id, "pool": info.pool, "host": info.host,
+        "pid": info.pid, "started_at": info.started_at or now, "last_heartbeat": now,
+        "heartbeat_ms": int(info.heartbeat_seconds * 1000),
+        "current_jobs": list(current_jobs)[:100], "processed": processed,
+        "expires_at_s": now // 1000 + ttl_seconds,
+    }
+    app.clients.dynamodb.put_item(TableName=app.settings.coordination_table, Item=to_av(item))
+
+
+def deregister(app: Leasehold, worker_id: str) -> None:
+    app.clients.dynamodb.delete_item(
+        TableName=app.settings.coordination_table,
+        Key={"pk": {"S": PARTITION}, "sk": {"S": worker_id}})
+
+
+def live_workers(app: Leasehold, *, pool: str | None = None) -> list[WorkerInfo]:
+    """Workers whose last heartbeat is recent, oldest first; a silent one drops off."""
+    now = app.now()
+    kwargs: dict[str, Any] = {
+        "TableName": app.settings.coordination_table,
+        "KeyConditionExpression": "pk = :pk",
+        "ExpressionAttributeValues": to_av({":pk": PARTITION}),
+        "ConsistentRead": True,
+    }
+    found: list[WorkerInfo] = []
+    while True:
+        response = app.clients.dynamodb.query(**kwargs)
+        for raw in response.get("Items", []):
+            item = from_av(raw)
+            beat_ms = int(item.get("heartbeat_ms", 5000))
+            if now - int(item["last_heartbeat"]) > beat_ms * MISSED_HEARTBEATS:
+                continue
+            if pool is not None and item.get("pool") != pool:
+                continue
+            found.append(WorkerInfo(
+                worker_id=item["sk"], pool=item["pool"], host=item.get("host", ""),
+                pid=int(item.get("pid", 0)), started_at=int(item.get("started_at", 0)),
+                last_heartbeat=int(item["last_heartbeat"]), heartbeat_seconds=beat_ms / 1000,
+                current_jobs=tuple(item.get("current_jobs", ())),
+                processed=int(item.get("processed", 0))))
+        if "LastEvaluatedKey" not in response:
+            break
+        kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+    return sorted(found, key=lambda w: (w.started_at, w.worker_id))

@@ -1,0 +1,226 @@
+"""Per-tenant back-pressure and counters, one item per tenant in the ``tenants`` table.
+
+* A token bucket (``tokens``, ``refilled_at``) throttles submissions: each admission is one
+  read and one write conditional on the ``refilled_at`` it read, so concurrent API instances
+  never spend the same token twice.
+* ``live`` counts the tenant's non-terminal jobs. A submission reserves a slot with a
+  conditional ``ADD`` (``live < cap``) *before* the job row is written, so a burst of
+  concurrent submissions cannot overshoot the cap; the store observer keeps it (and the
+  per-state ``count_<STATE>`` attributes used by ``/stats``) in step with every transition.
+* A global backlog limit (visible messages in the pool's queues) answers 503 before any of it.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any
+
+from botocore.exceptions import ClientError
+
+from leasehold.errors import Overloaded, RateLimited
+from leasehold.jobs import Job
+from leasehold.settings import PRIORITIES
+from leasehold.states import JobState
+from leasehold.store import from_av, to_av
+
+if TYPE_CHECKING:  # the app registers our observer, so importing it here would be circular
+    from leasehold.app import Leasehold
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Limits:
+    #: Submissions per second a tenant earns, and how many it may spend at once.
+    rate: float = 50.0
+    burst: float = 200.0
+    #: Non-terminal jobs a tenant may have.
+    max_live: int = 10_000
+    #: Visible messages across a pool's queues above which every submission gets 503.
+    max_backlog: int = 100_000
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Limits:
+        env = os.environ if env is None else env
+        values: dict[str, Any] = {}
+        for name, var, kind in (
+            ("rate", "LEASEHOLD_TENANT_RATE", float), ("burst", "LEASEHOLD_TENANT_BURST", float),
+            ("max_live", "LEASEHOLD_TENANT_MAX_LIVE", int),
+            ("max_backlog", "LEASEHOLD_MAX_BACKLOG", int),
+        ):
+            if env.get(var):
+                values[name] = kind(env[var])
+        return cls(**values)
+
+
+@dataclass
+class _Slot:
+    tenant: str
+    used: bool = False
+
+
+# The slot a submission reserved, so the creation observer (same thread, inside
+# ``store.create``) counts the new job against it instead of adding a second time.
+_reserved: ContextVar[_Slot | None] = ContextVar("leasehold_reserved_slot", default=None)
+
+
+def _conditional_failed(exc: ClientError) -> bool:
+    return exc.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException"
+
+
+def take_token(app: Leasehold, tenant: str, limits: Limits, *, attempts: int = 5) -> float:
+    """Spend one token or raise :class:`RateLimited`; returns the tokens left."""
+    ddb = app.clients.dynamodb
+    table = app.settings.tenants_table
+    for _ in range(attempts):
+        now = app.now()
+        item = from_av(ddb.get_item(TableName=table, Key={"tenant": {"S": tenant}},
+                                    ConsistentRead=True).get("Item", {}))
+        old = item.get("refilled_at")
+        if old is None:
+            available = limits.burst
+        else:
+            elapsed = max(0, now - int(old)) / 1000
+            available = min(limits.burst, float(item.get("tokens", 0)) + elapsed * limits.rate)
+        if available < 1:
+            raise RateLimited(
+                f"tenant {tenant!r} is over its rate of {limits.rate:g} submissions/s",
+                retry_after=max(1, math.ceil((1 - available) / limits.rate)))
+        stamp = max(now, int(old or 0))  # never move time backwards (clock skew between hosts)
+        values: dict[str, Any] = {":t": Decimal(str(round(available - 1, 6))), ":now": stamp}
+        if old is None:
+            condition = "attribute_not_exists(refilled_at)"
+        else:
+            condition = "refilled_at = :old"
+            values[":old"] = int(old)
+        try:
+            ddb.update_item(
+                TableName=table, Key={"tenant": {"S": tenant}},
+                UpdateExpression="SET tokens = :t, refilled_at = :now",
+                ConditionExpression=condition, ExpressionAttributeValues=to_av(values))
+        except ClientError as exc:
+            if not _conditional_failed(exc):
+                raise
+            continue  # another request spent a token between our read and write: re-read
+        return available - 1
+    raise RateLimited(f"tenant {tenant!r} is submitting too fast", retry_after=1)
+
+
+def reserve_slot(app: Leasehold, tenant: str, limits: Limits) -> None:
+    try:
+        app.clients.dynamodb.update_item(
+            TableName=app.settings.tenants_table, Key={"tenant": {"S": tenant}},
+            UpdateExpression="ADD live :one",
+            ConditionExpression="attribute_not_exists(live) OR live < :cap",
+            ExpressionAttributeValues=to_av({":one": 1, ":cap": limits.max_live}))
+    except ClientError as exc:
+        if not _conditional_failed(exc):
+            raise
+        raise RateLimited(
+            f"tenant {tenant!r} has {limits.max_live} live jobs, its limit; "
+            "wait for some to finish", retry_after=5) from None
+
+
+def _add(app: Leasehold, tenant: str, deltas: Mapping[str, int]) -> None:
+    deltas = {k: v for k, v in deltas.items() if v}
+    if not deltas:
+        return
+    names = {f"#a{i}": name for i, name in enumerate(deltas)}
+    values = {f":v{i}": amount for i, amount in enumerate(deltas.values())}
+    app.clients.dynamodb.update_item(
+        TableName=app.settings.tenants_table, Key={"tenant": {"S": tenant}},
+        UpdateExpression="ADD " + ", ".join(f"#a{i} :v{i}" for i in range(len(deltas))),
+        ExpressionAttributeNames=names, ExpressionAttributeValues=to_av(values))
+
+
+@contextmanager
+def admit(app: Leasehold, tenant: str, pool: str, limits: Limits,
+          backlog: Backlog | None = None) -> Iterator[None]:
+    """Admission for one submission: backlog (503), rate (429), live cap (429).
+
+    The reserved live slot is released again unless the body created a job.
+    """
+    if backlog is not None:
+        backlog.check(app, pool, limits)
+    take_token(app, tenant, limits)
+    reserve_slot(app, tenant, limits)
+    slot = _Slot(tenant)
+    token = _reserved.set(slot)
+    try:
+        yield
+    finally:
+        _reserved.reset(token)
+        if not slot.used:
+            _add(app, tenant, {"live": -1})
+
+
+def count_transition(app: Leasehold) -> Any:
+    """A store observer keeping ``live`` and ``count_<STATE>`` per tenant in step."""
+
+    def observe(job: Job, source: JobState | None) -> None:
+        if source is job.state:
+            return  # a re-drive: same state, new epoch
+        deltas = {f"count_{job.state.value}": 1}
+        if source is not None:
+            deltas[f"count_{source.value}"] = -1
+        if source is None:
+            slot = _reserved.get()
+            if slot is not None and slot.tenant == job.tenant and not slot.used:
+                slot.used = True  # already counted by the reservation
+            elif job.state.live:
+                deltas["live"] = 1
+        elif source.live and job.state.terminal:
+            deltas["live"] = -1
+        elif source.terminal and job.state.live:
+            deltas["live"] = 1
+        _add(app, job.tenant, deltas)
+
+    return observe
+
+
+def counts(app: Leasehold, tenant: str) -> tuple[dict[str, int], int]:
+    """Jobs by state and live jobs for one tenant (from the counters, never a scan)."""
+    item = from_av(app.clients.dynamodb.get_item(
+        TableName=app.settings.tenants_table, Key={"tenant": {"S": tenant}},
+        ConsistentRead=True).get("Item", {}))
+    by_state = {state.value: max(0, int(item.get(f"count_{state.value}", 0)))
+                for state in JobState}
+    return by_state, max(0, int(item.get("live", 0)))
+
+
+class Backlog:
+    """The pool's visible backlog, cached briefly so admission costs no SQS call per request."""
+
+    def __init__(self, ttl_seconds: float = 2.0) -> None:
+        self._ttl = ttl_seconds
+        self._cache: dict[str, tuple[float, int]] = {}
+        self._lock = threading.Lock()
+
+    def size(self, app: Leasehold, pool: str) -> int:
+        with self._lock:
+            cached = self._cache.get(pool)
+        if cached is not None and time.monotonic() - cached[0] < self._ttl:
+            return cached[1]
+        total = 0
+        for priority in PRIORITIES:
+            attributes = app.clients.sqs.get_queue_attributes(
+                QueueUrl=app.queues.url(pool, priority),
+                AttributeNames=["ApproximateNumberOfMessages"])["Attributes"]
+            total += int(attributes.get("ApproximateNumberOfMessages", 0))
+        with self._lock:
+            self._cache[pool] = (time.monotonic(), total)
+        return total
+
+    def check(self, app: Leasehold, pool: str, limits: Limits) -> None:
+        if pool in app.settings.pools and self.size(app, pool) >= limits.max_backlog:
+            raise Overloaded(f"pool {pool!r} has a backlog of {limits.max_backlog}+ jobs",
+                             retry_after=10)
