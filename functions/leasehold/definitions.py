@@ -96,11 +96,15 @@ LEASES_INDEX = Index(
     include=("state", "epoch"),
 )
 BY_TENANT_INDEX = Index("by_tenant", Key("tenant"), Key("created_at", "N"))
+#: Sparse: only jobs a schedule fired carry ``schedule_id``; ``scheduled_for`` is ISO-8601 UTC
+#: (fixed width, so it sorts by time). Lists a schedule's runs and finds the ones handed off
+#: ahead of time that a pause or an update must cancel.
+BY_SCHEDULE_INDEX = Index("by_schedule", Key("schedule_id"), Key("scheduled_for"))
 
 JOBS = TableDefinition(
     role="jobs",
     partition=Key("job_id"),
-    indexes=(DUE_INDEX, LEASES_INDEX, BY_TENANT_INDEX),
+    indexes=(DUE_INDEX, LEASES_INDEX, BY_TENANT_INDEX, BY_SCHEDULE_INDEX),
 )
 SCHEDULES = TableDefinition(
     role="schedules",

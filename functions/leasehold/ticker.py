@@ -1,22 +1,36 @@
-"""The ticker: promotes SCHEDULED jobs that fall due before the next tick.
+"""The ticker: promotes SCHEDULED jobs and fires schedules that fall due before the next tick.
 
-It reads the sparse ``due`` index only (one query per shard), so its cost grows with the
-number of due jobs, never with the number of stored ones. Jobs due before the next tick are
-sent now with ``DelaySeconds``, so they start within about a second of their time although
-the ticker runs once a minute.
+It reads the sparse ``due`` indexes only (one query per shard of the jobs table and of the
+schedules table), so its cost grows with the number of due jobs and schedules, never with
+the number stored. Whatever falls due before the next tick is handed off now with
+``DelaySeconds``, so it starts within about a second of its time although the Lambda ticker
+runs once a minute.
+
+Every step is safe to repeat: promotion is a fenced transition, a schedule's occurrence is a
+job whose id derives from (schedule, configuration, fire time) created by a conditional put,
+and the schedule's cursor moves by a write conditional on its version. A double tick, two
+concurrent tickers, or a ticker killed half-way (re-run by the next tick) create each job once.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import logging
+import threading
+from dataclasses import dataclass, field, replace
 
-from leasehold import handoff
+from leasehold import firing, handoff, schedules
 from leasehold.app import Leasehold
 from leasehold.errors import Conflict, NotFound
+from leasehold.firing import OverlapPolicy
+from leasehold.leader import LeaderLease
+from leasehold.schedule_store import ScheduleStore
+from leasehold.schedules import Schedule, ScheduleState
 from leasehold.states import JobState
 from leasehold.store import Change
 
+log = logging.getLogger(__name__)
 ACTOR = "ticker"
+LOOKAHEAD_SECONDS = 90.0
 
 
 @dataclass
@@ -26,11 +40,21 @@ class PromoteReport:
     job_ids: list[str] = field(default_factory=list)
 
 
-def promote_due(app: Leasehold, *, lookahead_seconds: float = 90.0,
-                limit_per_shard: int = 1000) -> PromoteReport:
+@dataclass
+class TickReport(PromoteReport):
+    #: Due schedules examined, jobs they fired, occurrences dropped by a policy.
+    schedules: int = 0
+    fired: int = 0
+    misfired: int = 0
+    fired_job_ids: list[str] = field(default_factory=list)
+
+
+def promote_due(app: Leasehold, *, lookahead_seconds: float = LOOKAHEAD_SECONDS,
+                limit_per_shard: int = 1000, report: PromoteReport | None = None
+                ) -> PromoteReport:
     now = app.now()
     until = now + int(min(lookahead_seconds, handoff.MAX_DELAY_SECONDS) * 1000)
-    report = PromoteReport()
+    report = report if report is not None else PromoteReport()
     for shard in range(app.settings.shards):
         for job_id in app.store.due(shard, until, limit_per_shard):
             try:
@@ -52,6 +76,112 @@ def promote_due(app: Leasehold, *, lookahead_seconds: float = 90.0,
     return report
 
 
-def tick(app: Leasehold) -> PromoteReport:
+def fire_schedules(app: Leasehold, *, lookahead_seconds: float = LOOKAHEAD_SECONDS,
+                   limit_per_shard: int = 500, report: TickReport | None = None) -> TickReport:
+    """Fire every ACTIVE schedule whose next time falls before ``now + lookahead``."""
+    now = app.now()
+    lookahead_ms = int(min(lookahead_seconds, handoff.MAX_DELAY_SECONDS) * 1000)
+    report = report if report is not None else TickReport()
+    store = schedules.store_for(app)
+    for shard in range(app.settings.shards):
+        for schedule_id in store.due(shard, now + lookahead_ms, limit_per_shard):
+            try:
+                schedule = store.get(schedule_id)
+            except NotFound:
+                continue  # deleted since the index saw it
+            if schedule.state is not ScheduleState.ACTIVE or schedule.next_fire_at is None:
+                continue
+            report.schedules += 1
+            try:
+                fire_schedule(app, store, schedule, now, lookahead_ms, report)
+            except Exception:
+                # One broken schedule must not stop the others; the next tick retries it.
+                log.exception("firing schedule %s failed", schedule_id)
+    return report
+
+
+def fire_schedule(app: Leasehold, store: ScheduleStore, schedule: Schedule, now: int,
+                  lookahead_ms: int, report: TickReport) -> None:
+    previous = None
+    if schedule.overlap_policy is not OverlapPolicy.ALLOW:
+        previous = schedules.previous_live(app, schedule)
+    plan = firing.plan(schedule.rules(), next_fire_at=schedule.next_fire_at,
+                       run_count=schedule.run_count, now=now, lookahead_ms=lookahead_ms,
+                       previous_live=previous is not None)
+    if plan.unchanged:
+        return
+    if plan.cancel_previous and previous is not None:
+        schedules.cancel_quietly(app, previous)
+    # Jobs first, cursor second: a crash in between re-plans the same occurrences at the
+    # next tick, whose conditional puts find the jobs already made.
+    created: list[tuple[str, int]] = []
+    last_job_id = schedule.last_job_id
+    for occurrence in plan.fire:
+        job, was_created = schedules.fire_job(app, schedule, occurrence.fire_at,
+                                              occurrence.run_at, now)
+        last_job_id = job.job_id
+        if was_created:
+            created.append((job.job_id, occurrence.fire_at))
+            report.fired_job_ids.append(job.job_id)
+    report.fired += len(created)
+    report.misfired += plan.skipped
+    new = replace(
+        schedule, next_fire_at=plan.next_fire_at,
+        state=ScheduleState.COMPLETED if plan.next_fire_at is None else ScheduleState.ACTIVE,
+        run_count=schedule.run_count + len(plan.fire),
+        skipped_count=schedule.skipped_count + plan.skipped,
+        last_fired_at=plan.fire[-1].fire_at if plan.fire else schedule.last_fired_at,
+        last_job_id=last_job_id, version=schedule.version + 1,
+    )
+    try:
+        store.save(new, expected_version=schedule.version)
+    except Conflict:
+        _lost_race(app, store, schedule, created, now)
+
+
+def _lost_race(app: Leasehold, store: ScheduleStore, schedule: Schedule,
+               created: list[tuple[str, int]], now: int) -> None:
+    """Someone wrote the schedule while we fired it.
+
+    Another tick planned the same occurrences (the jobs are the same ones: nothing to do).
+    A user's pause, update or delete changed the configuration after we read it: the jobs we
+    just made for the future belong to the old one, so cancel them as the user's change did.
+    """
+    try:
+        edited = store.get(schedule.schedule_id).config_version != schedule.config_version
+    except NotFound:
+        edited = True
+    if edited:
+        for job_id, fire_at in created:
+            if fire_at > now:
+                schedules.cancel_quietly(app, job_id)
+
+
+def tick(app: Leasehold, *, lookahead_seconds: float = LOOKAHEAD_SECONDS) -> TickReport:
     """One pass of the ticker, as EventBridge (or a local loop) drives it."""
-    return promote_due(app)
+    report = TickReport()
+    promote_due(app, lookahead_seconds=lookahead_seconds, report=report)
+    fire_schedules(app, lookahead_seconds=lookahead_seconds, report=report)
+    return report
+
+
+def run(app: Leasehold, stop: threading.Event, *, interval_seconds: float = 1.0,
+        lease: LeaderLease | None = None,
+        lookahead_seconds: float = LOOKAHEAD_SECONDS) -> None:
+    """Tick every ``interval_seconds`` until ``stop`` is set (local runtime, ECS).
+
+    With a ``lease`` only the holder ticks, so a fleet of loops costs one ticker's reads; a
+    standby takes over within one lease period of the leader's death. Ticks are idempotent,
+    so a brief overlap of two leaders (clock skew) is harmless.
+    """
+    try:
+        while not stop.is_set():
+            if lease is None or lease.acquire():
+                try:
+                    tick(app, lookahead_seconds=lookahead_seconds)
+                except Exception:
+                    log.exception("tick failed; the next one retries")
+            stop.wait(interval_seconds)
+    finally:
+        if lease is not None:
+            lease.release()

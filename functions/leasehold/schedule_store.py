@@ -1,0 +1,198 @@
+"""The schedules table: one item per schedule, every write conditional on its version.
+
+Like the jobs table, the store keeps the sparse index key in step with the schedule: only
+ACTIVE schedules with a next fire time carry ``due_shard``, so the ticker's query of the
+``due`` index reads due schedules only, however many paused or finished ones are stored.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from decimal import Decimal
+from typing import Any, Protocol
+
+from botocore.exceptions import ClientError
+
+from leasehold.aws import Clients
+from leasehold.definitions import SCHEDULES
+from leasehold.errors import Conflict, NotFound
+from leasehold.firing import MisfirePolicy, OverlapPolicy
+from leasehold.ids import shard_of
+from leasehold.schedules import Schedule, ScheduleState
+from leasehold.settings import Settings
+from leasehold.store import from_av, to_av
+from leasehold.templates import JobTemplate
+
+DUE_INDEX = SCHEDULES.indexes[0]
+BY_TENANT_INDEX = SCHEDULES.indexes[1]
+
+
+class ScheduleStore(Protocol):
+    def create(self, schedule: Schedule) -> None: ...
+    def get(self, schedule_id: str) -> Schedule: ...
+    def save(self, schedule: Schedule, *, expected_version: int) -> Schedule: ...
+    def delete(self, schedule_id: str, *, expected_version: int) -> None: ...
+    def due(self, shard: int, until: int, limit: int) -> list[str]: ...
+    def by_tenant(self, tenant: str, *, limit: int, cursor: Mapping[str, Any] | None = None
+                  ) -> tuple[list[Schedule], Mapping[str, Any] | None]: ...
+
+
+class DynamoScheduleStore:
+    def __init__(self, clients: Clients, settings: Settings | None = None) -> None:
+        self.settings = settings or clients.settings
+        self.table = self.settings.schedules_table
+        self._clients = clients
+
+    @property
+    def _ddb(self) -> Any:
+        return self._clients.dynamodb
+
+    def _item(self, schedule: Schedule) -> dict[str, Any]:
+        item = schedule_to_item(schedule)
+        if schedule.state is ScheduleState.ACTIVE and schedule.next_fire_at is not None:
+            item["due_shard"] = shard_of(schedule.schedule_id, self.settings.shards)
+        return item
+
+    def create(self, schedule: Schedule) -> None:
+        try:
+            self._ddb.put_item(TableName=self.table, Item=to_av(self._item(schedule)),
+                               ConditionExpression="attribute_not_exists(schedule_id)")
+        except ClientError as exc:
+            if _code(exc) != "ConditionalCheckFailedException":
+                raise
+            raise Conflict(f"schedule {schedule.schedule_id} exists",
+                           schedule_id=schedule.schedule_id) from exc
+
+    def get(self, schedule_id: str) -> Schedule:
+        response = self._ddb.get_item(TableName=self.table,
+                                      Key={"schedule_id": {"S": schedule_id}},
+                                      ConsistentRead=True)
+        if "Item" not in response:
+            raise NotFound(f"no schedule {schedule_id}", schedule_id=schedule_id)
+        return schedule_from_item(from_av(response["Item"]))
+
+    def save(self, schedule: Schedule, *, expected_version: int) -> Schedule:
+        """Replace the whole item if nobody wrote it since ``expected_version``.
+
+        One put carries every field, so a change of cron, zone and payload is atomic: no tick
+        ever sees half of it.
+        """
+        try:
+            self._ddb.put_item(
+                TableName=self.table, Item=to_av(self._item(schedule)),
+                ConditionExpression="version = :v",
+                ExpressionAttributeValues={":v": {"N": str(expected_version)}},
+            )
+        except ClientError as exc:
+            if _code(exc) != "ConditionalCheckFailedException":
+                raise
+            raise Conflict(f"schedule {schedule.schedule_id} changed; try again",
+                           schedule_id=schedule.schedule_id) from exc
+        return schedule
+
+    def delete(self, schedule_id: str, *, expected_version: int) -> None:
+        try:
+            self._ddb.delete_item(
+                TableName=self.table, Key={"schedule_id": {"S": schedule_id}},
+                ConditionExpression="version = :v",
+                ExpressionAttributeValues={":v": {"N": str(expected_version)}},
+            )
+        except ClientError as exc:
+            if _code(exc) != "ConditionalCheckFailedException":
+                raise
+            raise Conflict(f"schedule {schedule_id} changed; try again",
+                           schedule_id=schedule_id) from exc
+
+    def due(self, shard: int, until: int, limit: int) -> list[str]:
+        """Ids of schedules in ``shard`` whose next fire time is at or before ``until``."""
+        kwargs: dict[str, Any] = {
+            "TableName": self.table, "IndexName": DUE_INDEX.name,
+            "KeyConditionExpression": "due_shard = :s AND next_fire_at <= :t",
+            "ExpressionAttributeValues": to_av({":s": shard, ":t": until}),
+            "Limit": min(limit, 1000),
+        }
+        ids: list[str] = []
+        while len(ids) < limit:
+            response = self._ddb.query(**kwargs)
+            ids += [from_av(item)["schedule_id"] for item in response.get("Items", [])]
+            if "LastEvaluatedKey" not in response:
+                break
+            kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+        return ids[:limit]
+
+    def by_tenant(self, tenant: str, *, limit: int, cursor: Mapping[str, Any] | None = None
+                  ) -> tuple[list[Schedule], Mapping[str, Any] | None]:
+        """A page of the tenant's schedules, newest first, and where the next page starts."""
+        kwargs: dict[str, Any] = {
+            "TableName": self.table, "IndexName": BY_TENANT_INDEX.name,
+            "KeyConditionExpression": "tenant = :t",
+            "ExpressionAttributeValues": to_av({":t": tenant}),
+            "ScanIndexForward": False, "Limit": limit,
+        }
+        if cursor:
+            kwargs["ExclusiveStartKey"] = to_av(cursor)
+        response = self._ddb.query(**kwargs)
+        ids = [from_av(item)["schedule_id"] for item in response.get("Items", [])]
+        schedules = []
+        for schedule_id in ids:
+            try:
+                schedules.append(self.get(schedule_id))
+            except NotFound:
+                continue  # deleted between the index read and the get
+        last = response.get("LastEvaluatedKey")
+        return schedules, (from_av(last) if last else None)
+
+
+# -- items ---------------------------------------------------------------------------------
+
+_NUMBERS = ("start_at", "end_at", "max_runs", "next_fire_at", "last_fired_at")
+
+
+def schedule_to_item(schedule: Schedule) -> dict[str, Any]:
+    item: dict[str, Any] = {
+        "schedule_id": schedule.schedule_id, "tenant": schedule.tenant, "name": schedule.name,
+        "cron": schedule.cron, "timezone": schedule.timezone,
+        "template": schedule.template.to_item(),
+        "misfire_policy": schedule.misfire_policy.value,
+        "overlap_policy": schedule.overlap_policy.value,
+        "starting_deadline_seconds": Decimal(str(schedule.starting_deadline_seconds)),
+        "max_catch_up": schedule.max_catch_up,
+        "jitter_seconds": Decimal(str(schedule.jitter_seconds)), "state": schedule.state.value,
+        "run_count": schedule.run_count, "skipped_count": schedule.skipped_count,
+        "created_at": schedule.created_at, "updated_at": schedule.updated_at,
+        "version": schedule.version, "config_version": schedule.config_version,
+    }
+    for name in _NUMBERS:
+        if getattr(schedule, name) is not None:
+            item[name] = getattr(schedule, name)
+    if schedule.last_job_id:
+        item["last_job_id"] = schedule.last_job_id
+    return item
+
+
+def schedule_from_item(item: Mapping[str, Any]) -> Schedule:
+    def opt(name: str) -> int | None:
+        return None if item.get(name) is None else int(item[name])
+
+    return Schedule(
+        schedule_id=str(item["schedule_id"]), tenant=str(item["tenant"]),
+        name=str(item.get("name", "")), cron=str(item["cron"]),
+        timezone=str(item.get("timezone", "UTC")),
+        template=JobTemplate.from_item(item["template"]),
+        misfire_policy=MisfirePolicy(item["misfire_policy"]),
+        overlap_policy=OverlapPolicy(item["overlap_policy"]),
+        starting_deadline_seconds=float(item.get("starting_deadline_seconds", 300)),
+        max_catch_up=int(item.get("max_catch_up", 10)), start_at=opt("start_at"),
+        end_at=opt("end_at"), max_runs=opt("max_runs"),
+        jitter_seconds=float(item.get("jitter_seconds", 0)),
+        state=ScheduleState(item["state"]), next_fire_at=opt("next_fire_at"),
+        run_count=int(item.get("run_count", 0)),
+        skipped_count=int(item.get("skipped_count", 0)), last_fired_at=opt("last_fired_at"),
+        last_job_id=item.get("last_job_id"), created_at=int(item.get("created_at", 0)),
+        updated_at=int(item.get("updated_at", 0)), version=int(item.get("version", 1)),
+        config_version=int(item.get("config_version", 1)),
+    )
+
+
+def _code(exc: ClientError) -> str:
+    return str(exc.response.get("Error", {}).get("Code", ""))

@@ -1,0 +1,421 @@
+"""Schedules: the model, its validation (errors name the field) and what users do with them.
+
+A schedule stores a resolved job template, its timing (expression, zone, bounds), its
+misfire and overlap policies, and a cursor ``next_fire_at`` that only the ticker advances.
+Every write replaces the whole item on the condition of its ``version``; ``config_version``
+changes only when a user changes the schedule, and is part of each fired job's id, so jobs
+fired under an old configuration never block the new one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any
+
+from leasehold import control, handoff
+from leasehold.clock import iso, to_ms
+from leasehold.cron import Timing, parse, zone
+from leasehold.definitions import BY_SCHEDULE_INDEX
+from leasehold.errors import Conflict, NotFound, ValidationError
+from leasehold.firing import MisfirePolicy, OverlapPolicy, Rules
+from leasehold.ids import derived_id, new_id
+from leasehold.jobs import Job
+from leasehold.spec import check_number, check_tenant, check_text
+from leasehold.states import JobState
+from leasehold.store import from_av, to_av
+from leasehold.submission import new_job
+from leasehold.templates import JobTemplate
+
+if TYPE_CHECKING:
+    from leasehold.app import Leasehold
+    from leasehold.schedule_store import ScheduleStore
+
+MAX_PREVIEW = 100
+MAX_JITTER_SECONDS = 3600
+MAX_CATCH_UP = 1000
+#: Fields that change when (or what) the schedule fires: changing one re-plans its future.
+TIMING_FIELDS = frozenset({"cron", "timezone", "start_at", "end_at"})
+TEMPLATE_FIELDS = frozenset({"task", "payload", "pool", "priority", "max_attempts",
+                             "timeout_seconds", "labels"})
+POLICY_FIELDS = frozenset({"misfire_policy", "overlap_policy", "starting_deadline_seconds",
+                           "max_catch_up", "max_runs", "jitter_seconds", "name"})
+FIELDS = TIMING_FIELDS | TEMPLATE_FIELDS | POLICY_FIELDS
+
+
+class ScheduleState(StrEnum):
+    ACTIVE = "ACTIVE"
+    PAUSED = "PAUSED"
+    #: No fire times left (past ``end_at`` or ``max_runs`` reached).
+    COMPLETED = "COMPLETED"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Schedule:
+    schedule_id: str
+    tenant: str
+    name: str
+    cron: str
+    timezone: str
+    template: JobTemplate
+    misfire_policy: MisfirePolicy = MisfirePolicy.FIRE_ONCE
+    overlap_policy: OverlapPolicy = OverlapPolicy.ALLOW
+    starting_deadline_seconds: float = 300.0
+    max_catch_up: int = 10
+    start_at: int | None = None
+    end_at: int | None = None
+    max_runs: int | None = None
+    jitter_seconds: float = 0.0
+    state: ScheduleState = ScheduleState.ACTIVE
+    next_fire_at: int | None = None
+    run_count: int = 0
+    skipped_count: int = 0
+    last_fired_at: int | None = None
+    last_job_id: str | None = None
+    created_at: int = 0
+    updated_at: int = 0
+    version: int = 1
+    config_version: int = 1
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    def timing(self) -> Timing:
+        return Timing(parse(self.cron), self.timezone, start_at=self.start_at,
+                      end_at=self.end_at, anchor=self.created_at)
+
+    def rules(self) -> Rules:
+        return Rules(
+            schedule_id=self.schedule_id, timing=self.timing(), misfire=self.misfire_policy,
+            overlap=self.overlap_policy,
+            starting_deadline_ms=int(self.starting_deadline_seconds * 1000),
+            max_catch_up=self.max_catch_up, max_runs=self.max_runs,
+            jitter_ms=int(self.jitter_seconds * 1000),
+        )
+
+    def view(self) -> dict[str, Any]:
+        """The schedule as the API and CLI show it (times as ISO-8601 UTC)."""
+        return {
+            "schedule_id": self.schedule_id, "tenant": self.tenant, "name": self.name,
+            "cron": self.cron, "timezone": self.timezone, "task": self.template.task,
+            "payload": self.template.payload, "pool": self.template.pool,
+            "priority": self.template.priority, "max_attempts": self.template.max_attempts,
+            "timeout_seconds": self.template.timeout_seconds,
+            "labels": dict(self.template.labels),
+            "misfire_policy": self.misfire_policy.value,
+            "overlap_policy": self.overlap_policy.value,
+            "starting_deadline_seconds": self.starting_deadline_seconds,
+            "max_catch_up": self.max_catch_up, "start_at": iso(self.start_at),
+            "end_at": iso(self.end_at), "max_runs": self.max_runs,
+            "jitter_seconds": self.jitter_seconds, "state": self.state.value,
+            "next_fire_at": iso(self.next_fire_at), "run_count": self.run_count,
+            "skipped_count": self.skipped_count, "last_fired_at": iso(self.last_fired_at),
+            "last_job_id": self.last_job_id, "created_at": iso(self.created_at),
+            "updated_at": iso(self.updated_at), "version": self.version,
+        }
+
+
+# -- validation ----------------------------------------------------------------------------
+
+def _time(fieldname: str, value: Any) -> int | None:
+    """Epoch ms from an ISO-8601 string with a zone, or from epoch ms; None stays None."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        try:
+            parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            raise ValidationError(fieldname, f"not an ISO-8601 time: {value!r}") from None
+        if parsed.tzinfo is None:
+            raise ValidationError(fieldname, "must carry a zone (e.g. 'Z' or '+01:00')")
+        return to_ms(parsed)
+    return int(check_number(fieldname, value, low=0, high=253_402_300_799_000, integer=True))
+
+
+def _or(values: Mapping[str, Any], name: str, default: Any) -> Any:
+    value = values.get(name)
+    return default if value is None else value
+
+
+def _enum(fieldname: str, kind: type[StrEnum], value: Any) -> Any:
+    try:
+        return kind(value)
+    except ValueError:
+        raise ValidationError(fieldname, "must be one of " + ", ".join(k.value for k in kind)
+                              ) from None
+
+
+def _optional_int(fieldname: str, value: Any, low: int, high: int) -> int | None:
+    return None if value is None else int(check_number(fieldname, value, low=low, high=high,
+                                                       integer=True))
+
+
+def build(app: Leasehold, body: Mapping[str, Any], *, tenant: str, now: int,
+          base: Schedule | None = None) -> Schedule:
+    """A valid schedule from a request body (or ``base`` with ``body``'s changes)."""
+    unknown = set(body) - FIELDS
+    if unknown:
+        name = sorted(unknown)[0]
+        raise ValidationError(name, "is not a schedule field")
+    current = base.view() if base is not None else {}
+    values = {**current, **body}
+    name = check_text("name", values.get("name") or "", limit=128,
+                      empty_ok=True)
+    expression = parse(values.get("cron"), "cron")
+    tz = values.get("timezone") or "UTC"
+    zone(tz, "timezone")
+    start_at = _time("start_at", values.get("start_at"))
+    end_at = _time("end_at", values.get("end_at"))
+    if start_at is not None and end_at is not None and end_at <= start_at:
+        raise ValidationError("end_at", "must be after start_at")
+    if base is not None and not TEMPLATE_FIELDS & set(body):
+        template = base.template
+    else:
+        template = JobTemplate.resolve(
+            app.registry, pools=app.settings.pools, now=now, task=values.get("task"),
+            payload=values.get("payload"), tenant=check_tenant(tenant),
+            pool=values.get("pool"), priority=values.get("priority"),
+            max_attempts=values.get("max_attempts"),
+            timeout_seconds=values.get("timeout_seconds"), labels=values.get("labels"))
+    schedule = Schedule(
+        schedule_id=base.schedule_id if base else "", tenant=tenant, name=name,
+        cron=expression.text, timezone=tz, template=template,
+        misfire_policy=_enum("misfire_policy", MisfirePolicy,
+                             values.get("misfire_policy") or MisfirePolicy.FIRE_ONCE),
+        overlap_policy=_enum("overlap_policy", OverlapPolicy,
+                             values.get("overlap_policy") or OverlapPolicy.ALLOW),
+        starting_deadline_seconds=float(check_number(
+            "starting_deadline_seconds", _or(values, "starting_deadline_seconds", 300.0),
+            low=1, high=366 * 86400)),
+        max_catch_up=int(check_number("max_catch_up", _or(values, "max_catch_up", 10), low=0,
+                                      high=MAX_CATCH_UP, integer=True)),
+        start_at=start_at, end_at=end_at,
+        max_runs=_optional_int("max_runs", values.get("max_runs"), 1, 10**9),
+        jitter_seconds=float(check_number("jitter_seconds", values.get("jitter_seconds") or 0,
+                                          low=0, high=MAX_JITTER_SECONDS)),
+        created_at=base.created_at if base else now, updated_at=now,
+    )
+    if base is not None:
+        schedule = replace(
+            schedule, state=base.state, next_fire_at=base.next_fire_at,
+            run_count=base.run_count, skipped_count=base.skipped_count,
+            last_fired_at=base.last_fired_at, last_job_id=base.last_job_id,
+            version=base.version, config_version=base.config_version)
+    return schedule
+
+
+# -- what users do -------------------------------------------------------------------------
+
+def store_for(app: Leasehold) -> ScheduleStore:
+    # Imported here: the store module needs this module's model at import time.
+    from leasehold.schedule_store import DynamoScheduleStore
+
+    return DynamoScheduleStore(app.clients, app.settings)
+
+
+def _settle(schedule: Schedule, now: int, *, replan: bool) -> Schedule:
+    """State and cursor after a change: re-planned from ``now`` if its timing changed."""
+    if schedule.state is ScheduleState.PAUSED:
+        return schedule
+    cursor = schedule.next_fire_at
+    if replan or schedule.state is ScheduleState.COMPLETED or cursor is None:
+        cursor = schedule.timing().next_after(now)
+    if cursor is None or (schedule.max_runs is not None
+                          and schedule.run_count >= schedule.max_runs):
+        return replace(schedule, state=ScheduleState.COMPLETED, next_fire_at=None)
+    return replace(schedule, state=ScheduleState.ACTIVE, next_fire_at=cursor)
+
+
+def create(app: Leasehold, body: Mapping[str, Any], *, tenant: str) -> Schedule:
+    """Validate and store a new schedule; it fires from its first time after now."""
+    now = app.now()
+    schedule = build(app, body, tenant=tenant, now=now)
+    schedule = _settle(replace(schedule, schedule_id=new_id(now)), now, replan=True)
+    store_for(app).create(schedule)
+    return schedule
+
+
+def get(app: Leasehold, schedule_id: str, tenant: str | None = None) -> Schedule:
+    """The schedule, or NotFound (also for another tenant's schedule)."""
+    schedule = store_for(app).get(schedule_id)
+    if tenant is not None and schedule.tenant != tenant:
+        raise NotFound(f"no schedule {schedule_id}", schedule_id=schedule_id)
+    return schedule
+
+
+def list_schedules(app: Leasehold, tenant: str, *, limit: int = 50,
+                   cursor: Mapping[str, Any] | None = None
+                   ) -> tuple[list[Schedule], Mapping[str, Any] | None]:
+    return store_for(app).by_tenant(tenant, limit=limit, cursor=cursor)
+
+
+def _change(app: Leasehold, schedule_id: str, tenant: str | None,
+            edit: Callable[[Schedule, int], Schedule]) -> tuple[Schedule, Schedule]:
+    """Apply ``edit`` with optimistic concurrency; (before, after)."""
+    store = store_for(app)
+    for _ in range(5):  # a tick may advance the cursor between our read and our write
+        current = get(app, schedule_id, tenant)
+        now = app.now()
+        new = edit(current, now)
+        new = replace(new, version=current.version + 1,
+                      config_version=current.config_version + 1, updated_at=now)
+        try:
+            store.save(new, expected_version=current.version)
+        except Conflict:
+            continue
+        return current, new
+    raise Conflict(f"schedule {schedule_id} kept changing; try again", schedule_id=schedule_id)
+
+
+def update(app: Leasehold, schedule_id: str, body: Mapping[str, Any],
+           tenant: str | None = None) -> Schedule:
+    """Change fields in place. Cron, zone and payload change in one write (atomically);
+    occurrences already handed off under the old timing or payload are cancelled."""
+    replan = bool((TIMING_FIELDS | TEMPLATE_FIELDS) & set(body))
+
+    def edit(current: Schedule, now: int) -> Schedule:
+        return _settle(build(app, body, tenant=current.tenant, now=now, base=current), now,
+                       replan=replan or bool({"max_runs", "end_at"} & set(body)))
+
+    before, after = _change(app, schedule_id, tenant, edit)
+    if replan:
+        cancel_pending(app, before.schedule_id, after.updated_at)
+    return after
+
+
+def pause(app: Leasehold, schedule_id: str, tenant: str | None = None) -> Schedule:
+    """Stop firing; occurrences already handed off ahead of their time are cancelled."""
+    _, after = _change(app, schedule_id, tenant,
+                       lambda s, now: replace(s, state=ScheduleState.PAUSED))
+    cancel_pending(app, schedule_id, after.updated_at)
+    return after
+
+
+def resume(app: Leasehold, schedule_id: str, tenant: str | None = None) -> Schedule:
+    """Fire again from the next time after now; times that passed while paused are not
+    misfires (the owner chose to pause), so none are caught up."""
+    def edit(current: Schedule, now: int) -> Schedule:
+        if current.state is not ScheduleState.PAUSED:
+            return current
+        return _settle(replace(current, state=ScheduleState.ACTIVE), now, replan=True)
+
+    return _change(app, schedule_id, tenant, edit)[1]
+
+
+def delete(app: Leasehold, schedule_id: str, tenant: str | None = None) -> None:
+    """Delete the schedule and cancel its occurrences that have not started."""
+    store = store_for(app)
+    for _ in range(5):
+        current = get(app, schedule_id, tenant)
+        try:
+            store.delete(schedule_id, expected_version=current.version)
+            break
+        except Conflict:
+            continue
+    else:
+        raise Conflict(f"schedule {schedule_id} kept changing; try again",
+                       schedule_id=schedule_id)
+    cancel_pending(app, schedule_id, app.now())
+
+
+def preview(app: Leasehold, schedule_id: str, count: int, tenant: str | None = None
+            ) -> list[int]:
+    """The next ``count`` fire times after now (bounded by end_at and max_runs)."""
+    check_number("count", count, low=1, high=MAX_PREVIEW, integer=True)
+    schedule = get(app, schedule_id, tenant)
+    if schedule.max_runs is not None:
+        count = min(count, max(0, schedule.max_runs - schedule.run_count))
+    return schedule.timing().upcoming(app.now(), count)
+
+
+def trigger(app: Leasehold, schedule_id: str, tenant: str | None = None) -> Job:
+    """Run the schedule's job now, once, under its overlap policy; the cursor is untouched."""
+    store = store_for(app)
+    for _ in range(5):
+        schedule = get(app, schedule_id, tenant)
+        now = app.now()
+        previous = previous_live(app, schedule)
+        if previous is not None and schedule.overlap_policy is OverlapPolicy.FORBID:
+            raise Conflict(f"the previous run {previous} is still live (overlap forbid)",
+                           schedule_id=schedule_id, job_id=previous)
+        if previous is not None and schedule.overlap_policy is OverlapPolicy.REPLACE:
+            cancel_quietly(app, previous)
+        job, _ = fire_job(app, schedule, now, now, now, manual=True)
+        try:
+            store.save(replace(schedule, last_job_id=job.job_id, version=schedule.version + 1),
+                       expected_version=schedule.version)
+        except Conflict:
+            continue  # a tick moved the cursor: record the run on the fresh copy
+        return job
+    raise Conflict(f"schedule {schedule_id} kept changing; try again", schedule_id=schedule_id)
+
+
+# -- jobs of a schedule --------------------------------------------------------------------
+
+def fire_job(app: Leasehold, schedule: Schedule, fire_at: int, run_at: int, now: int, *,
+             manual: bool = False) -> tuple[Job, bool]:
+    """Create (once) and hand off the job of one occurrence; (job, created)."""
+    job_id = derived_id("schedule", schedule.schedule_id, str(schedule.config_version),
+                        "manual" if manual else "cron", str(fire_at))
+    job = new_job(app, schedule.template.to_resolved(run_at), now, job_id=job_id,
+                  actor="scheduler", extra={"schedule_id": schedule.schedule_id,
+                                            "scheduled_for": iso(fire_at)})
+    stored, created = app.store.create(job)
+    if created or (stored.state is JobState.QUEUED and stored.first_started_at is None):
+        # Not created: another tick made it, or we did before a crash and may have died
+        # before the send. Sending again is safe: both messages carry one epoch, and the
+        # lease condition lets only one of them start the job.
+        handoff.send(app.queues, stored, now)
+    return stored, created
+
+
+def previous_live(app: Leasehold, schedule: Schedule) -> str | None:
+    """The id of the schedule's last run if it has not finished."""
+    if not schedule.last_job_id:
+        return None
+    try:
+        job = app.store.get(schedule.last_job_id)
+    except NotFound:
+        return None
+    return job.job_id if job.state.live else None
+
+
+def cancel_quietly(app: Leasehold, job_id: str) -> bool:
+    try:
+        control.cancel(app, job_id, actor="scheduler")
+    except (Conflict, NotFound):
+        return False  # it finished (or was cancelled) meanwhile: nothing to replace
+    return True
+
+
+def job_ids(app: Leasehold, schedule_id: str, *, after: str | None = None, limit: int = 50,
+            newest_first: bool = True, cursor: Mapping[str, Any] | None = None
+            ) -> tuple[list[str], Mapping[str, Any] | None]:
+    """Ids of the schedule's jobs from the sparse ``by_schedule`` index of the jobs table."""
+    condition = "schedule_id = :s"
+    values: dict[str, Any] = {":s": schedule_id}
+    if after is not None:
+        condition += " AND scheduled_for > :after"
+        values[":after"] = after
+    kwargs: dict[str, Any] = {
+        "TableName": app.settings.jobs_table, "IndexName": BY_SCHEDULE_INDEX.name,
+        "KeyConditionExpression": condition, "ExpressionAttributeValues": to_av(values),
+        "ScanIndexForward": not newest_first, "Limit": limit,
+    }
+    if cursor:
+        kwargs["ExclusiveStartKey"] = to_av(cursor)
+    response = app.clients.dynamodb.query(**kwargs)
+    last = response.get("LastEvaluatedKey")
+    return [from_av(i)["job_id"] for i in response.get("Items", [])], \
+        (from_av(last) if last else None)
+
+
+def cancel_pending(app: Leasehold, schedule_id: str, now: int) -> list[str]:
+    """Cancel the schedule's occurrences handed off ahead of time that have not started."""
+    ids, _ = job_ids(app, schedule_id, after=iso(now), limit=500, newest_first=False)
+    cancelled = []
+    for job in app.store.batch_get(ids):
+        if job.state in (JobState.SCHEDULED, JobState.QUEUED) and job.first_started_at is None \
+                and cancel_quietly(app, job.job_id):
+            cancelled.append(job.job_id)
+    return cancelled
