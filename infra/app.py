@@ -1,0 +1,41 @@
+"""The CDK app: ``cdk synth`` / ``cdk deploy`` run ``python -m infra.app`` (see cdk.json).
+
+Configuration comes from CDK context (``cdk.json`` or ``-c key=value``); see
+:meth:`infra.config.StackConfig.from_context`. cdk-nag's AwsSolutions and Serverless packs
+run on every synth and fail it on any unacknowledged finding.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import aws_cdk as cdk
+from cdk_nag import AwsSolutionsChecks, ServerlessChecks
+
+from infra.config import StackConfig
+from infra.stack import LeaseholdStack
+
+STACK_NAME = "Leasehold"
+
+
+def build(app: cdk.App, *, config: StackConfig | None = None, nag: bool = True,
+          **stack_kwargs: Any) -> LeaseholdStack:
+    """Add the Leasehold stack (and the cdk-nag checks) to ``app``."""
+    config = config or StackConfig.from_context(app.node.try_get_context)
+    stack = LeaseholdStack(
+        app, app.node.try_get_context("stackName") or STACK_NAME, config=config,
+        description="Leasehold: a distributed job scheduler on AWS managed services",
+        **stack_kwargs)
+    if nag:
+        cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app), ServerlessChecks(app))
+    return stack
+
+
+def main() -> None:
+    app = cdk.App()
+    build(app)
+    app.synth()
+
+
+if __name__ == "__main__":
+    main()

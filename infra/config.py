@@ -1,0 +1,188 @@
+"""What one deployment of Leasehold looks like: pools, shards, retention, alarms.
+
+Read from CDK context (``cdk.json`` or ``cdk deploy -c key=value``) into frozen values, so that
+constructs take plain typed props and tests can build any shape without a context file.
+The physical names come from :class:`leasehold.settings.Settings`, the same type the functions
+read from their environment, so the stack and the runtime agree on every name.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from leasehold.definitions import TABLES
+from leasehold.settings import PRIORITIES, Settings
+
+PoolKind = Literal["lambda", "ecs"]
+#: ``pip``: the real bundle (a local pip install for Python 3.12 on arm64, no Docker).
+#: ``source``: the bare ``functions/`` folder without dependencies; only for tests, where the
+#: code is never run but synth must be fast and offline. Never deploy a ``source`` build.
+BundlingMode = Literal["pip", "source"]
+
+#: Lambda event source mappings accept a maximum concurrency between 2 and 1000.
+MIN_MAX_CONCURRENCY = 2
+#: AWS guidance for SQS-triggered Lambdas: visibility >= 6 x the function timeout, so a
+#: message is not redelivered while throttled retries of the same batch are still pending.
+VISIBILITY_TIMEOUT_FACTOR = 6
+
+
+@dataclass(frozen=True, kw_only=True)
+class PoolConfig:
+    """One worker pool: its queues (one per priority) and what consumes them."""
+
+    name: str
+    kind: PoolKind = "lambda"
+    memory_mb: int = 1024
+    #: Lambda: the function timeout. ECS: the longest attempt a worker expects to run.
+    timeout_seconds: int = 300
+    #: Lambda: maximum concurrent invocations per priority queue. High gets the most so that
+    #: urgent work is not starved by a backlog of low-priority jobs sharing the pool.
+    concurrency: Mapping[str, int] = field(
+        default_factory=lambda: {"high": 20, "normal": 10, "low": 5})
+    batch_size: int = 10
+    #: ECS only: the worker image (must contain the ``leasehold`` CLI and the task modules).
+    image: str | None = None
+    cpu: int = 512
+    min_tasks: int = 0
+    max_tasks: int = 10
+
+    def validate(self) -> None:
+        if self.kind not in ("lambda", "ecs"):
+            raise ValueError(f"pool {self.name!r}: kind must be 'lambda' or 'ecs'")
+        missing = set(PRIORITIES) - set(self.concurrency)
+        if missing:
+            raise ValueError(f"pool {self.name!r}: concurrency missing for {sorted(missing)}")
+        if any(value < MIN_MAX_CONCURRENCY for value in self.concurrency.values()):
+            raise ValueError(f"pool {self.name!r}: concurrency must be >= {MIN_MAX_CONCURRENCY}")
+        if self.kind == "lambda" and not 1 <= self.timeout_seconds <= 900:
+            raise ValueError(f"pool {self.name!r}: a Lambda timeout is 1..900 seconds")
+        if self.kind == "ecs" and not self.image:
+            raise ValueError(f"pool {self.name!r}: an ECS pool needs an image URI")
+
+    @property
+    def visibility_timeout_seconds(self) -> int:
+        return VISIBILITY_TIMEOUT_FACTOR * self.timeout_seconds
+
+    @classmethod
+    def from_json(cls, value: Mapping[str, Any]) -> PoolConfig:
+        names = {
+            "name": "name", "kind": "kind", "memory": "memory_mb", "memoryMb": "memory_mb",
+            "timeout": "timeout_seconds", "timeoutSeconds": "timeout_seconds",
+            "concurrency": "concurrency", "batchSize": "batch_size", "image": "image",
+            "cpu": "cpu", "minTasks": "min_tasks", "maxTasks": "max_tasks",
+        }
+        unknown = set(value) - set(names)
+        if unknown:
+            raise ValueError(f"unknown pool settings: {sorted(unknown)}")
+        return cls(**{names[key]: item for key, item in value.items()})
+
+
+@dataclass(frozen=True, kw_only=True)
+class StackConfig:
+    """Everything one Leasehold stack is built from."""
+
+    #: Prefix of every physical name; ``leasehold`` matches the CLI's default settings.
+    prefix: str = "leasehold"
+    pools: tuple[PoolConfig, ...] = (PoolConfig(name="default"),)
+    shards: int = 8
+    lease_seconds: float = 60.0
+    task_modules: tuple[str, ...] = ("examples.tasks",)
+    #: Top-level packages copied into the Lambda bundle next to ``leasehold`` (user tasks).
+    task_packages: tuple[str, ...] = ("examples",)
+    log_retention_days: int = 30
+    #: ``None``: the retention of :mod:`leasehold.definitions` (14 days, the SQS maximum).
+    queue_retention_days: int | None = None
+    alarm_email: str | None = None
+    #: Tables survive ``cdk destroy`` and cannot be deleted by accident unless this is off.
+    retain_data: bool = True
+    cognito_user_pool_arn: str | None = None
+    throttle_rate: float = 100.0
+    throttle_burst: int = 200
+    #: An AWS WAF web ACL (AWS managed common rules + per-IP rate limit) in front of the API.
+    waf: bool = True
+    bundling: BundlingMode = "pip"
+    api_timeout_seconds: int = 29
+    api_memory_mb: int = 512
+
+    def validate(self) -> None:
+        names = [pool.name for pool in self.pools]
+        if len(set(names)) != len(names):
+            raise ValueError(f"pool names must be unique: {names}")
+        for pool in self.pools:
+            pool.validate()
+        if self.bundling not in ("pip", "source"):
+            raise ValueError("bundling must be 'pip' or 'source'")
+        if self.queue_retention_days is not None and not 1 <= self.queue_retention_days <= 14:
+            raise ValueError("queueRetentionDays must be 1..14 (the SQS limits)")
+        self.settings().validate()
+
+    def settings(self) -> Settings:
+        """The runtime settings this stack deploys; the functions read them from env."""
+        # Every table the core defines gets ``<prefix>-<role>``: a table added to the
+        # definitions is deployed and named without a change here.
+        names: dict[str, Any] = {
+            f"{table.role}_table": f"{self.prefix}-{table.role}" for table in TABLES}
+        return Settings(
+            **names,
+            queue_prefix=self.prefix,
+            pools=tuple(pool.name for pool in self.pools),
+            shards=self.shards,
+            lease_seconds=self.lease_seconds,
+            task_modules=self.task_modules,
+        )
+
+    def pool(self, name: str) -> PoolConfig:
+        return next(pool for pool in self.pools if pool.name == name)
+
+    @classmethod
+    def from_context(cls, get: Callable[[str], Any]) -> StackConfig:
+        """Build from CDK context values (``node.try_get_context``); unset keys keep defaults.
+
+        Values given on the command line (``-c shards=16``) arrive as strings, so each one is
+        parsed; lists and pools may be JSON.
+        """
+        values: dict[str, Any] = {}
+        text = {"prefix": "prefix", "alarmEmail": "alarm_email",
+                "cognitoUserPoolArn": "cognito_user_pool_arn"}
+        for key, name in text.items():
+            if (value := get(key)) not in (None, ""):
+                values[name] = str(value)
+        numbers: dict[str, tuple[str, Callable[[Any], Any]]] = {
+            "shards": ("shards", int), "leaseSeconds": ("lease_seconds", float),
+            "logRetentionDays": ("log_retention_days", int),
+            "queueRetentionDays": ("queue_retention_days", int),
+            "throttleRate": ("throttle_rate", float), "throttleBurst": ("throttle_burst", int),
+        }
+        for key, (name, kind) in numbers.items():
+            if (value := get(key)) not in (None, ""):
+                values[name] = kind(value)
+        for key, name in {"retainData": "retain_data", "waf": "waf"}.items():
+            if (value := get(key)) is not None:
+                values[name] = _flag(value)
+        for key, name in {"tasks": "task_modules", "taskPackages": "task_packages"}.items():
+            if (value := get(key)) is not None:
+                values[name] = _names(value)
+        if (pools := get("pools")) is not None:
+            if isinstance(pools, str):
+                pools = json.loads(pools)
+            values["pools"] = tuple(PoolConfig.from_json(pool) for pool in pools)
+        if (mode := get("leasehold:bundling")) is not None:
+            values["bundling"] = str(mode)
+        config = cls(**values)
+        config.validate()
+        return config
+
+
+def _flag(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    return str(value).strip().lower() in ("1", "true", "yes", "on")
+
+
+def _names(value: Any) -> tuple[str, ...]:
+    if isinstance(value, str):
+        value = json.loads(value) if value.startswith("[") else value.split(",")
+    return tuple(str(item).strip() for item in value if str(item).strip())

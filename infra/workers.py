@@ -1,0 +1,159 @@
+"""Workers: a Lambda per pool fed by its three priority queues, or an ECS Fargate service.
+
+Lambda pools give each priority queue its own maximum concurrency, so a flood of low-priority
+jobs cannot take the capacity high-priority jobs need. ECS pools run ``leasehold worker --pool P``
+(a polling worker that takes the high queue first) and scale on the pool's queue depth.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import aws_cdk as cdk
+from aws_cdk import aws_applicationautoscaling as appscaling
+from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_ecs as ecs
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_lambda_event_sources as sources
+from aws_cdk import aws_logs as logs
+from constructs import Construct
+
+from infra.config import PoolConfig
+from infra.functions import LeaseholdFunction
+from infra.nag import acknowledge
+from infra.queues import Queues
+from infra.tables import Tables
+from leasehold.settings import PRIORITIES
+
+WORKER_HANDLER = "leasehold.handlers.worker.handler"
+
+
+class Workers(Construct):
+    def __init__(self, scope: Construct, construct_id: str, *, pools: Sequence[PoolConfig],
+                 queues: Queues, tables: Tables, code: lambda_.Code,
+                 environment: Mapping[str, str], log_retention: logs.RetentionDays) -> None:
+        super().__init__(scope, construct_id)
+        self.functions: dict[str, lambda_.Function] = {}
+        self.services: dict[str, ecs.FargateService] = {}
+        self._queues = queues
+        self._tables = tables
+        self._cluster: ecs.Cluster | None = None
+        for pool in pools:
+            if pool.kind == "lambda":
+                self.functions[pool.name] = self._lambda_pool(
+                    pool, code, environment, log_retention)
+            else:
+                self.services[pool.name] = self._ecs_pool(pool, environment, log_retention)
+
+    def _lambda_pool(self, pool: PoolConfig, code: lambda_.Code,
+                     environment: Mapping[str, str],
+                     log_retention: logs.RetentionDays) -> lambda_.Function:
+        worker = LeaseholdFunction(
+            self, f"{pool.name}-worker", handler=WORKER_HANDLER, code=code,
+            environment=environment, memory_mb=pool.memory_mb,
+            timeout_seconds=pool.timeout_seconds, log_retention=log_retention,
+            description=f"Leasehold worker for pool {pool.name}",
+        )
+        fn = worker.function
+        for priority in PRIORITIES:
+            fn.add_event_source(sources.SqsEventSource(
+                self._queues.work[(pool.name, priority)],
+                batch_size=pool.batch_size,
+                # The handler returns batchItemFailures: one failed record is retried alone.
+                report_batch_item_failures=True,
+                max_concurrency=pool.concurrency[priority],
+            ))
+        self._grant_worker(fn)
+        acknowledge(fn, "Serverless-LambdaDLQ",
+                    "Invoked synchronously by SQS event source mappings, where a function DLQ "
+                    "never applies; each source queue has its own redrive DLQ.")
+        for mapping in fn.node.children:
+            if isinstance(mapping, lambda_.EventSourceMapping):
+                acknowledge(mapping, "Serverless-LambdaEventSourceMappingDestination",
+                            "SQS event source mappings take no on-failure destination; a record "
+                            "that keeps failing moves to the source queue's redrive DLQ.")
+        return fn
+
+    def _grant_worker(self, grantee: lambda_.Function | ecs.TaskDefinition) -> None:
+        principal = grantee.task_role if isinstance(grantee, ecs.TaskDefinition) else grantee
+        self._tables.grant_data(principal)
+        # Retries re-send to the pool's queues; finished jobs may release dependents in other
+        # pools; DEAD jobs are copied to their DLQ.
+        self._queues.grant_send(principal)
+
+    def _ecs_cluster(self) -> ecs.Cluster:
+        if self._cluster is None:
+            vpc = ec2.Vpc(
+                self, "Vpc", max_azs=2, nat_gateways=0,
+                # Public subnets with no inbound rules: workers only call AWS APIs, and this
+                # avoids the hourly cost of NAT gateways.
+                subnet_configuration=[ec2.SubnetConfiguration(
+                    name="public", subnet_type=ec2.SubnetType.PUBLIC)],
+                flow_logs={"rejected": ec2.FlowLogOptions(
+                    traffic_type=ec2.FlowLogTrafficType.REJECT)},
+            )
+            vpc.add_gateway_endpoint("DynamoDb", service=ec2.GatewayVpcEndpointAwsService.DYNAMODB)
+            self._cluster = ecs.Cluster(
+                self, "Cluster", vpc=vpc,
+                container_insights_v2=ecs.ContainerInsights.ENABLED)
+        return self._cluster
+
+    def _ecs_pool(self, pool: PoolConfig, environment: Mapping[str, str],
+                  log_retention: logs.RetentionDays) -> ecs.FargateService:
+        cluster = self._ecs_cluster()
+        log_group = logs.LogGroup(self, f"{pool.name}-logs", retention=log_retention,
+                                  removal_policy=cdk.RemovalPolicy.DESTROY)
+        task = ecs.FargateTaskDefinition(
+            self, f"{pool.name}-task", cpu=pool.cpu, memory_limit_mib=pool.memory_mb,
+            runtime_platform=ecs.RuntimePlatform(
+                cpu_architecture=ecs.CpuArchitecture.ARM64,
+                operating_system_family=ecs.OperatingSystemFamily.LINUX))
+        assert pool.image is not None  # validated by PoolConfig
+        task.add_container(
+            "worker",
+            # A registry image, not an image asset: building one needs Docker at deploy time
+            # and a Dockerfile we cannot prove here; the image is the release pipeline's job.
+            image=ecs.ContainerImage.from_registry(pool.image),
+            command=["leasehold", "worker", "--pool", pool.name],
+            environment=dict(environment),
+            logging=ecs.LogDriver.aws_logs(stream_prefix=pool.name, log_group=log_group),
+            # SIGTERM lets the worker stop leasing; the in-flight attempt finishes or its lease
+            # expires and the sweeper re-drives it.
+            stop_timeout=cdk.Duration.seconds(120),
+        )
+        self._grant_worker(task)
+        self._tables.acknowledge_index_grants(task.task_role)
+        self._queues.grant_consume(task.task_role, self._queues.pool_queues(pool.name))
+        service = ecs.FargateService(
+            self, f"{pool.name}-service", cluster=cluster, task_definition=task,
+            desired_count=pool.min_tasks, assign_public_ip=True,
+            vpc_subnets=ec2.SubnetSelection(subnet_type=ec2.SubnetType.PUBLIC),
+            circuit_breaker=ecs.DeploymentCircuitBreaker(rollback=True),
+        )
+        depth = cloudwatch.MathExpression(
+            expression="high + normal + low",
+            using_metrics={
+                priority: self._queues.work[(pool.name, priority)]
+                .metric_approximate_number_of_messages_visible(
+                    period=cdk.Duration.minutes(1), statistic="Maximum")
+                for priority in PRIORITIES
+            },
+            period=cdk.Duration.minutes(1),
+        )
+        scaling = service.auto_scale_task_count(
+            min_capacity=pool.min_tasks, max_capacity=pool.max_tasks)
+        scaling.scale_on_metric(
+            "QueueDepth", metric=depth,
+            adjustment_type=appscaling.AdjustmentType.CHANGE_IN_CAPACITY,
+            scaling_steps=[
+                appscaling.ScalingInterval(upper=0, change=-1),
+                appscaling.ScalingInterval(lower=1, change=+1),
+                appscaling.ScalingInterval(lower=100, change=+3),
+                appscaling.ScalingInterval(lower=1000, change=+10),
+            ],
+            cooldown=cdk.Duration.minutes(2),
+        )
+        acknowledge(task, "AwsSolutions-ECS2",
+                    "The environment holds resource names and tuning values, never secrets.")
+        return service
