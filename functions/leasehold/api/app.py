@@ -65,6 +65,20 @@ def _too_large(event: Mapping[str, Any]) -> dict[str, Any] | None:
             "isBase64Encoded": False}
 
 
+def _as_json(event: Mapping[str, Any]) -> dict[str, Any]:
+    """The API speaks JSON only: read every body as JSON whatever its declared type (curl's
+    ``-d`` says form-urlencoded), so a bad body gets one clear 400 instead of a form error."""
+    event = dict(event)
+    if event.get("body"):
+        headers = {k: v for k, v in (event.get("headers") or {}).items()
+                   if k.lower() != "content-type"}
+        event["headers"] = {**headers, "Content-Type": content_types.APPLICATION_JSON}
+        multi = {k: v for k, v in (event.get("multiValueHeaders") or {}).items()
+                 if k.lower() != "content-type"}
+        event["multiValueHeaders"] = {**multi, "Content-Type": [content_types.APPLICATION_JSON]}
+    return event
+
+
 def handle(app: Leasehold, event: Mapping[str, Any], lambda_context: Any = None,
            api_config: ApiConfig | None = None) -> dict[str, Any]:
     """Answer one API Gateway REST proxy event. Not re-entrant: Powertools keeps the current
@@ -72,5 +86,6 @@ def handle(app: Leasehold, event: Mapping[str, Any], lambda_context: Any = None,
     early = _too_large(event)
     if early is not None:
         return early
+    event = _as_json(event)
     resolver.append_context(leasehold=app, api_config=api_config or ApiConfig.from_env())
-    return resolver.resolve(dict(event), lambda_context)
+    return resolver.resolve(event, lambda_context)

@@ -1,0 +1,5 @@
+import sys
+
+from leasehold.cli import main
+
+sys.exit(main())

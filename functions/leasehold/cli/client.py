@@ -1,0 +1,93 @@
+"""A small HTTP client for the API: JSON in and out, errors as exceptions, optional SigV4."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import urllib.error
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass
+from typing import Any
+
+DEFAULT_URL = "http://127.0.0.1:8080"
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, code: str, message: str, field: str | None = None,
+                 retry_after: str | None = None) -> None:
+        self.status, self.code, self.field, self.retry_after = status, code, field, retry_after
+        super().__init__(f"{status} {code}: {message}")
+
+
+def add_client_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--url", default=os.environ.get("LEASEHOLD_URL", DEFAULT_URL),
+                        help=f"API base URL (default {DEFAULT_URL}, or $LEASEHOLD_URL)")
+    parser.add_argument("--tenant", default=os.environ.get("LEASEHOLD_TENANT"),
+                        help="tenant header for the local runtime (ignored behind API Gateway)")
+    parser.add_argument("--aws-auth", action="store_true",
+                        help="sign requests with SigV4 for API Gateway IAM auth")
+    parser.add_argument("--json", action="store_true", help="print JSON for scripts")
+
+
+@dataclass
+class Client:
+    url: str
+    tenant: str | None = None
+    aws_auth: bool = False
+    timeout: float = 30.0
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> Client:
+        return cls(args.url.rstrip("/"), args.tenant, args.aws_auth)
+
+    def request(self, method: str, path: str, body: Any = None,
+                query: dict[str, Any] | None = None) -> Any:
+        url = self.url + path
+        if query:
+            pairs = [(k, v) for k, vs in query.items() if vs is not None
+                     for v in (vs if isinstance(vs, list) else [vs])]
+            url += "?" + urllib.parse.urlencode(pairs)
+        data = None if body is None else json.dumps(body).encode()
+        headers = {"Accept": "application/json"}
+        if data is not None:
+            headers["Content-Type"] = "application/json"
+        if self.tenant:
+            headers["X-Leasehold-Tenant"] = self.tenant
+        if self.aws_auth:
+            headers = sign(method, url, data, headers)
+        request = urllib.request.Request(url, data=data, headers=headers, method=method)
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout) as response:
+                text = response.read().decode()
+        except urllib.error.HTTPError as exc:
+            text = exc.read().decode(errors="replace")
+            try:
+                error = json.loads(text)["error"]
+            except (ValueError, KeyError, TypeError):
+                error = {"code": "http_error", "message": text[:200] or exc.reason}
+            raise ApiError(exc.code, error.get("code", "error"), error.get("message", ""),
+                           error.get("field"), exc.headers.get("Retry-After")) from None
+        except (urllib.error.URLError, OSError) as exc:
+            reason = getattr(exc, "reason", exc)
+            raise ApiError(0, "unreachable",
+                           f"cannot reach {self.url} ({reason}); is `leasehold dev` "
+                           "running?") from None
+        return json.loads(text) if text else None
+
+
+def sign(method: str, url: str, data: bytes | None, headers: dict[str, str]) -> dict[str, str]:
+    """SigV4 headers for API Gateway's IAM authorization (``execute-api``)."""
+    import boto3
+    from botocore.auth import SigV4Auth
+    from botocore.awsrequest import AWSRequest
+
+    session = boto3.session.Session()
+    credentials = session.get_credentials()
+    if credentials is None:
+        raise ApiError(0, "no_credentials", "--aws-auth needs AWS credentials")
+    region = session.region_name or os.environ.get("AWS_REGION", "us-east-1")
+    request = AWSRequest(method=method, url=url, data=data, headers=headers)
+    SigV4Auth(credentials.get_frozen_credentials(), "execute-api", region).add_auth(request)
+    return dict(request.headers.items())

@@ -1,0 +1,141 @@
+"""The embedded AWS emulator: moto's server in a child process, with atomic DynamoDB requests.
+
+moto's backends keep plain dicts with no locking, and its server answers each request on its
+own thread. A conditional write is a read followed by a write inside moto, so two concurrent
+ones could both pass their condition. :class:`AtomicRequests` serializes every DynamoDB
+request (and every SQS request but long polls, which would otherwise hold the lock while they
+wait), which makes each request atomic as it is on AWS.
+
+Run as ``python -m leasehold.local.emulator --port 0``: it prints ``READY <port>`` once it
+listens, and exits when its parent does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
+READY = "READY"
+
+
+class AtomicRequests:
+    """WSGI middleware: one DynamoDB request at a time, one SQS request at a time."""
+
+    def __init__(self, app: WSGIApp) -> None:
+        self.app = app
+        self.dynamodb = threading.Lock()
+        self.sqs = threading.Lock()
+
+    def _lock_for(self, environ: dict[str, Any]) -> threading.Lock | None:
+        target = str(environ.get("HTTP_X_AMZ_TARGET", ""))
+        if target.startswith("DynamoDB"):
+            return self.dynamodb
+        if target.startswith("AmazonSQS."):
+            if target.endswith(".ReceiveMessage") and self._long_poll(environ):
+                return None  # moto's own message lock covers a waiting receive
+            return self.sqs
+        return None
+
+    @staticmethod
+    def _long_poll(environ: dict[str, Any]) -> bool:
+        length = int(environ.get("CONTENT_LENGTH") or 0)
+        body = environ["wsgi.input"].read(length) if length else b""
+        environ["wsgi.input"] = io.BytesIO(body)  # put it back for moto
+        try:
+            return int(json.loads(body or b"{}").get("WaitTimeSeconds") or 0) > 0
+        except (ValueError, TypeError, AttributeError):
+            return False
+
+    def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]
+                 ) -> Iterable[bytes]:
+        lock = self._lock_for(environ)
+        if lock is None:
+            return self.app(environ, start_response)
+        with lock:
+            # Drain the response inside the lock: moto may build it lazily.
+            return list(self.app(environ, start_response))
+
+
+def _watch_parent(parent: int) -> None:
+    """Exit when the process that started us is gone (it may have been SIGKILLed)."""
+    while True:
+        if os.getppid() != parent:
+            os._exit(0)
+        time.sleep(0.5)
+
+
+def serve(host: str, port: int, parent: int | None = None) -> None:
+    from moto.moto_server.werkzeug_app import (
+        DomainDispatcherApplication,
+        MotoRequestHandler,
+        create_backend_app,
+    )
+    from werkzeug.serving import make_server
+
+    app = AtomicRequests(DomainDispatcherApplication(create_backend_app))
+    server = make_server(host, port, app, threaded=True, request_handler=MotoRequestHandler)
+    if parent is not None:
+        threading.Thread(target=_watch_parent, args=(parent,), daemon=True).start()
+    print(f"{READY} {server.server_port}", flush=True)
+    server.serve_forever()
+
+
+@dataclass
+class Emulator:
+    process: subprocess.Popen[str]
+    endpoint: str
+
+    def stop(self, timeout: float = 5.0) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+
+def start(host: str = "127.0.0.1", port: int = 0, *, timeout: float = 30.0) -> Emulator:
+    """Start the emulator in a child process and wait until it listens."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "leasehold.local.emulator", "--host", host, "--port", str(port),
+         "--parent", str(os.getpid())],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+        # Its own session: Ctrl-C reaches the runtime and its workers, which still need
+        # the emulator while they drain; the runtime stops it last.
+        start_new_session=True,
+    )
+    assert process.stdout is not None
+    deadline = time.monotonic() + timeout
+    line = ""
+    while time.monotonic() < deadline:
+        line = process.stdout.readline()
+        if line.startswith(READY) or process.poll() is not None:
+            break
+    if not line.startswith(READY):
+        process.kill()
+        raise RuntimeError(f"the embedded AWS emulator did not start: {line.strip()!r}")
+    return Emulator(process, f"http://{host}:{int(line.split()[1])}")
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="leasehold-emulator")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--parent", type=int, default=None)
+    args = parser.parse_args(argv)
+    serve(args.host, args.port, args.parent)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,177 @@
+"""The long-running polling worker (local runtime, ECS): Lambda's SQS event source, by hand.
+
+Each thread polls one of the pool's three queues at a time, chosen by a smooth weighted
+round-robin (high 6 : normal 3 : low 1 by default): ``high`` is asked first most often, but
+every queue is asked first at its share of polls, so a flood of ``high`` jobs slows ``low``
+down without ever starving it. A polled batch goes through :func:`leasehold.consumer.consume`,
+exactly as Lambda would deliver it (partial batch failures, successes deleted).
+
+Stopping (SIGTERM, Ctrl-C) stops polling and lets in-flight batches finish before exiting.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from leasehold import fleet
+from leasehold.app import Leasehold
+from leasehold.consumer import consume
+from leasehold.queues import Message, Received
+from leasehold.settings import PRIORITIES
+from leasehold.worker import Worker
+
+log = logging.getLogger(__name__)
+
+DEFAULT_WEIGHTS: Mapping[str, int] = {"high": 6, "normal": 3, "low": 1}
+
+
+class PriorityPicker:
+    """Smooth weighted round-robin (as nginx balances upstreams): deterministic, fair."""
+
+    def __init__(self, weights: Mapping[str, int] = DEFAULT_WEIGHTS,
+                 priorities: Sequence[str] = PRIORITIES) -> None:
+        if any(weights.get(p, 0) < 1 for p in priorities):
+            raise ValueError("every priority needs a weight of at least 1, or it could starve")
+        self._weights = {p: weights[p] for p in priorities}
+        self._current = dict.fromkeys(priorities, 0)
+        self._total = sum(self._weights.values())
+        self._lock = threading.Lock()
+
+    def order(self) -> list[str]:
+        """The queue to poll first this time, then the others by priority."""
+        with self._lock:
+            for priority, weight in self._weights.items():
+                self._current[priority] += weight
+            first = max(self._current, key=lambda p: self._current[p])
+            self._current[first] -= self._total
+        return [first, *(p for p in self._weights if p != first)]
+
+
+@dataclass(kw_only=True)
+class PollerOptions:
+    pool: str = "default"
+    concurrency: int = 4
+    batch_size: int = 5
+    heartbeat_seconds: float = 5.0
+    #: Longest pause between polls of empty queues (the pause doubles up to it).
+    idle_seconds: float = 0.5
+    weights: Mapping[str, int] = field(default_factory=lambda: dict(DEFAULT_WEIGHTS))
+
+
+class PollingWorker:
+    def __init__(self, app: Leasehold, options: PollerOptions, *,
+                 worker: Worker | None = None) -> None:
+        self.app = app
+        self.options = options
+        self.worker = worker or Worker(app)
+        self.picker = PriorityPicker(options.weights)
+        self.stopping = threading.Event()
+        self._current: dict[int, list[str]] = {}
+        self._processed = 0
+        self._lock = threading.Lock()
+        self.info = fleet.WorkerInfo(worker_id=self.worker.worker_id, pool=options.pool,
+                                     started_at=app.now(),
+                                     heartbeat_seconds=options.heartbeat_seconds)
+
+    # -- polling --------------------------------------------------------------------------
+
+    def poll_once(self) -> int:
+        """Poll the queues in picker order; consume the first non-empty batch. Returns its size."""
+        for priority in self.picker.order():
+            url = self.app.queues.url(self.options.pool, priority)
+            batch = self.app.queues.receive(
+                url, max_messages=self.options.batch_size,
+                visibility_seconds=int(max(30, self.app.settings.lease_seconds * 2)))
+            if batch:
+                self._run(batch)
+                return len(batch)
+        return 0
+
+    def _run(self, batch: list[Received]) -> None:
+        me = threading.get_ident()
+        with self._lock:
+            self._current[me] = [_job_id(m.body) for m in batch]
+        try:
+            consume(self.worker, batch)
+        finally:
+            with self._lock:
+                self._current.pop(me, None)
+                self._processed += len(batch)
+
+    def _loop(self) -> None:
+        pause = 0.05
+        while not self.stopping.is_set():
+            try:
+                got = self.poll_once()
+            except Exception:
+                # The queue or the table was unreachable: back off; SQS redelivers anything
+                # we received but did not delete.
+                log.exception("poll failed")
+                got = 0
+            if got:
+                pause = 0.05
+                continue
+            self.stopping.wait(pause)
+            pause = min(self.options.idle_seconds, pause * 2)
+
+    # -- registry -------------------------------------------------------------------------
+
+    def current_jobs(self) -> list[str]:
+        with self._lock:
+            return [job for jobs in self._current.values() for job in jobs]
+
+    def beat(self) -> None:
+        with self._lock:
+            processed = self._processed
+        fleet.heartbeat(self.app, self.info, current_jobs=self.current_jobs(),
+                        processed=processed)
+
+    def _beat_loop(self) -> None:
+        while not self.stopping.wait(self.options.heartbeat_seconds):
+            try:
+                self.beat()
+            except Exception:
+                log.warning("worker heartbeat failed", exc_info=True)
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    def run(self, *, drain_seconds: float = 30.0) -> None:
+        """Poll until :meth:`stop`; then finish in-flight batches and deregister.
+
+        A batch still running after ``drain_seconds`` is abandoned: its leases expire and
+        the sweeper hands its jobs to another worker.
+        """
+        self.beat()
+        threads = [threading.Thread(target=self._loop, name=f"poll-{i}", daemon=True)
+                   for i in range(self.options.concurrency)]
+        beats = threading.Thread(target=self._beat_loop, name="heartbeat", daemon=True)
+        for thread in [*threads, beats]:
+            thread.start()
+        self.stopping.wait()
+        deadline = time.monotonic() + drain_seconds
+        for thread in threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        if any(thread.is_alive() for thread in threads):
+            log.warning("abandoning jobs still running after %ss: %s", drain_seconds,
+                        ", ".join(self.current_jobs()))
+        try:
+            fleet.deregister(self.app, self.worker.worker_id)
+        except Exception:
+            log.warning("could not deregister %s", self.worker.worker_id, exc_info=True)
+
+    def stop(self) -> None:
+        self.stopping.set()
+
+
+def _job_id(body: str) -> str:
+    try:
+        return Message.parse(body).job_id
+    except Exception:
+        return "?"
+
+
+__all__ = ["PollerOptions", "PollingWorker", "PriorityPicker"]

@@ -1,0 +1,219 @@
+"""``leasehold dev``: the whole scheduler on one machine.
+
+It starts, in order: the HTTP gateway's socket (so a busy port fails before anything else
+starts), the embedded AWS emulator (unless given an endpoint), the tables and queues from
+:mod:`leasehold.definitions`, N worker processes (restarted if they die), and one thread that
+runs the sweeper and the ticker on short intervals. Ctrl-C stops accepting requests, lets the
+workers drain, and stops the emulator last.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, TextIO
+
+from leasehold import provision, sweeper, ticker
+from leasehold.api.app import handle
+from leasehold.api.context import ApiConfig
+from leasehold.app import Leasehold
+from leasehold.local import emulator
+from leasehold.local.gateway import Gateway
+from leasehold.settings import Settings
+
+log = logging.getLogger(__name__)
+
+
+class PortBusy(RuntimeError):
+    """The API port is taken (another ``leasehold dev`` is probably running)."""
+
+
+@dataclass(kw_only=True)
+class RuntimeOptions:
+    host: str = "127.0.0.1"
+    port: int = 8080
+    workers: int = 2
+    concurrency: int = 4
+    batch_size: int = 5
+    tasks: tuple[str, ...] = ("examples.tasks",)
+    pools: tuple[str, ...] = ("default",)
+    endpoint: str | None = None
+    lease_seconds: float = 30.0
+    sweep_seconds: float = 2.0
+    tick_seconds: float = 1.0
+    heartbeat_seconds: float = 2.0
+    drain_seconds: float = 30.0
+    #: Extra environment for the workers and the API (limits, test knobs).
+    env: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class _Child:
+    pool: str
+    process: subprocess.Popen[bytes]
+    restarts: int = 0
+
+
+class Runtime:
+    def __init__(self, options: RuntimeOptions, out: TextIO = sys.stdout) -> None:
+        self.options = options
+        self.out = out
+        self.stopping = threading.Event()
+        self.gateway: Gateway | None = None
+        self.emulator: emulator.Emulator | None = None
+        self.children: list[_Child] = []
+        self.threads: list[threading.Thread] = []
+        self.app: Leasehold | None = None
+
+    # -- start ----------------------------------------------------------------------------
+
+    def start(self) -> None:
+        opts = self.options
+        try:
+            self.gateway = Gateway(opts.host, opts.port, self._answer)
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                raise PortBusy(
+                    f"port {opts.port} on {opts.host} is already in use; is another "
+                    f"`leasehold dev` running? Stop it or pass --port.") from None
+            raise
+        endpoint = opts.endpoint
+        if endpoint is None:
+            # Credentials are required by boto3 but never checked by the emulator.
+            os.environ.setdefault("AWS_ACCESS_KEY_ID", "leasehold-local")
+            os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "leasehold-local")
+            self.emulator = emulator.start(opts.host)
+            endpoint = self.emulator.endpoint
+        os.environ.setdefault("AWS_REGION", os.environ.get("AWS_DEFAULT_REGION", "us-east-1"))
+        os.environ.update(opts.env)
+        settings = Settings.from_env(
+            endpoint_url=endpoint, task_modules=opts.tasks, pools=opts.pools,
+            lease_seconds=opts.lease_seconds)
+        self.app = Leasehold.from_settings(settings)
+        if self.emulator is not None or os.environ.get("LEASEHOLD_PROVISION"):
+            provision.create_all(self.app.clients, settings)
+        self.api_config = ApiConfig.from_env({**os.environ, "LEASEHOLD_TRUST_TENANT_HEADER": "1"})
+        for pool in opts.pools:
+            for _ in range(opts.workers):
+                self.children.append(_Child(pool, self._spawn(pool)))
+        self._thread(self._supervise, "supervisor")
+        self._thread(self._housekeeping, "sweeper")
+        self._thread(self.gateway.serve_forever, "gateway")
+        self._banner(settings)
+
+    def _thread(self, target: Any, name: str) -> None:
+        thread = threading.Thread(target=target, name=name, daemon=True)
+        thread.start()
+        self.threads.append(thread)
+
+    def _answer(self, event: dict[str, Any]) -> dict[str, Any]:
+        assert self.app is not None
+        return handle(self.app, event, None, self.api_config)
+
+    def _spawn(self, pool: str) -> subprocess.Popen[bytes]:
+        assert self.app is not None
+        opts = self.options
+        env = {**os.environ, **self.app.settings.to_env(), "PYTHONUNBUFFERED": "1"}
+        return subprocess.Popen(
+            [sys.executable, "-m", "leasehold.cli", "worker", "--pool", pool,
+             "--concurrency", str(opts.concurrency), "--batch-size", str(opts.batch_size),
+             "--heartbeat-seconds", str(opts.heartbeat_seconds),
+             "--drain-seconds", str(opts.drain_seconds), "--parent", str(os.getpid())],
+            env=env)
+
+    def _banner(self, settings: Settings) -> None:
+        assert self.gateway is not None
+        where = "embedded moto server" if self.emulator else "external endpoint"
+        lines = [
+            "Leasehold is running.",
+            f"  API:       {self.gateway.url}   (OpenAPI at {self.gateway.url}/openapi.json)",
+            f"  AWS:       {settings.endpoint_url} ({where})",
+            f"  workers:   {len(self.children)} process(es) x {self.options.concurrency} "
+            f"thread(s), pools {', '.join(settings.pools)}: "
+            + " ".join(str(c.process.pid) for c in self.children),
+            f"  tasks:     {', '.join(settings.task_modules)} -> "
+            + ", ".join(self.app.registry.names() if self.app else []),
+            f"  sweeper:   every {self.options.sweep_seconds:g}s; ticker every "
+            f"{self.options.tick_seconds:g}s; leases {settings.lease_seconds:g}s",
+            "Press Ctrl-C to stop (in-flight jobs finish first).",
+        ]
+        print("\n".join(lines), file=self.out, flush=True)
+
+    # -- background loops -----------------------------------------------------------------
+
+    def _supervise(self) -> None:
+        """Restart worker processes that die (as Lambda or ECS would replace them)."""
+        while not self.stopping.wait(0.5):
+            for child in self.children:
+                code = child.process.poll()
+                if code is None or self.stopping.is_set():
+                    continue
+                child.restarts += 1
+                child.process = self._spawn(child.pool)
+                print(f"worker for pool {child.pool} exited ({code}); restarted as "
+                      f"pid {child.process.pid}", file=self.out, flush=True)
+
+    def _housekeeping(self) -> None:
+        assert self.app is not None
+        next_sweep = next_tick = time.monotonic()
+        while not self.stopping.wait(0.1):
+            now = time.monotonic()
+            try:
+                if now >= next_sweep:
+                    next_sweep = now + self.options.sweep_seconds
+                    sweeper.sweep(self.app)
+                if now >= next_tick:
+                    next_tick = now + self.options.tick_seconds
+                    ticker.tick(self.app)
+            except Exception:
+                log.exception("sweeper or ticker failed; trying again")
+
+    # -- stop -----------------------------------------------------------------------------
+
+    def stop(self) -> None:
+        if self.stopping.is_set():
+            return
+        self.stopping.set()
+        print("Stopping: draining in-flight jobs...", file=self.out, flush=True)
+        if self.gateway is not None:
+            if any(t.name == "gateway" for t in self.threads):
+                self.gateway.shutdown()  # blocks unless serve_forever is running
+            self.gateway.server_close()
+        for child in self.children:
+            if child.process.poll() is None:
+                child.process.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + self.options.drain_seconds + 5
+        for child in self.children:
+            try:
+                child.process.wait(max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                child.process.kill()
+                child.process.wait()
+        for thread in self.threads:
+            thread.join(2)
+        if self.emulator is not None:
+            self.emulator.stop()
+        print("Stopped.", file=self.out, flush=True)
+
+    def run_until_signalled(self) -> None:
+        """Block until SIGINT or SIGTERM, then stop cleanly."""
+        signalled = threading.Event()
+
+        def on_signal(signum: int, frame: Any) -> None:
+            signalled.set()
+
+        previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            while not signalled.wait(0.5):
+                pass
+        finally:
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
+            self.stop()
