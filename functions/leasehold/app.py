@@ -55,6 +55,10 @@ class Leasehold:
         from leasehold.workflows.progress import install as install_workflows
 
         install_workflows(app)
+        # Job state events: to EventBridge, or a local log (``event_bus="file:<path>"``).
+        from leasehold.events import install as install_events
+
+        install_events(app)
         return app
 
     def now(self) -> int:
