@@ -13,7 +13,7 @@ from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
 from aws_lambda_powertools.event_handler.api_gateway import Router
 
 from leasehold import __version__
-from leasehold.api import admin, errors, jobs
+from leasehold.api import admin, errors, jobs, schedules, triggers
 from leasehold.api.context import ApiConfig
 from leasehold.app import Leasehold
 from leasehold.spec import MAX_PAYLOAD_BYTES
@@ -21,6 +21,8 @@ from leasehold.spec import MAX_PAYLOAD_BYTES
 ROUTERS: tuple[Router, ...] = (
     jobs.router,
     admin.router,
+    schedules.router,
+    triggers.router,
 )
 
 TITLE = "Leasehold"

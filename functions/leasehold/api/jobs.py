@@ -116,9 +116,15 @@ def list_my_jobs(
     pool: Annotated[str | None, Query(min_length=1, max_length=32)] = None,
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
     cursor: Annotated[str | None, Query(min_length=1, max_length=512)] = None,
+    schedule_id: Annotated[str | None, Query(min_length=1, max_length=64,
+                                             description="only this schedule's runs")] = None,
 ) -> JobPage:
     app = context.leasehold(router)
     tenant = context.tenant(router)
+    if schedule_id is not None:
+        from leasehold.api.schedules import jobs_page  # it imports this module
+
+        return jobs_page(app, tenant, schedule_id, limit=limit, cursor=cursor)
     where = JobFilter(states={JobState(s) for s in state or ()}, task=task, pool=pool)
     after = decode_cursor(cursor, tenant) if cursor else None
     jobs, position = list_jobs(app, tenant, limit=limit, where=where, after=after)

@@ -1,0 +1,223 @@
+"""Routes for schedules: create, inspect, list, update in place, delete, pause, resume,
+trigger now, preview fire times; and the schedule filter of ``GET /jobs``."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Annotated, Any, Literal
+
+from aws_lambda_powertools.event_handler import Response, content_types
+from aws_lambda_powertools.event_handler.api_gateway import Router
+from aws_lambda_powertools.event_handler.openapi.params import Path, Query
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
+
+from leasehold import schedules
+from leasehold.api import context
+from leasehold.api.errors import BadRequest
+from leasehold.api.jobs import answers, errors, view
+from leasehold.api.models import JobOut, JobPage, Priority
+from leasehold.app import Leasehold
+from leasehold.clock import iso
+from leasehold.errors import ValidationError
+from leasehold.schedules import Schedule
+
+router = Router()
+ScheduleId = Annotated[str, Path(min_length=1, max_length=64, pattern=r"^[0-9A-Za-z]+$")]
+
+
+class ScheduleIn(BaseModel):
+    """A new schedule (POST: ``cron`` and ``task`` required) or changes to one (PATCH)."""
+
+    model_config = ConfigDict(extra="forbid")
+    name: str | None = Field(default=None, max_length=128)
+    cron: str | None = Field(default=None, max_length=256, examples=["*/5 * * * *"],
+                             description="5-field cron, 6-field with leading seconds, "
+                                         "@hourly-style alias, or rate(n unit)")
+    timezone: str | None = Field(default=None, max_length=64, examples=["Europe/London"])
+    task: str | None = Field(default=None, max_length=128)
+    payload: Any = None
+    priority: Priority | None = None
+    pool: str | None = Field(default=None, max_length=32)
+    max_attempts: int | None = Field(default=None, ge=1, le=100)
+    timeout_seconds: float | None = Field(default=None, ge=1, le=86_400)
+    labels: dict[str, str] | None = None
+    misfire_policy: Literal["skip", "fire_once", "catch_up"] | None = None
+    overlap_policy: Literal["allow", "forbid", "replace"] | None = None
+    starting_deadline_seconds: float | None = Field(default=None, ge=1)
+    max_catch_up: int | None = Field(default=None, ge=0, le=1000)
+    start_at: AwareDatetime | None = None
+    end_at: AwareDatetime | None = None
+    max_runs: int | None = Field(default=None, ge=1)
+    jitter_seconds: float | None = Field(default=None, ge=0, le=3600)
+
+
+class ScheduleOut(BaseModel):
+    schedule_id: str
+    tenant: str
+    name: str
+    cron: str
+    timezone: str
+    task: str
+    payload: Any = None
+    pool: str
+    priority: str
+    max_attempts: int
+    timeout_seconds: float
+    labels: dict[str, str]
+    misfire_policy: str
+    overlap_policy: str
+    starting_deadline_seconds: float
+    max_catch_up: int
+    start_at: str | None
+    end_at: str | None
+    max_runs: int | None
+    jitter_seconds: float
+    state: Literal["ACTIVE", "PAUSED", "COMPLETED"]
+    next_fire_at: str | None
+    run_count: int
+    skipped_count: int
+    last_fired_at: str | None
+    last_job_id: str | None
+    created_at: str | None
+    updated_at: str | None
+    version: int
+
+
+class SchedulePage(BaseModel):
+    schedules: list[ScheduleOut]
+    next_cursor: str | None = None
+
+
+class FireTimes(BaseModel):
+    schedule_id: str
+    times: list[str]
+
+
+def out(schedule: Schedule) -> ScheduleOut:
+    return ScheduleOut.model_validate(schedule.view())
+
+
+@contextmanager
+def as_bad_request() -> Iterator[None]:
+    # An invalid expression, zone or other schedule field is a 400 naming the field.
+    try:
+        yield
+    except ValidationError as exc:
+        raise BadRequest(str(exc), field=exc.field) from exc
+
+
+def _body(body: ScheduleIn) -> dict[str, Any]:
+    return body.model_dump(mode="json", exclude_unset=True)
+
+
+def _encode(position: Any) -> str | None:
+    if not position:
+        return None
+    text = json.dumps(position, separators=(",", ":"), sort_keys=True, default=str)
+    return base64.urlsafe_b64encode(text.encode()).decode().rstrip("=")
+
+
+def _decode(cursor: str, keys: set[str]) -> dict[str, Any]:
+    try:
+        position = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
+        if not isinstance(position, dict) or set(position) != keys:
+            raise ValueError(cursor)
+    except (ValueError, TypeError, binascii.Error):
+        raise BadRequest("cursor is not one this API returned", field="cursor") from None
+    return position
+
+
+@router.post("/schedules", summary="Create a schedule", status_code=201, tags=["schedules"],
+             responses={201: {"description": "created",
+                              "content": {"application/json": {"model": ScheduleOut}}},
+                        **errors(400, 401, 422)})
+def create_schedule(body: ScheduleIn) -> Response[ScheduleOut]:
+    app = context.leasehold(router)
+    with as_bad_request():
+        schedule = schedules.create(app, _body(body), tenant=context.tenant(router))
+    return Response(status_code=201, content_type=content_types.APPLICATION_JSON,
+                    body=out(schedule))
+
+
+@router.get("/schedules", summary="List your schedules, newest first", tags=["schedules"],
+            responses=answers(SchedulePage, 400, 401, 422))
+def list_my_schedules(limit: Annotated[int, Query(ge=1, le=200)] = 50,
+                      cursor: Annotated[str | None, Query(max_length=512)] = None
+                      ) -> SchedulePage:
+    app, tenant = context.leasehold(router), context.tenant(router)
+    after = None
+    if cursor:
+        after = _decode(cursor, {"schedule_id", "created_at"}) | {"tenant": tenant}
+    found, last = schedules.list_schedules(app, tenant, limit=limit, cursor=after)
+    position = {k: v for k, v in (last or {}).items() if k != "tenant"}
+    return SchedulePage(schedules=[out(s) for s in found], next_cursor=_encode(position))
+
+
+@router.get("/schedules/<schedule_id>", summary="Get a schedule", tags=["schedules"],
+            responses=answers(ScheduleOut, 401, 404, 422))
+def get_schedule(schedule_id: ScheduleId) -> ScheduleOut:
+    app = context.leasehold(router)
+    return out(schedules.get(app, schedule_id, context.tenant(router)))
+
+
+@router.patch("/schedules/<schedule_id>", summary="Update a schedule in place (atomically)",
+              tags=["schedules"], responses=answers(ScheduleOut, 400, 401, 404, 409, 422))
+def update_schedule(schedule_id: ScheduleId, body: ScheduleIn) -> ScheduleOut:
+    app = context.leasehold(router)
+    with as_bad_request():
+        return out(schedules.update(app, schedule_id, _body(body), context.tenant(router)))
+
+
+@router.delete("/schedules/<schedule_id>", summary="Delete a schedule", tags=["schedules"],
+               responses={204: {"description": "deleted"}, **errors(401, 404, 409, 422)})
+def delete_schedule(schedule_id: ScheduleId) -> Response[None]:
+    schedules.delete(context.leasehold(router), schedule_id, context.tenant(router))
+    return Response(status_code=204)
+
+
+def _action(name: str, summary: str,
+            act: Callable[[Leasehold, str, str | None], Schedule]) -> None:
+    @router.post(f"/schedules/<schedule_id>/{name}", summary=summary, tags=["schedules"],
+                 responses=answers(ScheduleOut, 401, 404, 409, 422))
+    def action(schedule_id: ScheduleId) -> ScheduleOut:
+        return out(act(context.leasehold(router), schedule_id, context.tenant(router)))
+
+    action.__name__ = f"{name}_schedule"
+
+
+_action("pause", "Pause a schedule (cancels runs handed off ahead)", schedules.pause)
+_action("resume", "Resume a paused schedule from its next time", schedules.resume)
+
+
+@router.post("/schedules/<schedule_id>/trigger", summary="Run the schedule's job now, once",
+             status_code=201, tags=["schedules"],
+             responses={201: {"description": "the job",
+                              "content": {"application/json": {"model": JobOut}}},
+                        **errors(401, 404, 409, 422)})
+def trigger_schedule(schedule_id: ScheduleId) -> Response[JobOut]:
+    job = schedules.trigger(context.leasehold(router), schedule_id, context.tenant(router))
+    return Response(status_code=201, content_type=content_types.APPLICATION_JSON,
+                    body=view(job))
+
+
+@router.get("/schedules/<schedule_id>/next", summary="Preview the next fire times",
+            tags=["schedules"], responses=answers(FireTimes, 401, 404, 422))
+def next_fire_times(schedule_id: ScheduleId,
+                    count: Annotated[int, Query(ge=1, le=100)] = 5) -> FireTimes:
+    app = context.leasehold(router)
+    times = schedules.preview(app, schedule_id, count, context.tenant(router))
+    return FireTimes(schedule_id=schedule_id, times=[iso(t) or "" for t in times])
+
+
+def jobs_page(app: Leasehold, tenant: str, schedule_id: str, *, limit: int,
+              cursor: str | None) -> JobPage:
+    """``GET /jobs?schedule_id=``: the schedule's runs, newest scheduled time first."""
+    schedules.get(app, schedule_id, tenant)  # another tenant's schedule is a 404
+    after = _decode(cursor, {"schedule_id", "scheduled_for", "job_id"}) if cursor else None
+    ids, last = schedules.job_ids(app, schedule_id, limit=limit, cursor=after)
+    jobs = [j for j in app.store.batch_get(ids) if j.tenant == tenant]
+    return JobPage(jobs=[view(j) for j in jobs], next_cursor=_encode(last))
