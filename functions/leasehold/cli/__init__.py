@@ -12,11 +12,12 @@ import sys
 from collections.abc import Sequence
 
 from leasehold import __version__
-from leasehold.cli import dev, jobs
+from leasehold.cli import dev, jobs, schedules
 
 MODULES = (
     dev,
     jobs,
+    schedules,
 )
 
 
