@@ -40,7 +40,10 @@ class ApiClient:
             parsed = json.loads(text) if text else None
         except ValueError:
             parsed = text
-        return Reply(response["statusCode"], dict(response.get("headers") or {}), parsed)
+        headers = dict(response.get("headers") or {})
+        for name, values in (response.get("multiValueHeaders") or {}).items():
+            headers[name] = ", ".join(str(v) for v in values)
+        return Reply(response["statusCode"], headers, parsed)
 
     def get(self, path: str, **kwargs: Any) -> Reply:
         return self.call("GET", path, **kwargs)

@@ -1,0 +1,95 @@
+"""The embedded emulator runs in a child process and makes each DynamoDB request atomic."""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any
+
+import boto3
+import pytest
+from botocore.exceptions import ClientError
+
+from leasehold.aws import Clients
+from leasehold.definitions import TABLES, queues
+from leasehold.local import emulator
+from leasehold.provision import create_all
+from leasehold.settings import Settings
+
+
+@pytest.fixture(scope="module")
+def endpoint() -> Iterator[str]:
+    server = emulator.start()
+    try:
+        yield server.endpoint
+    finally:
+        server.stop()
+    assert server.process.poll() is not None
+
+
+def client(endpoint: str, service: str) -> Any:
+    return boto3.client(service, endpoint_url=endpoint, region_name="us-east-1",  # type: ignore[call-overload]
+                        aws_access_key_id="x", aws_secret_access_key="x")
+
+
+def test_two_concurrent_conditional_writes_never_both_succeed(endpoint: str) -> None:
+    ddb = client(endpoint, "dynamodb")
+    ddb.create_table(TableName="race", BillingMode="PAY_PER_REQUEST",
+                     KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+                     AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}])
+    ddb.put_item(TableName="race", Item={"pk": {"S": "lease"}, "epoch": {"N": "0"}})
+    rounds = 150
+    barrier = threading.Barrier(2)
+    wins: Counter[int] = Counter()
+    codes: Counter[str] = Counter()
+    lock = threading.Lock()
+
+    def contender(name: str) -> None:
+        mine = client(endpoint, "dynamodb")
+        for epoch in range(rounds):
+            barrier.wait()
+            # The lease protocol's shape: move epoch e -> e+1 only if it is still e.
+            try:
+                mine.update_item(
+                    TableName="race", Key={"pk": {"S": "lease"}},
+                    UpdateExpression="SET epoch = :next, #owner = :me",
+                    ConditionExpression="epoch = :e",
+                    ExpressionAttributeNames={"#owner": "owner"},
+                    ExpressionAttributeValues={":e": {"N": str(epoch)},
+                                               ":next": {"N": str(epoch + 1)},
+                                               ":me": {"S": name}})
+            except ClientError as exc:
+                with lock:
+                    codes[exc.response["Error"]["Code"]] += 1
+                continue
+            with lock:
+                wins[epoch] += 1
+
+    threads = [threading.Thread(target=contender, args=(n,)) for n in ("a", "b")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert set(codes) == {"ConditionalCheckFailedException"}
+    assert set(wins.values()) == {1}, "two writers passed the same condition"
+    assert len(wins) == rounds  # every round, exactly one writer won
+    item = ddb.get_item(TableName="race", Key={"pk": {"S": "lease"}})["Item"]
+    assert item["epoch"]["N"] == str(rounds)
+
+
+def test_the_runtime_creates_the_resources_the_definitions_describe(endpoint: str) -> None:
+    settings = Settings(endpoint_url=endpoint, queue_prefix="defs", jobs_table="defs-jobs",
+                        schedules_table="defs-schedules", tenants_table="defs-tenants",
+                        coordination_table="defs-coord", workflows_table="defs-workflows")
+    create_all(Clients(settings), settings)
+    ddb, sqs = client(endpoint, "dynamodb"), client(endpoint, "sqs")
+    for table in TABLES:
+        described = ddb.describe_table(TableName=table.table_name(settings))["Table"]
+        expected = table.create_table_kwargs(settings)
+        assert described["KeySchema"] == expected["KeySchema"]
+        assert sorted(i["IndexName"] for i in described.get("GlobalSecondaryIndexes", [])) == \
+            sorted(i["IndexName"] for i in expected.get("GlobalSecondaryIndexes", []))
+    names = {url.rsplit("/", 1)[-1] for url in sqs.list_queues(QueueNamePrefix="defs")["QueueUrls"]}
+    for queue in queues(settings):
+        assert {queue.name(settings), queue.dlq_name(settings)} <= names
