@@ -55,6 +55,7 @@ def make_app(aws: None, clock: FakeClock, registry: TaskRegistry) -> MakeApp:
         values: dict[str, object] = {
             "jobs_table": f"{prefix}-jobs", "schedules_table": f"{prefix}-schedules",
             "tenants_table": f"{prefix}-tenants", "coordination_table": f"{prefix}-coord",
+            "workflows_table": f"{prefix}-workflows",
             "queue_prefix": prefix, "shards": 4, "lease_seconds": 30.0,
             "pools": ("default",),
         }

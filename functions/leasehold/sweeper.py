@@ -16,6 +16,7 @@ from leasehold.jobs import Job
 from leasehold.states import JobState
 from leasehold.store import Change, LeaseRef
 from leasehold.worker import bury, retry_change
+from leasehold.workflows.reconcile import reconcile as reconcile_workflows
 
 log = logging.getLogger(__name__)
 ACTOR = "sweeper"
@@ -29,6 +30,7 @@ class SweepReport:
     dead: int = 0           # poison pills and exhausted attempts
     cancelled: int = 0
     skipped: int = 0        # changed under us (a heartbeat or a finish won): nothing to do
+    workflows_repaired: int = 0
     job_ids: list[str] = field(default_factory=list)
 
 
@@ -45,6 +47,9 @@ def sweep(app: Leasehold, *, limit_per_shard: int = 500) -> SweepReport:
                 _recover(app, ref, now, cutoff, report)
             except (Conflict, NotFound):
                 report.skipped += 1
+    # Workflows that made no progress for a while: redo what a process that died between a
+    # step finishing and its dependents being updated left undone (idempotent).
+    report.workflows_repaired = reconcile_workflows(app, now=now).repaired
     return report
 
 
