@@ -79,15 +79,13 @@ class Api(Construct):
         submit_model = self.rest_api.add_model(
             "SubmitJob", content_type="application/json", schema=SUBMIT_SCHEMA,
             description="POST /jobs: an object with a task name")
-        self.rest_api.root.add_method("ANY", request_validator=validator)
-        jobs = self.rest_api.root.add_resource("jobs")
+        # Explicit resources rather than add_proxy(), whose ANY method skips the validator.
+        root = self.rest_api.root
+        jobs = root.add_resource("jobs")
         jobs.add_method("POST", request_validator=validator,
                         request_models={"application/json": submit_model})
-        jobs.add_method("ANY", request_validator=validator)
-        jobs.add_proxy(any_method=True, default_method_options=apigw.MethodOptions(
-            request_validator=validator, authorization_type=auth_type, authorizer=authorizer))
-        self.rest_api.root.add_proxy(any_method=True, default_method_options=apigw.MethodOptions(
-            request_validator=validator, authorization_type=auth_type, authorizer=authorizer))
+        for resource in (root, root.add_resource("{proxy+}"), jobs, jobs.add_resource("{proxy+}")):
+            resource.add_method("ANY", request_validator=validator)
         if auth_type is apigw.AuthorizationType.IAM:
             acknowledge(self.rest_api, "AwsSolutions-COG4",
                         "Authorization is IAM (SigV4) by default; set cognitoUserPoolArn to use "

@@ -21,6 +21,8 @@ from aws_cdk import aws_sns_subscriptions as subscriptions
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
+from infra.nag import acknowledge
+
 #: POWERTOOLS_METRICS_NAMESPACE and POWERTOOLS_SERVICE_NAME of every function; Powertools
 #: adds ``service`` as the metrics' one dimension.
 NAMESPACE = "Leasehold"
@@ -52,10 +54,22 @@ class Monitoring(Construct):
         # CloudWatch publishes to an encrypted topic only if the key lets it use the key.
         key.grant(iam.ServicePrincipal("cloudwatch.amazonaws.com"),
                   "kms:GenerateDataKey", "kms:Decrypt")
-        if alarm_email:
-            self.topic.add_subscription(subscriptions.EmailSubscription(alarm_email))
         self.alarms: list[cloudwatch.Alarm] = []
         action = actions.SnsAction(self.topic)
+        dead_letter_queues = dict(dead_letter_queues)
+        if alarm_email:
+            # Notifications SNS could not deliver (bounces, throttling) are kept, not lost.
+            undelivered = sqs.Queue(
+                self, "UndeliveredAlarms", encryption=sqs.QueueEncryption.SQS_MANAGED,
+                enforce_ssl=True, retention_period=cdk.Duration.days(14))
+            for rule in ("AwsSolutions-SQS3", "Serverless-SQSRedrivePolicy"):
+                acknowledge(undelivered, rule,
+                            "This queue is itself the dead-letter queue of the alarm e-mail "
+                            "subscription.")
+            self.topic.add_subscription(subscriptions.EmailSubscription(
+                alarm_email, dead_letter_queue=undelivered))
+            # Its alarm still shows in the console (and other subscribers) when e-mail fails.
+            dead_letter_queues["undelivered-alarms"] = undelivered
 
         def alarm(name: str, metric: cloudwatch.IMetric, threshold: float, description: str,
                   *, evaluation_periods: int = 1, datapoints: int | None = None,

@@ -1,0 +1,66 @@
+"""One synthesis per test session: every infra test reads the same cloud assembly.
+
+Synthesis uses ``bundling="source"`` (the bare ``functions/`` folder as the code asset): the
+code is never run here, and the real pip bundle would need the network and ~20 s.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import aws_cdk as cdk
+import pytest
+from aws_cdk.assertions import Template
+from infra.app import build
+from infra.config import PoolConfig, StackConfig
+from infra.stack import LeaseholdStack
+
+os.environ.setdefault("JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION", "1")
+
+#: Two pools, one of each kind, so that every construct is in the template.
+CONFIG = StackConfig(
+    prefix="lhtest",
+    pools=(
+        PoolConfig(name="default", timeout_seconds=120,
+                   concurrency={"high": 12, "normal": 6, "low": 2}),
+        PoolConfig(name="long", kind="ecs", timeout_seconds=3600, max_tasks=4,
+                   image="public.ecr.aws/example/leasehold-worker:1.0"),
+    ),
+    shards=8,
+    alarm_email="oncall@example.com",
+    bundling="source",
+)
+
+
+@dataclass(frozen=True)
+class Synthesized:
+    app: cdk.App
+    stack: LeaseholdStack
+    config: StackConfig
+    outdir: Path
+    template_path: Path
+    raw: dict[str, Any]
+    template: Template
+
+    def resources(self, kind: str) -> dict[str, dict[str, Any]]:
+        return {logical: resource for logical, resource in self.raw["Resources"].items()
+                if resource["Type"] == kind}
+
+
+@pytest.fixture(scope="session")
+def synthesized(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
+    outdir = tmp_path_factory.mktemp("cdk.out")
+    app = cdk.App(outdir=str(outdir))
+    # No bootstrap-version rule: moto's CloudFormation has no SSM bootstrap parameter.
+    # The rule is the only thing this synthesizer setting changes.
+    stack = build(app, config=CONFIG, nag=False, synthesizer=cdk.DefaultStackSynthesizer(
+        generate_bootstrap_version_rule=False))
+    assembly = app.synth()
+    template_path = Path(assembly.directory) / stack.template_file
+    raw = json.loads(template_path.read_text())
+    return Synthesized(app=app, stack=stack, config=CONFIG, outdir=Path(assembly.directory),
+                       template_path=template_path, raw=raw, template=Template.from_json(raw))

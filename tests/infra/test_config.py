@@ -1,0 +1,70 @@
+"""Configuration from CDK context: what ``cdk deploy -c key=value`` and cdk.json can say."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from infra.config import PoolConfig, StackConfig
+
+pytestmark = pytest.mark.infra
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _context(values: dict[str, Any]) -> StackConfig:
+    return StackConfig.from_context(values.get)
+
+
+def test_an_empty_context_gives_the_defaults_with_real_bundling() -> None:
+    config = _context({})
+    assert config == StackConfig()
+    assert config.bundling == "pip"
+
+
+def test_cdk_json_deploys_with_real_bundling_and_valid_settings() -> None:
+    context = json.loads((ROOT / "cdk.json").read_text())["context"]
+    assert "leasehold:bundling" not in context
+    config = _context(context)
+    assert config.bundling == "pip"
+    assert [pool.name for pool in config.pools] == ["default"]
+
+
+def test_command_line_strings_are_parsed() -> None:
+    config = _context({
+        "shards": "16", "leaseSeconds": "90", "alarmEmail": "ops@example.com",
+        "retainData": "false", "waf": "no", "tasks": "app.tasks,app.more",
+        "pools": json.dumps([{"name": "default"},
+                             {"name": "gpu", "kind": "ecs", "image": "repo/img:1", "cpu": 2048,
+                              "memory": 8192, "maxTasks": 3}]),
+    })
+    assert config.shards == 16
+    assert config.lease_seconds == 90.0
+    assert config.alarm_email == "ops@example.com"
+    assert config.retain_data is False
+    assert config.waf is False
+    assert config.task_modules == ("app.tasks", "app.more")
+    assert config.pools[1] == PoolConfig(name="gpu", kind="ecs", image="repo/img:1", cpu=2048,
+                                         memory_mb=8192, max_tasks=3)
+
+
+def test_settings_name_every_resource_after_the_prefix() -> None:
+    settings = StackConfig(prefix="acme").settings()
+    assert settings.jobs_table == "acme-jobs"
+    assert settings.queue_prefix == "acme"
+
+
+@pytest.mark.parametrize(("pools", "message"), [
+    ([{"name": "a"}, {"name": "a"}], "unique"),
+    ([{"name": "a", "kind": "ecs"}], "image"),
+    ([{"name": "a", "timeout": 901}], "900"),
+    ([{"name": "a", "concurrency": {"high": 5, "normal": 1, "low": 2}}], ">= 2"),
+    ([{"name": "a", "concurrency": {"high": 5}}], "missing"),
+    ([{"name": "a", "colour": "blue"}], "unknown"),
+])
+def test_invalid_pools_are_rejected_before_synthesis(pools: list[dict[str, Any]],
+                                                     message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        _context({"pools": pools})
