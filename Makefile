@@ -34,3 +34,8 @@ unit: $(STAMP)
 
 clean:
 	rm -rf $(VENV) cdk.out .pytest_cache .mypy_cache .ruff_cache .hypothesis
+
+# Synthesizes the CDK app into cdk.out (real pip bundling, cdk-nag checks) with the CDK CLI
+# fetched by npx; `make synth ARGS="-c alarmEmail=ops@example.com"` passes context.
+synth: $(STAMP)
+	JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION=1 npx --yes aws-cdk@2 synth --quiet $(ARGS)
