@@ -13,7 +13,7 @@ from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
 from aws_lambda_powertools.event_handler.api_gateway import Router
 
 from leasehold import __version__
-from leasehold.api import admin, errors, jobs, schedules, triggers
+from leasehold.api import admin, errors, jobs, schedules, triggers, workflows
 from leasehold.api.context import ApiConfig
 from leasehold.app import Leasehold
 from leasehold.spec import MAX_PAYLOAD_BYTES
@@ -23,6 +23,7 @@ ROUTERS: tuple[Router, ...] = (
     admin.router,
     schedules.router,
     triggers.router,
+    workflows.router,
 )
 
 TITLE = "Leasehold"

@@ -1,0 +1,172 @@
+"""Routes for workflows: start one, see its graph, list them, cancel one."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from typing import Annotated, Any, Literal
+
+from aws_lambda_powertools.event_handler import Response, content_types
+from aws_lambda_powertools.event_handler.api_gateway import Router
+from aws_lambda_powertools.event_handler.openapi.params import Path, Query
+from pydantic import BaseModel, Field
+
+from leasehold import workflows
+from leasehold.api import context
+from leasehold.api.errors import BadRequest
+from leasehold.api.jobs import answers, errors
+from leasehold.api.models import JobErrorOut, Priority, RetryIn, _Strict
+from leasehold.errors import ValidationError
+from leasehold.tenants import admit
+from leasehold.workflows import WorkflowState
+from leasehold.workflows.control import summary
+from leasehold.workflows.model import prepare
+
+router = Router()
+WorkflowId = Annotated[str, Path(min_length=1, max_length=64, pattern=r"^[0-9A-Za-z]+$")]
+WorkflowStateName = Literal["CREATING", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLED"]
+
+
+class StepIn(_Strict):
+    id: str = Field(min_length=1, max_length=64, examples=["extract"])
+    task: str = Field(min_length=1, max_length=128, examples=["echo"])
+    payload: Any = None
+    depends_on: list[str] = Field(default_factory=list, description="ids of earlier steps")
+    pool: str | None = Field(default=None, min_length=1, max_length=32)
+    priority: Priority | None = None
+    max_attempts: int | None = Field(default=None, ge=1, le=100)
+    timeout_seconds: float | None = Field(default=None, ge=1, le=86_400)
+    retry: RetryIn | None = None
+    failure_policy: Literal["fail_workflow", "continue", "ignore"] = Field(
+        default="fail_workflow",
+        description="fail_workflow: cancel the rest; continue: dependents run and see the "
+                    "failure, the workflow ends FAILED; ignore: dependents run, the workflow "
+                    "may succeed")
+    labels: dict[str, str] = Field(default_factory=dict, max_length=32)
+
+
+class WorkflowIn(_Strict):
+    steps: list[StepIn] = Field(description="a DAG of at most 500 steps")
+    name: str | None = Field(default=None, min_length=1, max_length=128)
+    idempotency_key: str | None = Field(default=None, min_length=1, max_length=256)
+    labels: dict[str, str] = Field(default_factory=dict, max_length=32)
+
+
+class StepOut(BaseModel):
+    id: str
+    job_id: str
+    task: str
+    state: str
+    depends_on: list[str]
+    failure_policy: str | None
+    waiting_for: int
+    attempts: int
+    started_at: str | None
+    finished_at: str | None
+    error: JobErrorOut | None
+
+
+class WorkflowSummary(BaseModel):
+    workflow_id: str
+    tenant: str
+    name: str | None
+    state: WorkflowStateName
+    reason: str | None
+    labels: dict[str, str]
+    created_at: str | None
+    finished_at: str | None
+    step_count: int
+    finished_steps: int
+    schedule_id: str | None = None
+    scheduled_for: str | None = None
+
+
+class WorkflowOut(WorkflowSummary):
+    counts: dict[str, int]
+    steps: list[StepOut]
+
+
+class WorkflowPage(BaseModel):
+    workflows: list[WorkflowSummary]
+    next_cursor: str | None = None
+
+
+def detail_out(detail: workflows.WorkflowDetail) -> WorkflowOut:
+    return WorkflowOut.model_validate(detail.view())
+
+
+@router.post("/workflows", summary="Start a workflow", status_code=201, tags=["workflows"],
+             responses={201: {"description": "started",
+                              "content": {"application/json": {"model": WorkflowOut}}},
+                        200: {"description": "idempotent replay: the workflow the first "
+                                             "request started",
+                              "content": {"application/json": {"model": WorkflowOut}}},
+                        **errors(400, 401, 409, 413, 422, 429, 503)})
+def start_workflow(body: WorkflowIn) -> Response[WorkflowOut]:
+    app, api, tenant = context.leasehold(router), context.config(router), context.tenant(router)
+    try:
+        spec = workflows.parse_workflow(body.model_dump(mode="json", exclude_unset=True),
+                                        tenant=tenant)
+        # Validate the whole graph before admission: a bad one spends nothing, writes nothing.
+        prepared = prepare(spec, app.registry, pools=app.settings.pools,
+                                           now=app.now())
+    except ValidationError as exc:
+        raise BadRequest(str(exc), field=exc.field) from exc
+    first_pool = prepared.steps[spec.steps[0].id].pool
+    with admit(app, tenant, first_pool, api.limits, api.backlog):
+        started = workflows.start_workflow(app, spec)
+    detail = workflows.get_workflow(app, started.workflow.workflow_id)
+    return Response(status_code=201 if started.created else 200,
+                    content_type=content_types.APPLICATION_JSON, body=detail_out(detail))
+
+
+@router.get("/workflows/<workflow_id>", summary="Get a workflow and its graph",
+            tags=["workflows"], responses=answers(WorkflowOut, 401, 404, 422))
+def get_workflow(workflow_id: WorkflowId) -> WorkflowOut:
+    app = context.leasehold(router)
+    return detail_out(workflows.get_workflow(app, workflow_id, context.tenant(router)))
+
+
+@router.get("/workflows", summary="List your workflows, newest first", tags=["workflows"],
+            responses=answers(WorkflowPage, 400, 401, 422))
+def list_my_workflows(
+    state: Annotated[WorkflowStateName | None, Query()] = None,
+    limit: Annotated[int, Query(ge=1, le=200)] = 50,
+    cursor: Annotated[str | None, Query(min_length=1, max_length=512)] = None,
+) -> WorkflowPage:
+    app, tenant = context.leasehold(router), context.tenant(router)
+    after = _decode(cursor, tenant) if cursor else None
+    found, last = workflows.list_workflows(
+        app, tenant, limit=limit, cursor=after,
+        state=None if state is None else WorkflowState(state))
+    return WorkflowPage(
+        workflows=[WorkflowSummary.model_validate(summary(w)) for w in found],
+        next_cursor=_encode(last))
+
+
+@router.delete("/workflows/<workflow_id>", summary="Cancel a workflow and its live steps",
+               tags=["workflows"], responses=answers(WorkflowOut, 401, 404, 409, 422))
+def cancel_workflow(workflow_id: WorkflowId) -> WorkflowOut:
+    app = context.leasehold(router)
+    return detail_out(workflows.cancel_workflow(app, workflow_id, context.tenant(router)))
+
+
+def _encode(position: Any) -> str | None:
+    if not position:
+        return None
+    text = json.dumps([int(position["created_at"]), position["workflow_id"]],
+                      separators=(",", ":"))
+    return base64.urlsafe_b64encode(text.encode()).decode().rstrip("=")
+
+
+def _decode(cursor: str, tenant: str) -> dict[str, Any]:
+    try:
+        created_at, workflow_id = json.loads(
+            base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
+        if not isinstance(created_at, int) or not isinstance(workflow_id, str):
+            raise ValueError(cursor)
+    except (ValueError, TypeError, binascii.Error):
+        raise BadRequest("cursor is not one this API returned", field="cursor") from None
+    # The tenant is always the caller's: a cursor cannot page through another tenant's list.
+    return {"tenant": tenant, "created_at": created_at, "workflow_id": workflow_id}
