@@ -1,0 +1,262 @@
+"""The durable lifecycle, driven through moto with a fake clock (issue 2's list, in order)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from botocore.exceptions import ClientError
+
+from leasehold import sweeper
+from leasehold.app import Leasehold
+from leasehold.clock import FakeClock
+from leasehold.context import JobContext
+from leasehold.errors import NonRetryableError
+from leasehold.policy import RetryPolicy
+from leasehold.registry import TaskRegistry
+from leasehold.spec import JobSpec
+from leasehold.states import JobState
+from leasehold.submission import submit
+from leasehold.worker import Delivery, Outcome, Worker
+
+from .helpers import deliver, dlq_bodies, receive_all
+
+FAST_RETRY = RetryPolicy(min_backoff_seconds=0, max_backoff_seconds=0.4)
+
+
+@pytest.fixture
+def calls() -> list[tuple[str, int]]:
+    return []
+
+
+@pytest.fixture
+def tasks(registry: TaskRegistry, calls: list[tuple[str, int]]) -> TaskRegistry:
+    @registry.task("echo")
+    def echo(payload: Any, ctx: JobContext) -> Any:
+        calls.append((ctx.job_id, ctx.attempt))
+        return {"echo": payload}
+
+    @registry.task("flaky", retry=FAST_RETRY)
+    def flaky(payload: Any, ctx: JobContext) -> Any:
+        calls.append((ctx.job_id, ctx.attempt))
+        if ctx.attempt <= payload["failures"]:
+            raise ConnectionError(f"transient failure {ctx.attempt}")
+        return "ok"
+
+    @registry.task("fail", retry=FAST_RETRY, max_attempts=3)
+    def fail(payload: Any, ctx: JobContext) -> Any:
+        calls.append((ctx.job_id, ctx.attempt))
+        raise RuntimeError("always broken")
+
+    return registry
+
+
+def test_a_submitted_job_runs_once_and_ends_succeeded_with_its_result(
+    app: Leasehold, tasks: TaskRegistry, calls: list
+) -> None:
+    job = submit(app, JobSpec(task="echo", payload={"x": 1})).job
+    assert job.state is JobState.QUEUED
+    assert deliver(app) == 1
+    done = app.store.get(job.job_id)
+    assert done.state is JobState.SUCCEEDED
+    assert done.result == {"echo": {"x": 1}}
+    assert calls == [(job.job_id, 1)]
+    assert [t.target for t in done.history] == ["QUEUED", "RUNNING", "SUCCEEDED"]
+    assert receive_all(app) == []  # the message was deleted after the write
+
+
+def test_the_same_message_delivered_twice_runs_the_handler_once(
+    app: Leasehold, tasks: TaskRegistry, calls: list
+) -> None:
+    job = submit(app, JobSpec(task="echo", payload=1)).job
+    [message] = receive_all(app)
+    worker = Worker(app)
+    first = worker.process(Delivery(message.body, message.queue_url, message.receipt_handle))
+    second = worker.process(Delivery(message.body, message.queue_url, message.receipt_handle))
+    assert (first, second) == (Outcome.SUCCEEDED, Outcome.STALE)
+    assert calls == [(job.job_id, 1)]
+    assert app.store.get(job.job_id).attempt == 1
+
+
+def test_a_zombie_worker_can_neither_heartbeat_nor_finish_and_the_new_owners_result_stands(
+    app: Leasehold, registry: TaskRegistry, clock: FakeClock
+) -> None:
+    seen: dict[str, Any] = {}
+
+    @registry.task("slow")
+    def slow(payload: Any, ctx: JobContext) -> Any:
+        if ctx.attempt == 1:
+            # While the first worker is stalled its lease expires; the sweeper re-drives and a
+            # second worker runs the job to the end. Then the first one wakes up.
+            clock.advance(app.settings.lease_seconds + app.settings.skew_grace_seconds + 1)
+            assert sweeper.sweep(app).recovered == 1
+            assert deliver(app, Worker(app, worker_id="second")) == 1
+            ctx.heartbeat({"still": "here"})
+            seen["zombie_cancelled"] = ctx.cancelled
+            seen["reason"] = ctx.cancel_reason
+            return "zombie result"
+        return "new owner's result"
+
+    job = submit(app, JobSpec(task="slow")).job
+    [message] = receive_all(app)
+    outcome = Worker(app, worker_id="first").process(Delivery(message.body))
+    assert outcome is Outcome.LEASE_LOST
+    assert seen == {"zombie_cancelled": True, "reason": "lease lost"}
+    done = app.store.get(job.job_id)
+    assert done.state is JobState.SUCCEEDED
+    assert done.result == "new owner's result"
+    assert done.progress_json is None  # the zombie's heartbeat wrote nothing
+
+
+def test_a_worker_that_dies_after_leasing_is_recovered_by_the_sweeper(
+    app: Leasehold, tasks: TaskRegistry, clock: FakeClock, calls: list
+) -> None:
+    job = submit(app, JobSpec(task="echo", payload="p")).job
+    [message] = receive_all(app)
+    body = json.loads(message.body)
+    # A worker leases the job and dies without a word.
+    app.store.lease(job.job_id, body["epoch"], owner="dead:1", now=app.now(),
+                    expires_at=app.now() + 30_000, actor="dead")
+    assert sweeper.sweep(app).recovered == 0  # not expired yet
+    clock.advance(30 + app.settings.skew_grace_seconds + 1)
+    report = sweeper.sweep(app)
+    assert (report.recovered, report.dead) == (1, 0)
+    assert deliver(app) == 1
+    done = app.store.get(job.job_id)
+    assert done.state is JobState.SUCCEEDED
+    assert (done.attempt, done.crash_count, done.epoch) == (2, 1, 2)
+    assert calls == [(job.job_id, 2)]
+
+
+def test_a_row_written_whose_send_failed_is_dispatched_by_the_sweeper_and_runs_once(
+    app: Leasehold, tasks: TaskRegistry, clock: FakeClock, calls: list,
+    monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken_send(*args: Any, **kwargs: Any) -> None:
+        raise ClientError({"Error": {"Code": "ServiceUnavailable", "Message": "down"}},
+                          "SendMessage")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(app.queues, "send", broken_send)
+        job = submit(app, JobSpec(task="echo", payload=2)).job
+    assert app.store.get(job.job_id).state is JobState.QUEUED
+    assert receive_all(app) == []
+    assert sweeper.sweep(app).redispatched == 0  # the hand-off is not overdue yet
+    clock.advance(app.settings.handoff_seconds + app.settings.skew_grace_seconds + 1)
+    assert sweeper.sweep(app).redispatched == 1
+    assert deliver(app) == 1
+    assert app.store.get(job.job_id).state is JobState.SUCCEEDED
+    assert calls == [(job.job_id, 1)]
+
+
+def test_transient_failures_retry_with_growing_jittered_bounded_delays_then_succeed_once(
+    app: Leasehold, tasks: TaskRegistry, calls: list
+) -> None:
+    job = submit(app, JobSpec(task="flaky", payload={"failures": 3}, max_attempts=5)).job
+    for attempt in range(1, 4):
+        assert deliver(app, once=True) == 1
+        retried = app.store.get(job.job_id)
+        assert (retried.state, retried.attempt) == (JobState.QUEUED, attempt)
+        assert retried.error is not None and retried.error.type == "ConnectionError"
+        assert retried.error.message == f"transient failure {attempt}"
+        assert app.now() <= retried.run_at <= app.now() + 400
+    assert deliver(app, once=True) == 1
+    done = app.store.get(job.job_id)
+    assert done.state is JobState.SUCCEEDED and done.attempt == 4
+    assert [a for _, a in calls] == [1, 2, 3, 4]
+    assert sum(1 for t in done.history if t.target == "SUCCEEDED") == 1
+
+
+def test_retry_delays_double_within_bounds(make_app: Any, registry: TaskRegistry,
+                                           calls: list) -> None:
+    app = make_app()
+    policy = RetryPolicy(min_backoff_seconds=10, max_backoff_seconds=35)
+
+    @registry.task("down", retry=policy, max_attempts=6)
+    def down(payload: Any, ctx: JobContext) -> Any:
+        raise TimeoutError("upstream down")
+
+    job = submit(app, JobSpec(task="down")).job
+    worker = Worker(app)
+    delays = []
+    for attempt in range(1, 5):
+        current = app.store.get(job.job_id)
+        # Deliver the exact hand-off message (the real one is delayed in SQS by whole seconds).
+        body = json.dumps({"job_id": job.job_id, "epoch": current.epoch})
+        assert worker.process(Delivery(body)) is Outcome.RETRYING
+        after = app.store.get(job.job_id)
+        delays.append((after.run_at - app.now()) / 1000)
+        assert after.attempt == attempt
+    caps = [10, 20, 35, 35]
+    assert all(10 <= d <= cap for d, cap in zip(delays, caps, strict=True))
+    assert len(set(delays)) == 4
+
+
+def test_a_poison_pill_goes_dead_after_max_attempts_with_its_last_error_and_a_dlq_copy(
+    app: Leasehold, tasks: TaskRegistry, calls: list
+) -> None:
+    job = submit(app, JobSpec(task="fail")).job
+    for _ in range(3):
+        assert deliver(app, once=True) == 1
+    dead = app.store.get(job.job_id)
+    assert dead.state is JobState.DEAD
+    assert dead.attempt == 3
+    assert dead.error is not None
+    assert (dead.error.type, dead.error.message) == ("RuntimeError", "always broken")
+    assert "def fail" in dead.error.traceback or "always broken" in dead.error.traceback
+    assert dead.history[-1].reason == "attempts exhausted (3/3)"
+    assert [json.loads(b)["job_id"] for b in dlq_bodies(app)] == [job.job_id]
+    assert deliver(app) == 0
+
+
+def test_a_job_that_keeps_killing_its_worker_goes_dead_as_a_poison_pill(
+    app: Leasehold, tasks: TaskRegistry, clock: FakeClock
+) -> None:
+    job = submit(app, JobSpec(task="echo", max_attempts=10)).job
+    for _ in range(app.settings.max_crash_recoveries):
+        current = app.store.get(job.job_id)
+        app.store.lease(job.job_id, current.epoch, owner="doomed", now=app.now(),
+                        expires_at=app.now() + 1000, actor="doomed")
+        clock.advance(1 + app.settings.skew_grace_seconds + 1)
+        sweeper.sweep(app)
+    dead = app.store.get(job.job_id)
+    assert dead.state is JobState.DEAD
+    assert dead.crash_count == app.settings.max_crash_recoveries
+    assert "poison pill" in dead.history[-1].reason
+    assert job.job_id in dlq_bodies(app)[0]
+
+
+def test_a_non_retryable_error_is_dead_at_once(app: Leasehold, registry: TaskRegistry) -> None:
+    @registry.task("refuse", retry=RetryPolicy(non_retryable=("LookupError",)))
+    def refuse(payload: Any, ctx: JobContext) -> Any:
+        if payload == "lookup":
+            raise KeyError("missing")  # a subclass of a listed type counts
+        raise NonRetryableError("bad input")
+
+    for payload in ("lookup", "explicit"):
+        job = submit(app, JobSpec(task="refuse", payload=payload, max_attempts=5)).job
+        assert deliver(app) == 1
+        dead = app.store.get(job.job_id)
+        assert (dead.state, dead.attempt) == (JobState.DEAD, 1)
+        assert "non-retryable" in dead.history[-1].reason
+
+
+def test_an_attempt_past_its_timeout_fails_as_a_timeout_and_is_retried(
+    app: Leasehold, registry: TaskRegistry
+) -> None:
+    @registry.task("hang", retry=FAST_RETRY)
+    def hang(payload: Any, ctx: JobContext) -> Any:
+        if ctx.attempt == 1:
+            ctx.wait_cancelled(10)  # wakes when the worker gives up on the attempt
+            return "too late"
+        return "in time"
+
+    job = submit(app, JobSpec(task="hang", timeout_seconds=1)).job
+    assert deliver(app, once=True) == 1
+    retried = app.store.get(job.job_id)
+    assert retried.state is JobState.QUEUED
+    assert retried.error is not None and retried.error.type == "AttemptTimeout"
+    assert deliver(app) == 1
+    done = app.store.get(job.job_id)
+    assert (done.state, done.result, done.attempt) == (JobState.SUCCEEDED, "in time", 2)
