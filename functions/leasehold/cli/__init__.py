@@ -12,12 +12,13 @@ import sys
 from collections.abc import Sequence
 
 from leasehold import __version__
-from leasehold.cli import dev, jobs, schedules
+from leasehold.cli import dev, jobs, schedules, workflows
 
 MODULES = (
     dev,
     jobs,
     schedules,
+    workflows,
 )
 
 
