@@ -1,12 +1,12 @@
 """Per-tenant back-pressure and counters, one item per tenant in the ``tenants`` table.
 
-* A token bucket (``tokens``, ``refilled_at``) throttles submissions: each admission is one
-  read and one write conditional on the ``refilled_at`` it read, so concurrent API instances
-  never spend the same token twice.
-* ``live`` counts the tenant's non-terminal jobs. A submission reserves a slot with a
-  conditional ``ADD`` (``live < cap``) *before* the job row is written, so a burst of
-  concurrent submissions cannot overshoot the cap; the store observer keeps it (and the
-  per-state ``count_<STATE>`` attributes used by ``/stats``) in step with every transition.
+* A token bucket (``tokens``, ``refilled_at``) throttles submissions, and ``live`` counts the
+  tenant's non-terminal jobs. Admission spends a token and reserves a live slot in ONE write,
+  conditional on the ``refilled_at`` it computed from and on ``live < cap``: concurrent API
+  instances never spend the same token twice, and a burst cannot overshoot the cap because
+  the slot is taken *before* the job row is written.
+* The store observer keeps ``live`` (and the per-state ``count_<STATE>`` attributes used by
+  ``/stats``) in step with every transition.
 * A global backlog limit (visible messages in the pool's queues) answers 503 before any of it.
 """
 
@@ -77,57 +77,70 @@ def _conditional_failed(exc: ClientError) -> bool:
     return exc.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException"
 
 
-def take_token(app: Leasehold, tenant: str, limits: Limits, *, attempts: int = 5) -> float:
-    """Spend one token or raise :class:`RateLimited`; returns the tokens left."""
+#: What an API instance last saw of a tenant's bucket: (tokens, refilled_at). A correct guess
+#: saves the read; a wrong one fails the write's condition, which returns the real item.
+Buckets = dict[str, tuple[float, int | None]]
+
+
+def _bucket(item: Mapping[str, Any], limits: Limits) -> tuple[float, int | None]:
+    old = item.get("refilled_at")
+    return (float(item.get("tokens", limits.burst)), None if old is None else int(old))
+
+
+def take_slot(app: Leasehold, tenant: str, limits: Limits, buckets: Buckets | None = None,
+              *, attempts: int = 5) -> float:
+    """Spend one token and reserve one live-job slot in one conditional write.
+
+    Raises :class:`RateLimited` when the bucket is empty or the tenant is at its live-job cap.
+    Returns the tokens left.
+    """
     ddb = app.clients.dynamodb
     table = app.settings.tenants_table
+    buckets = {} if buckets is None else buckets
+    state = buckets.get(tenant)
     for _ in range(attempts):
+        if state is None:
+            state = _bucket(from_av(ddb.get_item(
+                TableName=table, Key={"tenant": {"S": tenant}},
+                ConsistentRead=True).get("Item", {})), limits)
+        tokens, old = state
         now = app.now()
-        item = from_av(ddb.get_item(TableName=table, Key={"tenant": {"S": tenant}},
-                                    ConsistentRead=True).get("Item", {}))
-        old = item.get("refilled_at")
-        if old is None:
-            available = limits.burst
-        else:
-            elapsed = max(0, now - int(old)) / 1000
-            available = min(limits.burst, float(item.get("tokens", 0)) + elapsed * limits.rate)
+        elapsed = 0.0 if old is None else max(0, now - old) / 1000
+        available = min(limits.burst, tokens + elapsed * limits.rate)
         if available < 1:
+            buckets.pop(tenant, None)  # re-read next time: other instances may refill it
             raise RateLimited(
                 f"tenant {tenant!r} is over its rate of {limits.rate:g} submissions/s",
                 retry_after=max(1, math.ceil((1 - available) / limits.rate)))
-        stamp = max(now, int(old or 0))  # never move time backwards (clock skew between hosts)
-        values: dict[str, Any] = {":t": Decimal(str(round(available - 1, 6))), ":now": stamp}
+        stamp = max(now, old or 0)  # never move time backwards (clock skew between hosts)
+        left = round(available - 1, 6)
+        values: dict[str, Any] = {":t": Decimal(str(left)), ":now": stamp, ":one": 1,
+                                  ":cap": limits.max_live}
         if old is None:
-            condition = "attribute_not_exists(refilled_at)"
+            fresh = "attribute_not_exists(refilled_at)"
         else:
-            condition = "refilled_at = :old"
-            values[":old"] = int(old)
+            fresh = "refilled_at = :old"
+            values[":old"] = old
         try:
             ddb.update_item(
                 TableName=table, Key={"tenant": {"S": tenant}},
-                UpdateExpression="SET tokens = :t, refilled_at = :now",
-                ConditionExpression=condition, ExpressionAttributeValues=to_av(values))
+                UpdateExpression="SET tokens = :t, refilled_at = :now ADD live :one",
+                ConditionExpression=f"{fresh} AND (attribute_not_exists(live) OR live < :cap)",
+                ExpressionAttributeValues=to_av(values),
+                ReturnValuesOnConditionCheckFailure="ALL_OLD")
         except ClientError as exc:
             if not _conditional_failed(exc):
                 raise
-            continue  # another request spent a token between our read and write: re-read
-        return available - 1
+            item = from_av(exc.response.get("Item") or {})  # type: ignore[arg-type]
+            if int(item.get("live", 0)) >= limits.max_live:
+                raise RateLimited(
+                    f"tenant {tenant!r} has {limits.max_live} live jobs, its limit; "
+                    "wait for some to finish", retry_after=5) from None
+            state = _bucket(item, limits)  # another request spent a token: use what it left
+            continue
+        buckets[tenant] = (left, stamp)
+        return left
     raise RateLimited(f"tenant {tenant!r} is submitting too fast", retry_after=1)
-
-
-def reserve_slot(app: Leasehold, tenant: str, limits: Limits) -> None:
-    try:
-        app.clients.dynamodb.update_item(
-            TableName=app.settings.tenants_table, Key={"tenant": {"S": tenant}},
-            UpdateExpression="ADD live :one",
-            ConditionExpression="attribute_not_exists(live) OR live < :cap",
-            ExpressionAttributeValues=to_av({":one": 1, ":cap": limits.max_live}))
-    except ClientError as exc:
-        if not _conditional_failed(exc):
-            raise
-        raise RateLimited(
-            f"tenant {tenant!r} has {limits.max_live} live jobs, its limit; "
-            "wait for some to finish", retry_after=5) from None
 
 
 def _add(app: Leasehold, tenant: str, deltas: Mapping[str, int]) -> None:
@@ -144,15 +157,14 @@ def _add(app: Leasehold, tenant: str, deltas: Mapping[str, int]) -> None:
 
 @contextmanager
 def admit(app: Leasehold, tenant: str, pool: str, limits: Limits,
-          backlog: Backlog | None = None) -> Iterator[None]:
+          backlog: Backlog | None = None, buckets: Buckets | None = None) -> Iterator[None]:
     """Admission for one submission: backlog (503), rate (429), live cap (429).
 
     The reserved live slot is released again unless the body created a job.
     """
     if backlog is not None:
         backlog.check(app, pool, limits)
-    take_token(app, tenant, limits)
-    reserve_slot(app, tenant, limits)
+    take_slot(app, tenant, limits, buckets)
     slot = _Slot(tenant)
     token = _reserved.set(slot)
     try:

@@ -5,6 +5,7 @@ Adding a concern is one line in :data:`ROUTERS`.
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import Mapping
 from typing import Any
@@ -56,16 +57,26 @@ def openapi_json() -> str:
     return json.dumps(document, indent=2, sort_keys=True) + "\n"
 
 
-def _too_large(event: Mapping[str, Any]) -> dict[str, Any] | None:
+def _early(status: int, code: str, message: str) -> dict[str, Any]:
+    """An error answered before routing, in the same shape as :mod:`leasehold.api.errors`."""
+    return {"statusCode": status, "headers": {"Content-Type": content_types.APPLICATION_JSON},
+            "body": json.dumps({"error": {"code": code, "message": message, "field": None}}),
+            "isBase64Encoded": False}
+
+
+def _unreadable(event: Mapping[str, Any]) -> dict[str, Any] | None:
+    """413 for a body over the limit, 400 for one that is not UTF-8 text."""
     body = event.get("body") or ""
     size = len(body) * 3 // 4 if event.get("isBase64Encoded") else len(body.encode())
-    if size <= MAX_BODY_BYTES:
-        return None
-    return {"statusCode": 413, "headers": {"Content-Type": content_types.APPLICATION_JSON},
-            "body": json.dumps({"error": {
-                "code": "payload_too_large", "field": None,
-                "message": f"the body is {size} bytes; the limit is {MAX_BODY_BYTES}"}}),
-            "isBase64Encoded": False}
+    if size > MAX_BODY_BYTES:
+        return _early(413, "payload_too_large",
+                      f"the body is {size} bytes; the limit is {MAX_BODY_BYTES}")
+    if event.get("isBase64Encoded") and body:
+        try:
+            base64.b64decode(body).decode("utf-8")
+        except (ValueError, UnicodeDecodeError):
+            return _early(400, "bad_request", "the body is not UTF-8 JSON")
+    return None
 
 
 def _as_json(event: Mapping[str, Any]) -> dict[str, Any]:
@@ -86,7 +97,7 @@ def handle(app: Leasehold, event: Mapping[str, Any], lambda_context: Any = None,
            api_config: ApiConfig | None = None) -> dict[str, Any]:
     """Answer one API Gateway REST proxy event. Not re-entrant: Powertools keeps the current
     event on the class, so concurrent callers (the local gateway) must serialize."""
-    early = _too_large(event)
+    early = _unreadable(event)
     if early is not None:
         return early
     event = _as_json(event)

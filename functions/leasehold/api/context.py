@@ -13,7 +13,7 @@ from aws_lambda_powertools.event_handler.api_gateway import BaseRouter
 from leasehold.app import Leasehold
 from leasehold.errors import LeaseholdError, ValidationError
 from leasehold.spec import check_tenant
-from leasehold.tenants import Backlog, Limits
+from leasehold.tenants import Backlog, Buckets, Limits
 
 TENANT_HEADER = "x-leasehold-tenant"
 DEFAULT_TENANT = "default"
@@ -32,6 +32,8 @@ class ApiConfig:
     trust_tenant_header: bool = False
     limits: Limits = field(default_factory=Limits)
     backlog: Backlog = field(default_factory=Backlog)
+    #: This instance's last view of each tenant's token bucket (saves a read per submission).
+    buckets: Buckets = field(default_factory=dict)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> ApiConfig:

@@ -97,7 +97,12 @@ class _RequestHandler(BaseHTTPRequestHandler):
         if self.command != "HEAD":
             self.wfile.write(raw)
 
-    do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = do_OPTIONS = _serve
+    def __getattr__(self, name: str) -> Any:
+        # http.server dispatches to do_<METHOD>; API Gateway hands every method to the
+        # handler (which answers 404/405 itself), so the gateway does too.
+        if name.startswith("do_"):
+            return self._serve
+        raise AttributeError(name)
 
     def log_message(self, format: str, *args: Any) -> None:
         log.debug("%s " + format, self.address_string(), *args)

@@ -1,6 +1,7 @@
 """The long-running polling worker (local runtime, ECS): Lambda's SQS event source, by hand.
 
-Each thread polls one of the pool's three queues at a time, chosen by a smooth weighted
+One poller thread feeds ``concurrency`` runner threads. It polls one of the pool's three
+queues at a time, chosen by a smooth weighted
 round-robin (high 6 : normal 3 : low 1 by default): ``high`` is asked first most often, but
 every queue is asked first at its share of polls, so a flood of ``high`` jobs slows ``low``
 down without ever starving it. A polled batch goes through :func:`leasehold.consumer.consume`,
@@ -13,8 +14,8 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 
 from leasehold import fleet
@@ -79,17 +80,23 @@ class PollingWorker:
 
     # -- polling --------------------------------------------------------------------------
 
-    def poll_once(self) -> int:
-        """Poll the queues in picker order; consume the first non-empty batch. Returns its size."""
+    def receive(self) -> list[Received]:
+        """One batch from the first non-empty queue in picker order (empty if all are)."""
         for priority in self.picker.order():
             url = self.app.queues.url(self.options.pool, priority)
             batch = self.app.queues.receive(
                 url, max_messages=self.options.batch_size,
                 visibility_seconds=int(max(30, self.app.settings.lease_seconds * 2)))
             if batch:
-                self._run(batch)
-                return len(batch)
-        return 0
+                return batch
+        return []
+
+    def poll_once(self) -> int:
+        """Receive one batch and consume it on this thread. Returns its size."""
+        batch = self.receive()
+        if batch:
+            self._run(batch)
+        return len(batch)
 
     def _run(self, batch: list[Received]) -> None:
         me = threading.get_ident()
@@ -97,26 +104,41 @@ class PollingWorker:
             self._current[me] = [_job_id(m.body) for m in batch]
         try:
             consume(self.worker, batch)
+        except Exception:
+            # Unprocessed messages stay in SQS and come back after their visibility timeout.
+            log.exception("a batch failed")
         finally:
             with self._lock:
                 self._current.pop(me, None)
                 self._processed += len(batch)
 
-    def _loop(self) -> None:
+    def _poll_loop(self, slots: threading.Semaphore, pool: ThreadPoolExecutor,
+                   running: set[Future[None]]) -> None:
+        # One poller feeds `concurrency` runners, as Lambda's event source pollers feed
+        # concurrent invocations: idle workers cost a few receives a second, not one per thread.
         pause = 0.05
         while not self.stopping.is_set():
+            if not slots.acquire(timeout=0.2):
+                continue  # every runner is busy
             try:
-                got = self.poll_once()
+                batch = self.receive()
             except Exception:
-                # The queue or the table was unreachable: back off; SQS redelivers anything
-                # we received but did not delete.
-                log.exception("poll failed")
-                got = 0
-            if got:
-                pause = 0.05
+                log.exception("poll failed")  # queue unreachable: back off and try again
+                batch = []
+            if not batch:
+                slots.release()
+                self.stopping.wait(pause)
+                pause = min(self.options.idle_seconds, pause * 2)
                 continue
-            self.stopping.wait(pause)
-            pause = min(self.options.idle_seconds, pause * 2)
+            pause = 0.05
+            future = pool.submit(self._run, batch)
+            running.add(future)
+
+            def finished(done: Future[None]) -> None:
+                running.discard(done)
+                slots.release()
+
+            future.add_done_callback(finished)
 
     # -- registry -------------------------------------------------------------------------
 
@@ -146,18 +168,21 @@ class PollingWorker:
         the sweeper hands its jobs to another worker.
         """
         self.beat()
-        threads = [threading.Thread(target=self._loop, name=f"poll-{i}", daemon=True)
-                   for i in range(self.options.concurrency)]
+        slots = threading.Semaphore(self.options.concurrency)
+        running: set[Future[None]] = set()
+        pool = ThreadPoolExecutor(self.options.concurrency, thread_name_prefix="run")
+        poller = threading.Thread(target=self._poll_loop, args=(slots, pool, running),
+                                  name="poll", daemon=True)
         beats = threading.Thread(target=self._beat_loop, name="heartbeat", daemon=True)
-        for thread in [*threads, beats]:
-            thread.start()
+        poller.start()
+        beats.start()
         self.stopping.wait()
-        deadline = time.monotonic() + drain_seconds
-        for thread in threads:
-            thread.join(max(0.0, deadline - time.monotonic()))
-        if any(thread.is_alive() for thread in threads):
+        poller.join()
+        _, late = wait(set(running), timeout=drain_seconds)
+        if late:
             log.warning("abandoning jobs still running after %ss: %s", drain_seconds,
                         ", ".join(self.current_jobs()))
+        pool.shutdown(wait=False, cancel_futures=True)
         try:
             fleet.deregister(self.app, self.worker.worker_id)
         except Exception:
