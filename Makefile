@@ -24,7 +24,7 @@ test: $(STAMP) lint typecheck
 		--durations=15 tests
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check functions infra tests examples
+	$(VENV)/bin/ruff check functions infra tests examples bench
 
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy
@@ -39,3 +39,11 @@ clean:
 # fetched by npx; `make synth ARGS="-c alarmEmail=ops@example.com"` passes context.
 synth: $(STAMP)
 	JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION=1 npx --yes aws-cdk@2 synth --quiet $(ARGS)
+
+# Benchmarks against the local runtime (issue 7): write bench/results.json and BENCHMARKS.md.
+# `bench` takes up to 15 minutes on 2 cores; `bench-quick` is a reduced run under 2 minutes.
+bench: $(STAMP)
+	JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION=1 $(PY) -m bench.run
+
+bench-quick: $(STAMP)
+	$(PY) -m bench.run --quick

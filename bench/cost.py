@@ -1,0 +1,98 @@
+"""Cost per million jobs from the measured requests, units and worker time, at public prices.
+
+Only the prices (and the stated shape of each alternative) are inputs; every quantity of
+Leasehold comes from this run.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+#: us-east-1 on-demand prices in dollars (public price pages). The first five are the issue's.
+PRICES = {
+    "dynamodb_per_million_write_units": 0.625,
+    "dynamodb_per_million_read_units": 0.125,
+    "sqs_per_million_requests": 0.40,
+    "lambda_per_million_requests": 0.20,
+    "api_gateway_rest_per_million": 3.50,
+    "step_functions_standard_per_million_transitions": 25.0,
+    "temporal_cloud_per_million_actions": 25.0,
+    # Not in the issue; from the AWS price pages (us-east-1, no free tier).
+    "lambda_arm64_per_gb_second": 0.0000133334,
+    "eventbridge_scheduler_per_million_invocations": 1.00,
+}
+#: The stack's defaults (infra/config.py): worker and API memory, and the SQS batch size.
+WORKER_MEMORY_GB = 1.0
+API_MEMORY_GB = 0.5
+HOUSEKEEPING_MEMORY_GB = 0.5
+LAMBDA_BATCH = 10
+#: The smallest Lambda bill for a no-op job in the alternatives: 1 ms at 128 MB.
+NOOP_LAMBDA_GB_SECONDS = 0.001 * 0.125
+PASSES_PER_MONTH = 60 * 24 * 30
+
+
+def _lambda(invocations: float, gb_seconds: float) -> float:
+    return (invocations * PRICES["lambda_per_million_requests"]
+            + gb_seconds * 1e6 * PRICES["lambda_arm64_per_gb_second"])
+
+
+def leasehold(per_job: dict[str, Any], worker_seconds: float) -> dict[str, float]:
+    """Dollars per million jobs of one kind, by service (no API Gateway)."""
+    dynamodb = (per_job["write_units"] * PRICES["dynamodb_per_million_write_units"]
+                + per_job["read_units"] * PRICES["dynamodb_per_million_read_units"])
+    sqs = per_job["sqs_requests"] * PRICES["sqs_per_million_requests"]
+    worker = _lambda(1 / LAMBDA_BATCH, worker_seconds * WORKER_MEMORY_GB)
+    return {"dynamodb": round(dynamodb, 3), "sqs": round(sqs, 3),
+            "lambda_worker": round(worker, 3), "total": round(dynamodb + sqs + worker, 3)}
+
+
+def model(per_job: dict[str, Any], scaling: list[dict[str, Any]]) -> dict[str, Any]:
+    worker_seconds = float(per_job["worker_seconds_per_job"])
+    api_seconds = float(per_job["api_seconds_per_request"])
+    kinds = {kind: leasehold(per_job[kind], worker_seconds)
+             for kind in ("immediate", "delayed", "retried", "cron_occurrence")}
+    via_api = leasehold(per_job["immediate_via_api"], worker_seconds)
+    api_gateway = PRICES["api_gateway_rest_per_million"]
+    api_lambda = _lambda(1, api_seconds * API_MEMORY_GB)
+    via_api.update({"api_gateway": api_gateway, "lambda_api": round(api_lambda, 3),
+                    "total": round(via_api["total"] + api_gateway + api_lambda, 3)})
+    kinds["immediate_via_api"] = via_api
+
+    # Fixed per month, whatever the job count: one ticker and one sweeper pass a minute.
+    smallest = scaling[0] if scaling else None
+    fixed = None
+    if smallest is not None:
+        reads = smallest["ticker"]["read_units"] + smallest["sweeper"]["read_units"]
+        fixed = round(PASSES_PER_MONTH * reads / 1e6 * PRICES["dynamodb_per_million_read_units"]
+                      + 2 * PASSES_PER_MONTH / 1e6 * PRICES["lambda_per_million_requests"], 3)
+
+    noop_lambda = _lambda(1, NOOP_LAMBDA_GB_SECONDS)
+    alternatives = {
+        "EventBridge Scheduler + Lambda": round(
+            PRICES["eventbridge_scheduler_per_million_invocations"] + noop_lambda, 3),
+        "Step Functions Standard (2 transitions) + Lambda": round(
+            2 * PRICES["step_functions_standard_per_million_transitions"] + noop_lambda, 3),
+        "Temporal Cloud (2 actions; workers not counted)": round(
+            2 * PRICES["temporal_cloud_per_million_actions"], 3),
+    }
+    return {
+        "prices": PRICES,
+        "assumptions": [
+            "Leasehold: measured write/read units and SQS requests per job (section 4); the "
+            "worker Lambda runs batches of 10 (one invocation per 10 jobs) at 1 GB arm64 for "
+            "the measured worker time per job against the local emulator; no API Gateway "
+            "unless named.",
+            "The API path adds API Gateway REST and one API Lambda invocation (512 MB, "
+            "measured handler time).",
+            "Fixed per month: one ticker and one sweeper pass a minute (43,200 each), at the "
+            "read units measured per pass with the smallest stored-jobs size.",
+            "Alternatives run the same no-op job: EventBridge Scheduler one-time schedule "
+            "($1.00/M) + a Lambda billed 1 ms at 128 MB; Step Functions Standard with one Task "
+            "state counted as 2 transitions + the Lambda; Temporal Cloud counted as 2 actions "
+            "(workflow start, activity) with self-hosted workers not priced.",
+            "No free tiers.",
+        ],
+        "per_million_jobs": kinds,
+        "fixed_per_month": fixed,
+        "alternatives_per_million_jobs": alternatives,
+    }

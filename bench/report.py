@@ -1,0 +1,270 @@
+"""The targets of issue 7 judged against a run's results, and the BENCHMARKS.md page."""
+
+from __future__ import annotations
+
+from typing import Any
+
+MB = 1024 * 1024
+
+
+def _target(name: str, target: str, measured: str, met: bool) -> dict[str, Any]:
+    return {"name": name, "target": target, "measured": measured, "met": bool(met)}
+
+
+def targets(r: dict[str, Any]) -> list[dict[str, Any]]:
+    runs = r["throughput"]["runs"]
+    best = max(runs, key=lambda run: run["ratio_library"])
+    best_http = max(runs, key=lambda run: run["ratio_http"])
+    queue = r["queue_wait"]
+    delayed, cron = r["precision"]["delayed"], r["precision"]["cron_every_2s"]
+    immediate = r["per_job"]["immediate"]
+    cost_immediate = r["cost"]["per_million_jobs"]["immediate"]["total"]
+    stored = r["scaling"]["stored"]
+    tick_units = {s["ticker"]["read_units"] for s in stored}
+    sweep_units = {s["sweeper"]["read_units"] for s in stored}
+    imports = r["cold_start"]["imports"]["wall_ms"]
+    slowest = max(imports, key=lambda name: imports[name])
+    zipped = r["cold_start"]["asset"]["zipped_bytes"]
+
+    def lateness_ok(part: dict[str, Any]) -> bool:
+        return part["count"] > 0 and part["p99_s"] <= 1.5
+
+    return [
+        _target("throughput vs floor (library)", ">= 0.6",
+                f"{best['ratio_library']:.2f} ({best['workers']} workers)",
+                best["ratio_library"] >= 0.6),
+        _target("throughput vs floor (HTTP API)", ">= 0.6",
+                f"{best_http['ratio_http']:.2f} ({best_http['workers']} workers)",
+                best_http["ratio_http"] >= 0.6),
+        _target("queue wait p99 at 50% capacity", "<= 1 s", f"{queue['p99_s']:.3f} s",
+                queue["p99_s"] <= 1.0),
+        _target("delayed job start lateness p99", "<= 1.5 s", f"{delayed['p99_s']:.3f} s",
+                lateness_ok(delayed)),
+        _target("2 s schedule start lateness p99", "<= 1.5 s", f"{cron['p99_s']:.3f} s",
+                lateness_ok(cron)),
+        _target("requests per immediate no-op job", "<= 5", f"{immediate['requests']:g}",
+                immediate["requests"] <= 5),
+        _target("write units per immediate no-op job", "<= 8",
+                f"{immediate['write_units']:g}", immediate["write_units"] <= 8),
+        _target("cost per million immediate jobs (no API Gateway)", "<= $5",
+                f"${cost_immediate:.2f}", cost_immediate <= 5),
+        _target("ticker/sweeper read units flat in stored jobs", "flat",
+                f"ticker {sorted(tick_units)}, sweeper {sorted(sweep_units)} over "
+                f"{', '.join(str(s['stored_jobs']) for s in stored)} stored",
+                len(tick_units) == 1 and len(sweep_units) == 1),
+        _target("handler import time (slowest, wall)", "<= 300 ms",
+                f"{imports[slowest]:.0f} ms ({slowest})", imports[slowest] <= 300),
+        _target("code asset size (zipped)", "<= 10 MB", f"{zipped / MB:.1f} MB",
+                zipped <= 10 * MB),
+    ]
+
+
+def _row(*cells: object) -> str:
+    return "| " + " | ".join(str(c) for c in cells) + " |"
+
+
+def _ops(ops: dict[str, float]) -> str:
+    return ", ".join(f"{name.split('.', 1)[1]} {n:g}" for name, n in ops.items())
+
+
+def markdown(r: dict[str, Any]) -> str:
+    m = r["machine"]
+    loads = r["load"]["at_sections"]
+    all_loads = [v[0] for v in loads.values()]
+    lines = [
+        "# Benchmarks",
+        "",
+        "Measured by `make bench` (`python -m bench.run`); every number below comes from the "
+        "run recorded in `bench/results.json`, except the public prices in the cost section. "
+        "Everything runs on one machine: the local runtime (`leasehold dev`: moto server, "
+        "worker processes, API) and the benchmark client share its cores, so absolute rates "
+        "are the emulator's, not AWS's.",
+        "",
+        f"- Date: {r['date']}; profile `{r['profile']}`; run took {r['duration_seconds']:.0f} s",
+        f"- Machine: {m['cores']} cores, {m['memory_gib']} GiB, Python {m['python']}, "
+        f"{m['platform']}",
+        f"- Load average (1 min) at the start of each section: {min(all_loads):.1f} to "
+        f"{max(all_loads):.1f} (other work shared the machine; see `load` in the JSON)",
+        "",
+        "## Targets",
+        "",
+        _row("target", "goal", "measured", "verdict"),
+        _row("---", "---", "---", "---"),
+    ]
+    for t in r["targets"]:
+        lines.append(_row(t["name"], t["target"], t["measured"],
+                          "met" if t["met"] else "**MISSED**"))
+
+    floor = r["throughput"]["floor"]
+    lines += [
+        "",
+        "## 1. Throughput (no-op jobs, end to end)",
+        "",
+        f"Jobs submitted from {throughput_threads(r)} client threads, from the first submission "
+        "to the last job's `finished_at`. Workers poll batches of 10 with 4 threads each. "
+        f"Floor: {floor['jobs']} jobs' worth of bare calls on a fresh emulator "
+        "(per job: 1 conditional put, 1 send, 2 conditional updates; per 10 jobs: "
+        f"1 receive, 1 batched delete) from {floor['client_threads']} threads: "
+        f"**{floor['jobs_per_second']} jobs/s**.",
+        "",
+        _row("worker processes", "library jobs/s", "ratio to floor", "HTTP API jobs/s",
+             "ratio to floor", "jobs per run"),
+        _row("---", "---", "---", "---", "---", "---"),
+    ]
+    for run in sorted(r["throughput"]["runs"], key=lambda x: x["workers"]):
+        lines.append(_row(run["workers"], run["library"]["jobs_per_second"],
+                          f"{run['ratio_library']:.2f}", run["http"]["jobs_per_second"],
+                          f"{run['ratio_http']:.2f}", run["library"]["jobs"]))
+
+    q, p = r["queue_wait"], r["precision"]
+    lines += [
+        "",
+        "## 2. Queue wait at 50% of capacity",
+        "",
+        f"{q['workers']} worker processes, capacity {q['capacity_jobs_per_second']} jobs/s "
+        f"(section 1), submitted at {q['achieved_rate']} jobs/s for {q['seconds']:g} s; "
+        "wait = `started_at - created_at` (from submission, so it includes the submission's "
+        "own writes).",
+        "",
+        _row("jobs", "p50", "p99", "max"),
+        _row("---", "---", "---", "---"),
+        _row(q["count"], f"{q['p50_s']:.3f} s", f"{q['p99_s']:.3f} s", f"{q['max_s']:.3f} s"),
+        "",
+        "## 3. Timing precision (start lateness = `first_started_at - run_at`)",
+        "",
+        f"Delayed jobs (delays {p['delays_s'][0]:g}-{p['delays_s'][1]:g} s with millisecond "
+        "parts) and a `rate(2 seconds)` schedule, "
+        f"together for {p['seconds']:g} s; the local ticker runs every second. Negative "
+        "lateness is an early start.",
+        "",
+        _row("kind", "jobs", "p50", "p99", "min", "max", "started early"),
+        _row("---", "---", "---", "---", "---", "---", "---"),
+    ]
+    for label, key in (("delayed", "delayed"), ("schedule every 2 s", "cron_every_2s")):
+        s = p[key]
+        lines.append(_row(label, s["count"], f"{s['p50_s']:.3f} s", f"{s['p99_s']:.3f} s",
+                          f"{s['min_s']:.3f} s" if s["min_s"] is not None else "-",
+                          f"{s['max_s']:.3f} s" if s["max_s"] is not None else "-",
+                          s["early"]))
+
+    pj = r["per_job"]
+    lines += [
+        "",
+        "## 4. AWS requests and DynamoDB capacity units per job",
+        "",
+        "Counted with botocore `after-call` hooks on the app's clients over batches of 10 jobs "
+        "through the real paths (receives counted only when they return messages). Units are "
+        "computed from item sizes, as moto reports fixed capacity: a write costs "
+        "`ceil(max(size before, size after) / 1 KB)`; each GSI adds 1 write when an item "
+        "enters, leaves or changes projected attributes, 2 when its index key changes, each "
+        "`ceil((index keys + table key + projected attributes + 100 B) / 1 KB)`; reads "
+        "`ceil(size / 4 KB)` (half when eventually consistent, index queries always).",
+        "",
+        _row("job", "requests", "by operation", "write units", "by table/index",
+             "read units"),
+        _row("---", "---", "---", "---", "---", "---"),
+    ]
+    for label, key in (("immediate", "immediate"), ("immediate via API", "immediate_via_api"),
+                       ("delayed", "delayed"), ("retried once", "retried"),
+                       ("cron occurrence", "cron_occurrence")):
+        k = pj[key]
+        lines.append(_row(label, f"{k['requests']:g}", _ops(k["requests_by_operation"]),
+                          f"{k['write_units']:g}",
+                          ", ".join(f"{t} {n:g}" for t, n in k["write_units_by_table"].items()),
+                          f"{k['read_units']:g}"))
+    lines += [
+        "",
+        f"A cron occurrence excludes the ticker's fixed queries (an empty tick: "
+        f"{pj['empty_tick']['requests']:g} queries, {pj['empty_tick']['read_units']:g} read "
+        "units, see section 6).",
+    ]
+
+    c = r["cost"]
+    lines += [
+        "",
+        "## 5. Cost per million jobs (us-east-1 on-demand)",
+        "",
+        _row("workload", "DynamoDB", "SQS", "Lambda", "API Gateway", "total"),
+        _row("---", "---", "---", "---", "---", "---"),
+    ]
+    for label, key in (("Leasehold immediate", "immediate"), ("Leasehold delayed", "delayed"),
+                       ("Leasehold retried once", "retried"),
+                       ("Leasehold cron occurrence", "cron_occurrence"),
+                       ("Leasehold immediate via API", "immediate_via_api")):
+        k = c["per_million_jobs"][key]
+        lam = k["lambda_worker"] + k.get("lambda_api", 0)
+        lines.append(_row(label, f"${k['dynamodb']:.2f}", f"${k['sqs']:.2f}", f"${lam:.2f}",
+                          f"${k.get('api_gateway', 0):.2f}", f"**${k['total']:.2f}**"))
+    for label, dollars in c["alternatives_per_million_jobs"].items():
+        lines.append(_row(label, "", "", "", "", f"${dollars:.2f}"))
+    lines += ["", f"Fixed per month (ticker and sweeper once a minute): "
+                  f"${c['fixed_per_month']}." if c["fixed_per_month"] is not None else "", ""]
+    lines += ["Assumptions:", ""] + [f"- {a}" for a in c["assumptions"]]
+    lines += ["", "Prices: " + ", ".join(f"{k} {v:g}" for k, v in c["prices"].items()) + "."]
+
+    sc = r["scaling"]
+    lines += [
+        "",
+        "## 6. Scaling",
+        "",
+        "One ticker pass and one sweeper pass over a jobs table holding the stored jobs "
+        "(80% SUCCEEDED, 10% SCHEDULED a day ahead, 10% RUNNING with live leases, written "
+        "with `batch_write_item` into moto) plus the same due work each time (10 due jobs, "
+        "10 expired leases). Read units are computed as in section 4; moto's time per pass "
+        "is shown because moto scans for index queries (DynamoDB does not).",
+        "",
+        _row("stored jobs", "ticker read units", "ticker queries", "sweeper read units",
+             "sweeper queries", "promoted / recovered", "moto seconds (tick, sweep)"),
+        _row("---", "---", "---", "---", "---", "---", "---"),
+    ]
+    for s in sc["stored"]:
+        lines.append(_row(f"{s['stored_jobs']:,}", f"{s['ticker']['read_units']:g}",
+                          s["ticker"]["queries"], f"{s['sweeper']['read_units']:g}",
+                          s["sweeper"]["queries"],
+                          f"{s['ticker']['promoted']} / {s['sweeper']['recovered']}",
+                          f"{s['ticker']['seconds_in_moto']}, "
+                          f"{s['sweeper']['seconds_in_moto']}"))
+    for s in sc["skipped"]:
+        lines.append(_row(f"{s['stored_jobs']:,}", "not run: " + s["reason"] +
+                          f" (estimated {s['estimated_seconds']} s, "
+                          f"{s['seconds_left']} s left)", "", "", "", "", ""))
+    lines += [
+        "",
+        "Submission throughput (library, 8 threads, no workers) by shard count: "
+        + ", ".join(f"{s['shards']} shards {s['submitted_per_second']} jobs/s"
+                    for s in sc["submission_by_shards"])
+        + ". moto has no partition limits, so this shows the code's cost of sharding only; "
+          "on DynamoDB each shard of the `leases` and `due` indexes is one partition key "
+          "(about 1,000 writes/s).",
+    ]
+
+    imp, asset = r["cold_start"]["imports"], r["cold_start"]["asset"]
+    lines += [
+        "",
+        "## 7. Cold start",
+        "",
+        f"Median over {imp['runs']} fresh interpreters of `import leasehold.handlers.<name>` "
+        f"minus a bare interpreter ({imp['bare_interpreter_ms']} ms).",
+        "",
+        _row("handler", "import wall ms", "import CPU ms"),
+        _row("---", "---", "---"),
+    ]
+    for name, wall in imp["wall_ms"].items():
+        lines.append(_row(name, wall, imp["cpu_ms"][name]))
+    how = {"infra": "the CDK app's own bundler (`infra.code.PipBundler`: pip for manylinux "
+                    "aarch64)",
+           "venv": "the runtime dependencies as installed in `.venv` (no network)",
+           }.get(asset["method"], "nothing (not measured in this profile)")
+    lines += [
+        "",
+        f"Code asset, built with {how}: {asset['unzipped_bytes'] / MB:.1f} MB unzipped, "
+        f"**{asset['zipped_bytes'] / MB:.1f} MB zipped**. Largest: "
+        + ", ".join(f"{n} {b / MB:.1f} MB"
+                    for n, b in asset["largest_packages_unzipped_bytes"].items()) + ".",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def throughput_threads(r: dict[str, Any]) -> int:
+    return int(r["throughput"]["floor"]["client_threads"])

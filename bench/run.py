@@ -1,0 +1,191 @@
+"""Run the benchmark suite: ``python -m bench.run [--quick | --profile tiny] [--out DIR]``.
+
+Writes ``results.json`` and the ``BENCHMARKS.md`` table. Sizes come from a profile: ``full``
+(``make bench``, within 15 minutes on 2 cores), ``quick`` (``make bench-quick``, under 2
+minutes) and ``tiny`` (the test suite's smoke run: proves it works, measures nothing useful).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+from bench import coldstart, cost, per_job, report, scaling, throughput, timing
+from bench.local import ROOT, runtime
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Profile:
+    name: str
+    #: Worker processes per throughput run; the timing runs use the last one's runtime.
+    workers: tuple[int, ...]
+    jobs: int
+    floor_jobs: int
+    queue_wait_seconds: float
+    precision_seconds: float
+    delayed_jobs: int
+    stored: tuple[int, ...]
+    shards: tuple[int, ...]
+    shard_jobs: int
+    import_runs: int
+    handlers: tuple[str, ...] = coldstart.HANDLERS
+    #: Jobs per kind metered for requests and units, and jobs timed without the meter.
+    metered: int = 10
+    timed: int = 30
+    delays: tuple[float, float] = (2.0, 8.0)
+    asset_method: str
+    #: Wall-clock budget: a scaling size that would not fit is skipped (and reported).
+    budget_seconds: float
+
+
+PROFILES = {
+    "full": Profile(name="full", workers=(1, 4, 2), jobs=200, floor_jobs=300,
+                    queue_wait_seconds=45, precision_seconds=40, delayed_jobs=20,
+                    stored=(1_000, 10_000, 100_000), shards=(1, 8, 32), shard_jobs=150,
+                    import_runs=10, asset_method="infra", budget_seconds=14 * 60),
+    "quick": Profile(name="quick", workers=(1, 4, 2), jobs=30, floor_jobs=60,
+                     queue_wait_seconds=8, precision_seconds=12, delayed_jobs=4,
+                     stored=(500, 2_000), shards=(1, 8), shard_jobs=30, import_runs=3,
+                     asset_method="venv", budget_seconds=110),
+    "tiny": Profile(name="tiny", workers=(1,), jobs=8, floor_jobs=10,
+                    queue_wait_seconds=2, precision_seconds=5, delayed_jobs=2,
+                    stored=(100,), shards=(1,), shard_jobs=8, import_runs=1,
+                    asset_method="skip", budget_seconds=60, handlers=("worker",),
+                    metered=2, timed=2, delays=(1.0, 2.0)),
+}
+
+
+class Run:
+    def __init__(self, profile: Profile) -> None:
+        self.profile = profile
+        self.started = time.monotonic()
+        self.loads: dict[str, list[float]] = {}
+        self.seconds: dict[str, float] = {}
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.started
+
+    def section(self, name: str, body: Callable[[], T]) -> T:
+        self.loads[name] = [round(v, 2) for v in os.getloadavg()]
+        print(f"[bench {self.elapsed():6.1f}s] {name} (load {self.loads[name][0]:.1f})",
+              file=sys.stderr, flush=True)
+        started = time.monotonic()
+        try:
+            return body()
+        finally:
+            self.seconds[name] = round(time.monotonic() - started, 1)
+
+
+def _throughput(run: Run) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    p = run.profile
+    floor = run.section("floor", lambda: throughput.floor(p.floor_jobs))
+    runs = []
+    queue: dict[str, Any] = {}
+    precise: dict[str, Any] = {}
+    for workers in p.workers:
+        with runtime(workers=workers) as rt:
+            library = run.section(f"throughput library x{workers}",
+                                  lambda: throughput.library(rt, p.jobs))
+            http = run.section(f"throughput http x{workers}",
+                               lambda: throughput.http(rt, p.jobs))
+            runs.append({
+                "workers": workers, "library": library, "http": http,
+                "ratio_library": round(library["jobs_per_second"] / floor["jobs_per_second"], 3),
+                "ratio_http": round(http["jobs_per_second"] / floor["jobs_per_second"], 3),
+            })
+            if workers == p.workers[-1]:
+                capacity = float(library["jobs_per_second"])
+                queue = run.section("queue wait", lambda c=capacity: timing.queue_wait(
+                    rt, c / 2, p.queue_wait_seconds))
+                queue.update({"workers": workers, "capacity_jobs_per_second": capacity})
+                precise = run.section("precision", lambda: timing.precision(
+                    rt, p.precision_seconds, p.delayed_jobs, p.delays))
+                precise["workers"] = workers
+    return {"floor": floor, "runs": runs}, queue, precise
+
+
+def _scaling(run: Run) -> dict[str, Any]:
+    p = run.profile
+    stored: list[dict[str, Any]] = []
+    skipped: list[dict[str, Any]] = []
+    previous: tuple[int, float] | None = None
+    for size in p.stored:
+        if previous is not None:
+            # Loading and passes in moto grow linearly with the stored jobs.
+            estimate = previous[1] * size / previous[0]
+            left = p.budget_seconds - run.elapsed()
+            if estimate > left:
+                skipped.append({"stored_jobs": size, "estimated_seconds": round(estimate),
+                                "seconds_left": round(left),
+                                "reason": "would not fit in the run's time budget"})
+                continue
+        started = time.monotonic()
+        stored += run.section(f"scaling {size}", lambda size=size: scaling.passes([size]))
+        previous = (size, time.monotonic() - started)
+    return {"stored": stored, "skipped": skipped}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.run")
+    parser.add_argument("--profile", choices=sorted(PROFILES), default="full")
+    parser.add_argument("--quick", action="store_true", help="same as --profile quick")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="directory for results.json and BENCHMARKS.md "
+                             "(default: bench/results.json and ./BENCHMARKS.md)")
+    args = parser.parse_args(argv)
+    profile = PROFILES["quick" if args.quick else args.profile]
+    run = Run(profile)
+    results: dict[str, Any] = {
+        "profile": profile.name,
+        "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "machine": {
+            "cores": os.cpu_count(),
+            "memory_gib": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+                                / 2**30, 1),
+            "python": platform.python_version(), "platform": platform.platform(),
+        },
+    }
+    results["per_job"] = run.section("requests per job", lambda: per_job.measure_all(
+        batch=profile.metered, timed=profile.timed))
+    results["throughput"], results["queue_wait"], results["precision"] = _throughput(run)
+    shards = run.section("submission by shards", lambda: scaling.submission_by_shards(
+        profile.shards, profile.shard_jobs))
+    results["cold_start"] = {
+        "imports": run.section("imports", lambda: coldstart.import_times(
+            profile.import_runs, profile.handlers)),
+        "asset": run.section("asset", lambda: coldstart.asset_size(profile.asset_method)),
+    }
+    results["scaling"] = _scaling(run)
+    results["scaling"]["submission_by_shards"] = shards
+    results["cost"] = cost.model(results["per_job"], results["scaling"]["stored"])
+    results["load"] = {"at_sections": run.loads, "at_end": [round(v, 2)
+                                                            for v in os.getloadavg()]}
+    results["section_seconds"] = run.seconds
+    results["duration_seconds"] = round(run.elapsed(), 1)
+    results["targets"] = report.targets(results)
+
+    json_path = (args.out / "results.json") if args.out else ROOT / "bench" / "results.json"
+    md_path = (args.out / "BENCHMARKS.md") if args.out else ROOT / "BENCHMARKS.md"
+    json_path.parent.mkdir(parents=True, exist_ok=True)
+    json_path.write_text(json.dumps(results, indent=2, sort_keys=False) + "\n")
+    md_path.write_text(report.markdown(results))
+    print(f"[bench {run.elapsed():6.1f}s] wrote {json_path} and {md_path}", file=sys.stderr)
+    for target in results["targets"]:
+        print(f"  {'met   ' if target['met'] else 'MISSED'}  {target['name']}: "
+              f"{target['measured']} (target {target['target']})", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

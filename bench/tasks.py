@@ -1,0 +1,25 @@
+"""Tasks the benchmarks run: a no-op, and one that fails its first attempt."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from leasehold import JobContext, RetryPolicy, task
+
+
+@task("bench.noop", timeout_seconds=60)
+def noop(payload: Any, ctx: JobContext) -> None:
+    """Does nothing: what is measured is the scheduler, not the job."""
+    return None
+
+
+class PlannedFailure(RuntimeError):
+    """The failure ``bench.fail_once`` raises on its first attempt."""
+
+
+@task("bench.fail_once", timeout_seconds=60,
+      retry=RetryPolicy(min_backoff_seconds=0.0, max_backoff_seconds=1.0))
+def fail_once(payload: Any, ctx: JobContext) -> None:
+    """Fails attempt 1, succeeds attempt 2 (one retry, as cheap as the policy allows)."""
+    if ctx.attempt <= 1:
+        raise PlannedFailure("first attempt fails on purpose")

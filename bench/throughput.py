@@ -1,0 +1,145 @@
+"""Throughput of no-op jobs end to end, and the floor: the bare moto calls a job needs."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from bench.local import Runtime, fake_credentials, wait_count, wait_succeeded
+from leasehold.aws import Clients
+from leasehold.definitions import JOBS
+from leasehold.ids import new_id
+from leasehold.local import emulator
+from leasehold.settings import Settings
+from leasehold.spec import JobSpec
+from leasehold.submission import submit
+
+#: Client threads that submit (library or HTTP) and that drive the floor.
+CLIENT_THREADS = 8
+
+
+def _measure(runtime: Runtime, n: int, submit_one: Callable[[str], str], *,
+             timeout: float) -> dict[str, Any]:
+    app = runtime.app()
+    tenant = "t" + uuid.uuid4().hex[:10]
+    started = time.time()
+    with ThreadPoolExecutor(CLIENT_THREADS) as pool:
+        ids = list(pool.map(lambda _: submit_one(tenant), range(n)))
+    submitted = time.time()
+    wait_count(app, tenant, n, timeout=timeout)
+    jobs = wait_succeeded(app, ids, timeout=timeout)
+    finished = max(j.finished_at or 0 for j in jobs) / 1000
+    elapsed = finished - started
+    return {
+        "jobs": n, "seconds": round(elapsed, 3), "jobs_per_second": round(n / elapsed, 1),
+        "submitted_per_second": round(n / (submitted - started), 1),
+        "succeeded": sum(1 for j in jobs if j.state.value == "SUCCEEDED"),
+    }
+
+
+def library(runtime: Runtime, n: int, *, timeout: float = 300) -> dict[str, Any]:
+    """Submit ``n`` no-op jobs with :func:`leasehold.submission.submit` from 8 threads."""
+    app = runtime.app()
+
+    def one(tenant: str) -> str:
+        return submit(app, JobSpec(task="bench.noop", tenant=tenant)).job.job_id
+
+    return _measure(runtime, n, one, timeout=timeout)
+
+
+def http(runtime: Runtime, n: int, *, timeout: float = 300) -> dict[str, Any]:
+    """Submit ``n`` no-op jobs with ``POST /jobs`` from 8 threads."""
+
+    def one(tenant: str) -> str:
+        return str(runtime.post("/jobs", {"task": "bench.noop"}, tenant=tenant)["job_id"])
+
+    return _measure(runtime, n, one, timeout=timeout)
+
+
+# -- the floor ---------------------------------------------------------------------------------
+
+def floor(n: int, *, threads: int = CLIENT_THREADS) -> dict[str, Any]:
+    """``n`` jobs' worth of the bare calls a job minimally needs, on a fresh emulator.
+
+    Per job: one conditional put, one send, two conditional updates; per 10 jobs: one receive
+    and one batched delete. Items carry the same index keys a job row does (so moto maintains
+    the same indexes), on a table built from the same definition.
+    """
+    fake_credentials()
+    server = emulator.start()
+    try:
+        settings = Settings(endpoint_url=server.endpoint, jobs_table="floor-jobs")
+        clients = Clients(settings)
+        ddb, sqs = clients.dynamodb, clients.sqs
+        ddb.create_table(**JOBS.create_table_kwargs(settings))
+        urls = [sqs.create_queue(QueueName=f"floor-{i}")["QueueUrl"] for i in range(threads)]
+        shares = [n // threads + (1 if i < n % threads else 0) for i in range(threads)]
+        calls = {"put": 0, "send": 0, "receive": 0, "update": 0, "delete_batch": 0}
+        lock = threading.Lock()
+
+        def drive(url: str, count: int) -> None:
+            local = dict.fromkeys(calls, 0)
+            done = 0
+            while done < count:
+                size = min(10, count - done)
+                for _ in range(size):
+                    now = int(time.time() * 1000)
+                    job_id = new_id(now)
+                    ddb.put_item(
+                        TableName="floor-jobs",
+                        Item={"job_id": {"S": job_id}, "state": {"S": "QUEUED"},
+                              "epoch": {"N": "1"}, "tenant": {"S": "floor"},
+                              "created_at": {"N": str(now)}, "lease_shard": {"N": "0"},
+                              "lease_expires_at": {"N": str(now + 900_000)}},
+                        ConditionExpression="attribute_not_exists(job_id)")
+                    sqs.send_message(QueueUrl=url, MessageBody=json.dumps(
+                        {"job_id": job_id, "epoch": 1}))
+                    local["put"] += 1
+                    local["send"] += 1
+                messages: list[dict[str, Any]] = []
+                while len(messages) < size:
+                    messages += sqs.receive_message(
+                        QueueUrl=url, MaxNumberOfMessages=10).get("Messages", [])
+                    local["receive"] += 1
+                for message in messages:
+                    job_id = json.loads(message["Body"])["job_id"]
+                    now = int(time.time() * 1000)
+                    ddb.update_item(
+                        TableName="floor-jobs", Key={"job_id": {"S": job_id}},
+                        UpdateExpression="SET #s = :running, lease_expires_at = :exp",
+                        ConditionExpression="#s = :queued AND epoch = :one",
+                        ExpressionAttributeNames={"#s": "state"},
+                        ExpressionAttributeValues={
+                            ":running": {"S": "RUNNING"}, ":queued": {"S": "QUEUED"},
+                            ":one": {"N": "1"}, ":exp": {"N": str(now + 30_000)}})
+                    ddb.update_item(
+                        TableName="floor-jobs", Key={"job_id": {"S": job_id}},
+                        UpdateExpression="SET #s = :ok REMOVE lease_shard, lease_expires_at",
+                        ConditionExpression="#s = :running AND epoch = :one",
+                        ExpressionAttributeNames={"#s": "state"},
+                        ExpressionAttributeValues={
+                            ":running": {"S": "RUNNING"}, ":ok": {"S": "SUCCEEDED"},
+                            ":one": {"N": "1"}})
+                    local["update"] += 2
+                sqs.delete_message_batch(QueueUrl=url, Entries=[
+                    {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]}
+                    for i, m in enumerate(messages)])
+                local["delete_batch"] += 1
+                done += len(messages)
+            with lock:
+                for name, value in local.items():
+                    calls[name] += value
+
+        started = time.monotonic()
+        with ThreadPoolExecutor(threads) as pool:
+            list(pool.map(drive, urls, shares))
+        elapsed = time.monotonic() - started
+    finally:
+        server.stop()
+    return {"jobs": n, "seconds": round(elapsed, 3), "jobs_per_second": round(n / elapsed, 1),
+            "client_threads": threads, "calls": calls}

@@ -1,0 +1,61 @@
+"""The benchmark suite runs end to end (tiny sizes) and writes a complete report.
+
+Timings are never asserted: this proves the benchmark works, not how fast anything is.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).parents[2]
+
+pytestmark = pytest.mark.e2e
+
+
+def test_tiny_benchmark_run_writes_every_section_and_the_targets_table(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LEASEHOLD_")}
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.run", "--profile", "tiny", "--out", str(tmp_path)],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=240, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+
+    results = json.loads((tmp_path / "results.json").read_text())
+    assert results["machine"]["cores"] >= 1
+    assert len(results["load"]["at_end"]) == 3
+
+    for kind in ("immediate", "immediate_via_api", "delayed", "retried", "cron_occurrence"):
+        measured = results["per_job"][kind]
+        assert measured["requests"] > 0
+        assert measured["requests_by_operation"]["dynamodb.PutItem"] >= 1
+        assert measured["requests_by_operation"]["sqs.SendMessage"] >= 1
+        assert measured["write_units"] >= 1
+    retried, immediate = results["per_job"]["retried"], results["per_job"]["immediate"]
+    assert retried["requests"] > immediate["requests"]  # a second attempt costs more
+
+    (run,) = results["throughput"]["runs"]
+    assert run["library"]["succeeded"] == run["library"]["jobs"]
+    assert run["http"]["succeeded"] == run["http"]["jobs"]
+    assert results["throughput"]["floor"]["jobs_per_second"] > 0
+    assert results["queue_wait"]["count"] >= 1
+    assert results["precision"]["delayed"]["count"] >= 1
+
+    (stored,) = results["scaling"]["stored"]
+    assert stored["ticker"]["promoted"] == 10 and stored["sweeper"]["recovered"] == 10
+    assert stored["ticker"]["read_units"] > 0 and stored["sweeper"]["read_units"] > 0
+    assert results["scaling"]["submission_by_shards"][0]["submitted_per_second"] > 0
+
+    assert results["cold_start"]["imports"]["wall_ms"]["worker"] > 0
+    assert results["cost"]["per_million_jobs"]["immediate"]["total"] > 0
+    assert {t["name"] for t in results["targets"]} >= {
+        "requests per immediate no-op job", "write units per immediate no-op job"}
+
+    page = (tmp_path / "BENCHMARKS.md").read_text()
+    assert "| target | goal | measured | verdict |" in page
+    for heading in ("## 1. Throughput", "## 4. AWS requests", "## 5. Cost", "## 7. Cold start"):
+        assert heading in page
