@@ -16,7 +16,13 @@ from typing import Any
 from botocore.exceptions import ClientError
 from hypothesis import HealthCheck, event, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    precondition,
+    rule,
+)
 from moto import mock_aws
 
 from leasehold import sweeper
@@ -91,6 +97,11 @@ class Lifecycle(RuleBasedStateMachine):
             self.mock.stop()
 
     # -- rules --------------------------------------------------------------------------
+
+    @initialize(fail_first=st.lists(st.integers(0, MAX_ATTEMPTS + 1), min_size=2, max_size=6))
+    def some_jobs(self, fail_first: list[int]) -> None:
+        for failures in fail_first:
+            self.submit_job(failures, lose_send=False)
 
     @rule(fail_first=st.integers(0, MAX_ATTEMPTS + 1), lose_send=st.booleans())
     def submit_job(self, fail_first: int, lose_send: bool) -> None:
@@ -205,14 +216,15 @@ class Lifecycle(RuleBasedStateMachine):
     def no_job_is_lost_and_attempts_stay_in_bounds(self) -> None:
         if not self.jobs:
             return
-        for job in self.app.store.batch_get(self.jobs):
+        jobs = self.app.store.batch_get(self.jobs)
+        assert len(jobs) == len(self.jobs)
+        for job in jobs:
             assert job.attempt <= job.max_attempts
             if job.state in (JobState.QUEUED, JobState.RUNNING):
                 # In the leases index: the sweeper will find it if its message is lost.
                 assert job.lease_expires_at is not None
             else:
                 assert job.state.terminal, job.state
-        assert len(self.app.store.batch_get(self.jobs)) == len(self.jobs)
 
     def _drain(self) -> None:
         for _ in range(40):
@@ -234,6 +246,6 @@ class Lifecycle(RuleBasedStateMachine):
 
 TestLifecycle = Lifecycle.TestCase
 TestLifecycle.settings = settings(
-    max_examples=40, stateful_step_count=30, deadline=None,
+    max_examples=30, stateful_step_count=25, deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
 )
