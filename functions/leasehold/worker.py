@@ -99,11 +99,16 @@ class Worker:
             return Outcome.STALE
         attempt = self._run(job, owner, delivery)
         if attempt.lease_lost:
-            return Outcome.LEASE_LOST
-        try:
-            return self._finish(job, owner, attempt)
-        except LeaseLost:
-            return Outcome.LEASE_LOST
+            outcome = Outcome.LEASE_LOST
+        else:
+            try:
+                outcome = self._finish(job, owner, attempt)
+            except LeaseLost:
+                outcome = Outcome.LEASE_LOST
+        log.info("job %s attempt %d: %s", job.job_id, job.attempt, outcome.value,
+                 extra={"job_id": job.job_id, "tenant": job.tenant, "task": job.task,
+                        "attempt": job.attempt, "outcome": outcome.value})
+        return outcome
 
     # -- running ------------------------------------------------------------------------
 

@@ -6,15 +6,17 @@ from dataclasses import asdict
 from functools import cache
 from typing import Any
 
+from leasehold import telemetry
 from leasehold.app import Leasehold
 from leasehold.sweeper import sweep
 
 
 @cache
 def _app() -> Leasehold:
-    return Leasehold.from_settings()
+    return telemetry.install(Leasehold.from_settings())
 
 
+@telemetry.instrumented
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     report = asdict(sweep(_app()))
     report.pop("job_ids")

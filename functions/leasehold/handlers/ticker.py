@@ -10,15 +10,17 @@ from dataclasses import asdict
 from functools import cache
 from typing import Any
 
+from leasehold import telemetry
 from leasehold.app import Leasehold
 from leasehold.ticker import tick
 
 
 @cache
 def _app() -> Leasehold:
-    return Leasehold.from_settings()
+    return telemetry.install(Leasehold.from_settings())
 
 
+@telemetry.instrumented
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     report = asdict(tick(_app()))
     report.pop("job_ids")

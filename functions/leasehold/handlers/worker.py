@@ -5,6 +5,7 @@ from __future__ import annotations
 from functools import cache
 from typing import Any
 
+from leasehold import telemetry
 from leasehold.app import Leasehold
 from leasehold.consumer import process_event
 from leasehold.worker import Worker
@@ -12,8 +13,9 @@ from leasehold.worker import Worker
 
 @cache
 def _worker() -> Worker:
-    return Worker(Leasehold.from_settings())
+    return Worker(telemetry.install(Leasehold.from_settings()))
 
 
+@telemetry.instrumented
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     return process_event(_worker(), event, context)
