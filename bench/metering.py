@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import math
 import threading
-from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -147,16 +146,30 @@ def index_write_units(table: TableDefinition, before: Item | None, after: Item |
 
 # -- the meter -------------------------------------------------------------------------------
 
+Tally = dict[str, float]
+
+
+def _merge(into: Tally, other: Tally, sign: float = 1.0) -> None:
+    for key, value in other.items():
+        into[key] = into.get(key, 0.0) + sign * value
+        if not into[key]:
+            del into[key]
+
+
 @dataclass
 class Usage:
     """Requests by ``service.Operation`` and capacity units by table (and ``table/index``)."""
 
-    requests: Counter[str] = field(default_factory=Counter)
-    write_units: Counter[str] = field(default_factory=Counter)
-    read_units: Counter[str] = field(default_factory=Counter)
-    unmodelled: Counter[str] = field(default_factory=Counter)
+    requests: Tally = field(default_factory=dict)
+    write_units: Tally = field(default_factory=dict)
+    read_units: Tally = field(default_factory=dict)
+    unmodelled: Tally = field(default_factory=dict)
 
-    def total_requests(self, service: str | None = None) -> int:
+    def add(self, other: Usage, sign: float = 1.0) -> None:
+        for name in ("requests", "write_units", "read_units", "unmodelled"):
+            _merge(getattr(self, name), getattr(other, name), sign)
+
+    def total_requests(self, service: str | None = None) -> float:
         return sum(n for op, n in self.requests.items()
                    if service is None or op.startswith(service + "."))
 
@@ -167,22 +180,15 @@ class Usage:
         return float(sum(self.read_units.values()))
 
     def minus(self, other: Usage) -> Usage:
-        def sub(a: Counter[str], b: Counter[str]) -> Counter[str]:
-            out: Counter[str] = Counter()
-            for key in set(a) | set(b):
-                if a[key] - b[key]:
-                    out[key] = a[key] - b[key]
-            return out
-
-        return Usage(sub(self.requests, other.requests),
-                     sub(self.write_units, other.write_units),
-                     sub(self.read_units, other.read_units),
-                     sub(self.unmodelled, other.unmodelled))
+        out = Usage()
+        out.add(self)
+        out.add(other, -1.0)
+        return out
 
     def per(self, count: int) -> dict[str, Any]:
         """Everything divided by ``count`` (jobs), rounded for a report."""
-        def scaled(counter: Counter[str]) -> dict[str, float]:
-            return {k: round(v / count, 3) for k, v in sorted(counter.items())}
+        def scaled(tally: Tally) -> dict[str, float]:
+            return {k: round(v / count, 3) for k, v in sorted(tally.items())}
 
         return {
             "requests": round(self.total_requests() / count, 3),
@@ -251,13 +257,11 @@ class Meter:
             return
         service = model.service_model.service_name
         op = model.name
-        usage = Usage()
-        usage.requests[f"{service}.{op}"] += 1
+        usage = Usage(requests={f"{service}.{op}": 1})
         if service == "dynamodb":
             self._units(op, parsed, context, usage)
         with self._lock:
-            for name in ("requests", "write_units", "read_units", "unmodelled"):
-                getattr(self.usage, name).update(getattr(usage, name))
+            self.usage.add(usage)
 
     def _units(self, op: str, parsed: Mapping[str, Any], context: Mapping[str, Any],
                usage: Usage) -> None:
@@ -266,27 +270,28 @@ class Meter:
             table, key, before = context["bench_write"]
             after = self._image(table.table_name(self.settings), key)
             name = table.role
-            usage.write_units[name] += write_units(max(item_size(before), item_size(after)))
-            for index, units in index_write_units(table, before, after).items():
-                usage.write_units[f"{name}/{index}"] += units
+            _merge(usage.write_units,
+                   {name: write_units(max(item_size(before), item_size(after)))})
+            _merge(usage.write_units, {f"{name}/{index}": units for index, units
+                                       in index_write_units(table, before, after).items()})
         elif op in UNMODELLED_WRITES:
-            usage.unmodelled[op] += 1
+            _merge(usage.unmodelled, {op: 1})
         elif op == "GetItem":
             table = self._tables.get(str(params.get("TableName")))
             consistent = bool(params.get("ConsistentRead"))
-            usage.read_units[table.role if table else "other"] += read_units(
-                item_size(parsed.get("Item")), consistent=consistent)
+            _merge(usage.read_units, {table.role if table else "other": read_units(
+                item_size(parsed.get("Item")), consistent=consistent)})
         elif op == "BatchGetItem":
             for table_name, items in (parsed.get("Responses") or {}).items():
                 table = self._tables.get(table_name)
                 for item in items:
-                    usage.read_units[table.role if table else "other"] += read_units(
-                        item_size(item), consistent=True)
+                    _merge(usage.read_units, {table.role if table else "other": read_units(
+                        item_size(item), consistent=True)})
         elif op == "Query":
             table = self._tables.get(str(params.get("TableName")))
             index = params.get("IndexName")
             consistent = bool(params.get("ConsistentRead")) and not index
             size = sum(item_size(i) for i in parsed.get("Items", []))
             label = (table.role if table else "other") + (f"/{index}" if index else "")
-            usage.read_units[label] += read_units(size, consistent=consistent)
+            _merge(usage.read_units, {label: read_units(size, consistent=consistent)})
 

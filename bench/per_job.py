@@ -59,7 +59,7 @@ class Bench:
                 if time.monotonic() > deadline:
                     raise TimeoutError(f"only {got} of {expected} messages arrived")
                 continue
-            self.meter.usage.requests["sqs.ReceiveMessage"] += 1
+            self.meter.usage.add(Usage(requests={"sqs.ReceiveMessage": 1}))
             started = time.perf_counter()
             consume(self.worker, batch)
             spent += time.perf_counter() - started
@@ -127,8 +127,7 @@ def measure_all(*, batch: int = BATCH, timed: int = 3 * BATCH) -> dict[str, Any]
         fired = bench.measure(lambda: ticker.tick(app, lookahead_seconds=4))
         worked = bench.measure(lambda: bench.run(batch))
         occurrence = fired.minus(empty)
-        for name in ("requests", "write_units", "read_units", "unmodelled"):
-            getattr(occurrence, name).update(getattr(worked, name))
+        occurrence.add(worked)
         results["cron_occurrence"] = occurrence.per(batch)
         for schedule in made:
             schedules.pause(app, schedule.schedule_id, tenant)

@@ -16,6 +16,7 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -56,7 +57,7 @@ PROFILES = {
                     import_runs=10, asset_method="infra", budget_seconds=14 * 60),
     "quick": Profile(name="quick", workers=(1, 4, 2), jobs=30, floor_jobs=60,
                      queue_wait_seconds=8, precision_seconds=12, delayed_jobs=4,
-                     stored=(500, 2_000), shards=(1, 8), shard_jobs=30, import_runs=3,
+                     stored=(500, 2_000), shards=(1, 8), shard_jobs=30, import_runs=3, timed=10,
                      asset_method="venv", budget_seconds=110),
     "tiny": Profile(name="tiny", workers=(1,), jobs=8, floor_jobs=10,
                     queue_wait_seconds=2, precision_seconds=5, delayed_jobs=2,
@@ -106,8 +107,8 @@ def _throughput(run: Run) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any
             })
             if workers == p.workers[-1]:
                 capacity = float(library["jobs_per_second"])
-                queue = run.section("queue wait", lambda c=capacity: timing.queue_wait(
-                    rt, c / 2, p.queue_wait_seconds))
+                queue = run.section("queue wait", partial(
+                    timing.queue_wait, rt, capacity / 2, p.queue_wait_seconds))
                 queue.update({"workers": workers, "capacity_jobs_per_second": capacity})
                 precise = run.section("precision", lambda: timing.precision(
                     rt, p.precision_seconds, p.delayed_jobs, p.delays))
@@ -131,7 +132,7 @@ def _scaling(run: Run) -> dict[str, Any]:
                                 "reason": "would not fit in the run's time budget"})
                 continue
         started = time.monotonic()
-        stored += run.section(f"scaling {size}", lambda size=size: scaling.passes([size]))
+        stored += run.section(f"scaling {size}", partial(scaling.passes, [size]))
         previous = (size, time.monotonic() - started)
     return {"stored": stored, "skipped": skipped}
 

@@ -84,7 +84,7 @@ def load(app: Leasehold, items: Sequence[dict[str, Any]]) -> None:
     ddb = app.clients.dynamodb
     table = app.settings.jobs_table
     for start in range(0, len(items), 25):
-        request = {table: [{"PutRequest": {"Item": i}} for i in items[start:start + 25]]}
+        request: Any = {table: [{"PutRequest": {"Item": i}} for i in items[start:start + 25]]}
         while request:
             request = ddb.batch_write_item(RequestItems=request).get("UnprocessedItems") or {}
 

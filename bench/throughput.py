@@ -101,7 +101,7 @@ def floor(n: int, *, threads: int = CLIENT_THREADS) -> dict[str, Any]:
                         {"job_id": job_id, "epoch": 1}))
                     local["put"] += 1
                     local["send"] += 1
-                messages: list[dict[str, Any]] = []
+                messages: list[Any] = []
                 while len(messages) < size:
                     messages += sqs.receive_message(
                         QueueUrl=url, MaxNumberOfMessages=10).get("Messages", [])
