@@ -164,9 +164,11 @@ class Usage:
     write_units: Tally = field(default_factory=dict)
     read_units: Tally = field(default_factory=dict)
     unmodelled: Tally = field(default_factory=dict)
+    #: DynamoDB requests by ``Operation table`` (which table each request went to).
+    by_table: Tally = field(default_factory=dict)
 
     def add(self, other: Usage, sign: float = 1.0) -> None:
-        for name in ("requests", "write_units", "read_units", "unmodelled"):
+        for name in ("requests", "write_units", "read_units", "unmodelled", "by_table"):
             _merge(getattr(self, name), getattr(other, name), sign)
 
     def total_requests(self, service: str | None = None) -> float:
@@ -200,6 +202,7 @@ class Usage:
             "read_units": round(self.total_read_units() / count, 3),
             "read_units_by_table": scaled(self.read_units),
             "unmodelled_writes": scaled(self.unmodelled),
+            "dynamodb_requests_by_table": scaled(self.by_table),
         }
 
 
@@ -259,6 +262,9 @@ class Meter:
         op = model.name
         usage = Usage(requests={f"{service}.{op}": 1})
         if service == "dynamodb":
+            name = str(context.get("bench_params", {}).get("TableName", "?"))
+            table = self._tables.get(name)
+            usage.by_table[f"{op} {table.role if table else name}"] = 1
             self._units(op, parsed, context, usage)
         with self._lock:
             self.usage.add(usage)

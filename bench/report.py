@@ -172,7 +172,18 @@ def markdown(r: dict[str, Any]) -> str:
                           f"{k['write_units']:g}",
                           ", ".join(f"{t} {n:g}" for t, n in k["write_units_by_table"].items()),
                           f"{k['read_units']:g}"))
+    immediate = pj["immediate"]
+    tables = immediate.get("dynamodb_requests_by_table", {})
+    tenant_requests = sum(n for key, n in tables.items() if key.endswith(" tenants"))
+    tenant_units = immediate["write_units_by_table"].get("tenants", 0)
     lines += [
+        "",
+        "Immediate job, DynamoDB requests by table: "
+        + ", ".join(f"{key} {n:g}" for key, n in tables.items()) + ". "
+        f"The `tenants` writes ({tenant_requests:g} requests, {tenant_units:g} write units) are "
+        "the per-tenant counters a store observer updates on every state change; without them "
+        f"the job would take {immediate['requests'] - tenant_requests:g} requests and "
+        f"{immediate['write_units'] - tenant_units:g} write units (derived from the rows above).",
         "",
         f"A cron occurrence excludes the ticker's fixed queries (an empty tick: "
         f"{pj['empty_tick']['requests']:g} queries, {pj['empty_tick']['read_units']:g} read "
@@ -258,7 +269,9 @@ def markdown(r: dict[str, Any]) -> str:
     lines += [
         "",
         f"Code asset, built with {how}: {asset['unzipped_bytes'] / MB:.1f} MB unzipped, "
-        f"**{asset['zipped_bytes'] / MB:.1f} MB zipped**. Largest: "
+        f"**{asset['zipped_bytes'] / MB:.1f} MB zipped** "
+        f"({asset['zipped_bytes_without_runtime_provided'] / MB:.1f} MB zipped without boto3, "
+        "botocore and their dependencies, which the Lambda Python runtime provides). Largest: "
         + ", ".join(f"{n} {b / MB:.1f} MB"
                     for n, b in asset["largest_packages_unzipped_bytes"].items()) + ".",
         "",

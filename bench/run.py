@@ -51,7 +51,7 @@ class Profile:
 
 
 PROFILES = {
-    "full": Profile(name="full", workers=(1, 4, 2), jobs=200, floor_jobs=300,
+    "full": Profile(name="full", workers=(1, 4, 2), jobs=300, floor_jobs=300,
                     queue_wait_seconds=45, precision_seconds=40, delayed_jobs=20,
                     stored=(1_000, 10_000, 100_000), shards=(1, 8, 32), shard_jobs=150,
                     import_runs=10, asset_method="infra", budget_seconds=14 * 60),

@@ -35,6 +35,7 @@ def test_tiny_benchmark_run_writes_every_section_and_the_targets_table(tmp_path:
         assert measured["requests_by_operation"]["dynamodb.PutItem"] >= 1
         assert measured["requests_by_operation"]["sqs.SendMessage"] >= 1
         assert measured["write_units"] >= 1
+        assert any(key.endswith(" jobs") for key in measured["dynamodb_requests_by_table"])
     retried, immediate = results["per_job"]["retried"], results["per_job"]["immediate"]
     assert retried["requests"] > immediate["requests"]  # a second attempt costs more
 
