@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from leasehold import handoff
 from leasehold.app import Leasehold
@@ -11,6 +12,9 @@ from leasehold.ids import derived_id, new_id
 from leasehold.jobs import Job, Transition
 from leasehold.spec import JobSpec, ResolvedSpec, resolve
 from leasehold.states import JobState
+
+#: Marks a job that holds a live-job slot of its tenant (see ``leasehold.tenants``).
+COUNTED = "counted"
 
 
 @dataclass(frozen=True)
@@ -29,7 +33,8 @@ def job_id_for(spec: ResolvedSpec, now: int) -> str:
 
 
 def new_job(app: Leasehold, spec: ResolvedSpec, now: int, *, job_id: str | None = None,
-            state: JobState | None = None, actor: str = "api", extra: dict | None = None) -> Job:
+            state: JobState | None = None, actor: str = "api",
+            extra: dict[str, Any] | None = None) -> Job:
     """The row for a new job: QUEUED if SQS can hold it until it is due, else SCHEDULED."""
     if state is None:
         state = JobState.QUEUED if handoff.within_sqs_delay(spec.run_at_ms, now) else \
@@ -48,10 +53,16 @@ def new_job(app: Leasehold, spec: ResolvedSpec, now: int, *, job_id: str | None 
     )
 
 
-def submit(app: Leasehold, spec: JobSpec) -> Submitted:
+def submit(app: Leasehold, spec: JobSpec, *, counted: bool = False) -> Submitted:
+    """Validate, write and hand off a job.
+
+    ``counted``: the job holds one of its tenant's live-job slots (the API's admission took
+    it); the slot is given back when the job finishes. Internal submissions are not counted.
+    """
     now = app.now()
     resolved = resolve(spec, app.registry, pools=app.settings.pools, now_ms=now)
-    job, created = app.store.create(new_job(app, resolved, now))
+    job, created = app.store.create(
+        new_job(app, resolved, now, extra={COUNTED: True} if counted else None))
     if not created:
         if job.spec_hash != resolved.spec_hash or job.tenant != resolved.tenant:
             raise IdempotencyConflict(

@@ -5,8 +5,10 @@
   conditional on the ``refilled_at`` it computed from and on ``live < cap``: concurrent API
   instances never spend the same token twice, and a burst cannot overshoot the cap because
   the slot is taken *before* the job row is written.
-* The store observer keeps ``live`` (and the per-state ``count_<STATE>`` attributes used by
-  ``/stats``) in step with every transition.
+* The store observer gives the slot back when a counted job (one the API admitted) reaches a
+  terminal state, and counts the outcome in ``count_<STATE>`` for ``/stats``. It writes only
+  when the live count changes, never on the transitions in between (lease, retry, re-drive):
+  every write here lands on the tenant's one item, and per-job requests are what users pay.
 * A global backlog limit (visible messages in the pool's queues) answers 503 before any of it.
 """
 
@@ -31,6 +33,7 @@ from leasehold.jobs import Job
 from leasehold.settings import PRIORITIES
 from leasehold.states import JobState
 from leasehold.store import from_av, to_av
+from leasehold.submission import COUNTED
 
 if TYPE_CHECKING:  # the app registers our observer, so importing it here would be circular
     from leasehold.app import Leasehold
@@ -176,36 +179,36 @@ def admit(app: Leasehold, tenant: str, pool: str, limits: Limits,
 
 
 def count_transition(app: Leasehold) -> Any:
-    """A store observer keeping ``live`` and ``count_<STATE>`` per tenant in step."""
+    """A store observer keeping a tenant's ``live`` slots and outcome counts in step."""
 
     def observe(job: Job, source: JobState | None) -> None:
-        if source is job.state:
-            return  # a re-drive: same state, new epoch
-        deltas = {f"count_{job.state.value}": 1}
-        if source is not None:
-            deltas[f"count_{source.value}"] = -1
+        if not job.extra.get(COUNTED):
+            return  # internal jobs (schedules, workflow steps, library calls) hold no slot
         if source is None:
             slot = _reserved.get()
             if slot is not None and slot.tenant == job.tenant and not slot.used:
-                slot.used = True  # already counted by the reservation
-            elif job.state.live:
-                deltas["live"] = 1
+                slot.used = True  # the admission already took the slot
+            else:
+                _add(app, job.tenant, {"live": 1})
         elif source.live and job.state.terminal:
-            deltas["live"] = -1
-        elif source.terminal and job.state.live:
-            deltas["live"] = 1
-        _add(app, job.tenant, deltas)
+            _add(app, job.tenant, {"live": -1, f"count_{job.state.value}": 1})
+        elif source.terminal and job.state.live:  # a manual retry takes a slot again
+            _add(app, job.tenant, {"live": 1, f"count_{source.value}": -1})
 
     return observe
 
 
 def counts(app: Leasehold, tenant: str) -> tuple[dict[str, int], int]:
-    """Jobs by state and live jobs for one tenant (from the counters, never a scan)."""
+    """Finished jobs by outcome, and live jobs, of one tenant (counters, never a scan).
+
+    Only jobs submitted through the API are counted; live jobs are not split by state (that
+    would cost a write on every transition; queue depths show QUEUED and RUNNING per pool).
+    """
     item = from_av(app.clients.dynamodb.get_item(
         TableName=app.settings.tenants_table, Key={"tenant": {"S": tenant}},
         ConsistentRead=True).get("Item", {}))
     by_state = {state.value: max(0, int(item.get(f"count_{state.value}", 0)))
-                for state in JobState}
+                for state in JobState if state.terminal}
     return by_state, max(0, int(item.get("live", 0)))
 
 

@@ -187,7 +187,7 @@ def test_stats_count_jobs_by_state_per_tenant(api: ApiClient) -> None:
     deliver(api.app)
     stats = api.get("/stats").body
     assert stats["jobs"]["SUCCEEDED"] == 1 and stats["jobs"]["DEAD"] == 1
-    assert stats["jobs"]["QUEUED"] == 0 and stats["live"] == 0
+    assert "QUEUED" not in stats["jobs"] and stats["live"] == 0
     assert {q["priority"] for q in stats["queues"]} == {"high", "normal", "low"}
     assert sum(q["dead_letters"] for q in stats["queues"]) == 1
 

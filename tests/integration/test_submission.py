@@ -91,3 +91,29 @@ def test_a_job_due_beyond_the_sqs_delay_limit_is_stored_scheduled(app: Leasehold
     assert app.store.due(0, app.now() + 3_600_000, 10) + app.store.due(
         1, app.now() + 3_600_000, 10) + app.store.due(2, app.now() + 3_600_000, 10) + \
         app.store.due(3, app.now() + 3_600_000, 10) == [later.job_id]
+
+
+def test_internal_jobs_hold_no_tenant_slot_and_cost_no_counter_writes(
+    app: Leasehold,
+) -> None:
+    from .helpers import deliver
+
+    job = submit(app, JobSpec(task="echo", tenant="acme")).job
+    deliver(app)
+    assert app.store.get(job.job_id).state is JobState.SUCCEEDED
+    tenant_item = app.clients.dynamodb.get_item(
+        TableName=app.settings.tenants_table, Key={"tenant": {"S": "acme"}})
+    assert "Item" not in tenant_item
+
+
+def test_a_counted_job_gives_its_slot_back_once_when_it_finishes(app: Leasehold) -> None:
+    from leasehold.tenants import counts
+
+    from .helpers import deliver
+
+    job = submit(app, JobSpec(task="echo", tenant="acme"), counted=True).job
+    assert counts(app, "acme")[1] == 1
+    deliver(app)
+    assert app.store.get(job.job_id).state is JobState.SUCCEEDED
+    by_state, live = counts(app, "acme")
+    assert (live, by_state["SUCCEEDED"]) == (0, 1)

@@ -77,7 +77,7 @@ def submit_job(body: SubmitJob) -> Response[JobOut]:
     # Validate before admission so bad input spends no token and writes nothing.
     resolved = resolve(spec, app.registry, pools=app.settings.pools, now_ms=app.now())
     with admit(app, tenant, resolved.pool, api.limits, api.backlog, api.buckets):
-        result = submit(app, spec)
+        result = submit(app, spec, counted=True)
     return Response(status_code=201 if result.created else 200,
                     content_type=content_types.APPLICATION_JSON, body=view(result.job))
 
