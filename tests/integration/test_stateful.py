@@ -78,6 +78,8 @@ class Lifecycle(RuleBasedStateMachine):
                                            clients=clients, rng=random.Random(0))
         self.succeeded: Counter[str] = Counter()
         self.grants: dict[str, list[int]] = defaultdict(list)
+        #: Every job as the store last wrote it (observers see every change it makes).
+        self.latest: dict[str, Job] = {}
         self.app.store.observers.append(self._observe)  # type: ignore[attr-defined]
         self.jobs: list[str] = []
         self.seen_bodies: list[str] = []
@@ -85,6 +87,7 @@ class Lifecycle(RuleBasedStateMachine):
         self.url = self.app.queues.url("default", "normal")
 
     def _observe(self, job: Job, source: JobState | None) -> None:
+        self.latest[job.job_id] = job
         if job.state is JobState.SUCCEEDED and source is JobState.RUNNING:
             self.succeeded[job.job_id] += 1
         if job.state is JobState.RUNNING and source is JobState.QUEUED:
@@ -214,22 +217,21 @@ class Lifecycle(RuleBasedStateMachine):
 
     @invariant()
     def no_job_is_lost_and_attempts_stay_in_bounds(self) -> None:
-        if not self.jobs:
-            return
-        jobs = self.app.store.batch_get(self.jobs)
-        assert len(jobs) == len(self.jobs)
-        for job in jobs:
-            assert job.attempt <= job.max_attempts
-            if job.state in (JobState.QUEUED, JobState.RUNNING):
-                # In the leases index: the sweeper will find it if its message is lost.
-                assert job.lease_expires_at is not None
-            else:
-                assert job.state.terminal, job.state
+        assert set(self.latest) == set(self.jobs)
+        for job in self.latest.values():
+            self._check(job)
+
+    def _check(self, job: Job) -> None:
+        assert job.attempt <= job.max_attempts
+        if job.state in (JobState.QUEUED, JobState.RUNNING):
+            # In the leases index: the sweeper will find it if its message is lost.
+            assert job.lease_expires_at is not None
+        else:
+            assert job.state.terminal, job.state
 
     def _drain(self) -> None:
         for _ in range(40):
-            jobs = self.app.store.batch_get(self.jobs)
-            if all(job.state.terminal for job in jobs):
+            if all(job.state.terminal for job in self.latest.values()):
                 break
             self.clock.advance(max(LEASE_S, self.app.settings.handoff_seconds) + 5)
             sweeper.sweep(self.app)
@@ -237,7 +239,11 @@ class Lifecycle(RuleBasedStateMachine):
                 consume(Worker(self.app), batch)
         jobs = self.app.store.batch_get(self.jobs)
         assert all(job.state.terminal for job in jobs), [(j.job_id, j.state) for j in jobs]
+        # What the observers saw is what the table holds.
+        assert {j.job_id: (j.state, j.epoch) for j in jobs} == {
+            j.job_id: (j.state, j.epoch) for j in self.latest.values()}
         for job in jobs:
+            self._check(job)
             if job.state is JobState.SUCCEEDED:
                 assert self.succeeded[job.job_id] == 1
             assert job.attempt <= job.max_attempts
