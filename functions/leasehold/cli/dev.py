@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import importlib
 import os
 import signal
 import sys
 import threading
 import time
-from pathlib import Path
 from typing import Any
 
 from leasehold.errors import LeaseholdError
@@ -56,29 +54,9 @@ def _split(value: str) -> tuple[str, ...]:
     return tuple(part.strip() for part in value.split(",") if part.strip())
 
 
-def _find_examples(tasks: tuple[str, ...]) -> None:
-    """Make the shipped ``examples`` importable from a source checkout, wherever we run.
-
-    The workers inherit ``PYTHONPATH``, so they find it too.
-    """
-    if not any(t.split(".")[0] == "examples" for t in tasks):
-        return
-    try:
-        importlib.import_module("examples")
-        return
-    except ImportError:
-        pass
-    root = str(Path(__file__).resolve().parents[3])  # functions/leasehold/cli -> checkout
-    if (Path(root) / "examples" / "__init__.py").exists():
-        sys.path.insert(0, root)
-        os.environ["PYTHONPATH"] = os.pathsep.join(
-            p for p in (root, os.environ.get("PYTHONPATH")) if p)
-
-
 def run_dev(args: argparse.Namespace) -> int:
     from leasehold.local.runtime import PortBusy, Runtime, RuntimeOptions
 
-    _find_examples(_split(args.tasks))
     options = RuntimeOptions(
         host=args.host, port=args.port, workers=args.workers, concurrency=args.concurrency,
         batch_size=args.batch_size, tasks=_split(args.tasks), pools=_split(args.pools),
