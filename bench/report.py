@@ -230,8 +230,8 @@ def markdown(r: dict[str, Any]) -> str:
     ]
     for s in sc["stored"]:
         lines.append(_row(f"{s['stored_jobs']:,}", f"{s['ticker']['read_units']:g}",
-                          s["ticker"]["queries"], f"{s['sweeper']['read_units']:g}",
-                          s["sweeper"]["queries"],
+                          f"{s['ticker']['queries']:g}", f"{s['sweeper']['read_units']:g}",
+                          f"{s['sweeper']['queries']:g}",
                           f"{s['ticker']['promoted']} / {s['sweeper']['recovered']}",
                           f"{s['ticker']['seconds_in_moto']}, "
                           f"{s['sweeper']['seconds_in_moto']}"))

@@ -144,7 +144,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=None,
                         help="directory for results.json and BENCHMARKS.md "
                              "(default: bench/results.json and ./BENCHMARKS.md)")
+    parser.add_argument("--render", action="store_true",
+                        help="only rewrite BENCHMARKS.md from an existing results.json")
     args = parser.parse_args(argv)
+    json_path = (args.out / "results.json") if args.out else ROOT / "bench" / "results.json"
+    md_path = (args.out / "BENCHMARKS.md") if args.out else ROOT / "BENCHMARKS.md"
+    if args.render:
+        md_path.write_text(report.markdown(json.loads(json_path.read_text())))
+        return 0
     profile = PROFILES["quick" if args.quick else args.profile]
     run = Run(profile)
     results: dict[str, Any] = {
@@ -176,8 +183,6 @@ def main(argv: list[str] | None = None) -> int:
     results["duration_seconds"] = round(run.elapsed(), 1)
     results["targets"] = report.targets(results)
 
-    json_path = (args.out / "results.json") if args.out else ROOT / "bench" / "results.json"
-    md_path = (args.out / "BENCHMARKS.md") if args.out else ROOT / "BENCHMARKS.md"
     json_path.parent.mkdir(parents=True, exist_ok=True)
     json_path.write_text(json.dumps(results, indent=2, sort_keys=False) + "\n")
     md_path.write_text(report.markdown(results))
