@@ -140,20 +140,3 @@ def wait_succeeded(app: Leasehold, job_ids: Sequence[str], *, timeout: float,
                                f"{timeout:.0f}s")
         time.sleep(poll)
     return [done[j] for j in job_ids]
-
-
-def wait_count(app: Leasehold, tenant: str, count: int, *, timeout: float,
-               poll: float = 0.2) -> None:
-    """Wait until ``tenant`` has ``count`` finished jobs (one read of its counters per poll)."""
-    from leasehold.tenants import counts
-
-    deadline = time.monotonic() + timeout
-    while True:
-        by_state, _ = counts(app, tenant)
-        finished = by_state.get("SUCCEEDED", 0) + by_state.get("DEAD", 0)
-        if finished >= count:
-            return
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{finished} of {count} jobs of {tenant} finished in "
-                               f"{timeout:.0f}s")
-        time.sleep(poll)

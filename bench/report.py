@@ -172,18 +172,21 @@ def markdown(r: dict[str, Any]) -> str:
                           f"{k['write_units']:g}",
                           ", ".join(f"{t} {n:g}" for t, n in k["write_units_by_table"].items()),
                           f"{k['read_units']:g}"))
-    immediate = pj["immediate"]
-    tables = immediate.get("dynamodb_requests_by_table", {})
-    tenant_requests = sum(n for key, n in tables.items() if key.endswith(" tenants"))
-    tenant_units = immediate["write_units_by_table"].get("tenants", 0)
+    for label, key in (("Immediate job", "immediate"), ("Via the API", "immediate_via_api")):
+        kind = pj[key]
+        tables = kind.get("dynamodb_requests_by_table", {})
+        tenant_requests = sum(n for name, n in tables.items() if name.endswith(" tenants"))
+        tenant_units = kind["write_units_by_table"].get("tenants", 0)
+        line = (f"{label}, DynamoDB requests by table: "
+                + ", ".join(f"{name} {n:g}" for name, n in tables.items()) + ".")
+        if tenant_requests:
+            line += (f" The `tenants` writes ({tenant_requests:g} requests, {tenant_units:g} "
+                     "write units) keep the tenant's live-job slots and outcome counts "
+                     "(back-pressure); without them the job would take "
+                     f"{kind['requests'] - tenant_requests:g} requests and "
+                     f"{kind['write_units'] - tenant_units:g} write units.")
+        lines += ["", line]
     lines += [
-        "",
-        "Immediate job, DynamoDB requests by table: "
-        + ", ".join(f"{key} {n:g}" for key, n in tables.items()) + ". "
-        f"The `tenants` writes ({tenant_requests:g} requests, {tenant_units:g} write units) are "
-        "the per-tenant counters a store observer updates on every state change; without them "
-        f"the job would take {immediate['requests'] - tenant_requests:g} requests and "
-        f"{immediate['write_units'] - tenant_units:g} write units (derived from the rows above).",
         "",
         f"A cron occurrence excludes the ticker's fixed queries (an empty tick: "
         f"{pj['empty_tick']['requests']:g} queries, {pj['empty_tick']['read_units']:g} read "
