@@ -34,6 +34,16 @@ def register(subparsers: Any) -> None:
     dev.add_argument("--tick-seconds", type=float, default=1.0)
     dev.add_argument("--heartbeat-seconds", type=float, default=2.0)
     dev.add_argument("--drain-seconds", type=float, default=30.0)
+    dev.add_argument("--leader-lease-seconds", type=float, default=10.0,
+                     help="the ticker's leader lease: a standby runtime or ECS ticker on the "
+                          "same tables takes over this long after the leader dies")
+    dev.add_argument("--lookahead-seconds", type=float, default=None,
+                     help="how far ahead the ticker fires jobs and schedules (default: 90, "
+                          "as the once-a-minute Lambda ticker)")
+    dev.add_argument("--event-log",
+                     default=os.environ.get("LEASEHOLD_EVENT_LOG", ".leasehold/events.jsonl"),
+                     help="where job state events are written (what `leasehold events tail` "
+                          "reads); LEASEHOLD_EVENT_BUS, if set, wins")
     dev.set_defaults(run=run_dev)
 
     worker = subparsers.add_parser(
@@ -57,12 +67,22 @@ def _split(value: str) -> tuple[str, ...]:
 def run_dev(args: argparse.Namespace) -> int:
     from leasehold.local.runtime import PortBusy, Runtime, RuntimeOptions
 
+    if args.leader_lease_seconds < 2 * args.tick_seconds:
+        # The leader renews once a tick; a lease shorter than two ticks lapses between
+        # renewals and leadership flaps between runtimes.
+        print("leasehold dev: --leader-lease-seconds must be at least twice --tick-seconds",
+              file=sys.stderr)
+        return 2
     options = RuntimeOptions(
         host=args.host, port=args.port, workers=args.workers, concurrency=args.concurrency,
         batch_size=args.batch_size, tasks=_split(args.tasks), pools=_split(args.pools),
         endpoint=args.endpoint, lease_seconds=args.lease_seconds,
         sweep_seconds=args.sweep_seconds, tick_seconds=args.tick_seconds,
-        heartbeat_seconds=args.heartbeat_seconds, drain_seconds=args.drain_seconds)
+        heartbeat_seconds=args.heartbeat_seconds, drain_seconds=args.drain_seconds,
+        leader_lease_seconds=args.leader_lease_seconds,
+        event_log=args.event_log)
+    if args.lookahead_seconds is not None:
+        options.lookahead_seconds = args.lookahead_seconds
     runtime = Runtime(options)
     try:
         runtime.start()

@@ -2,9 +2,12 @@
 
 It starts, in order: the HTTP gateway's socket (so a busy port fails before anything else
 starts), the embedded AWS emulator (unless given an endpoint), the tables and queues from
-:mod:`leasehold.definitions`, N worker processes (restarted if they die), and one thread that
-runs the sweeper and the ticker on short intervals. Ctrl-C stops accepting requests, lets the
-workers drain, and stops the emulator last.
+:mod:`leasehold.definitions`, N worker processes (restarted if they die), a sweeper thread,
+and a ticker thread that ticks only while it holds the DynamoDB leader lease, so several
+runtimes (or ECS tickers) on the same tables never tick together and a standby takes over
+within one lease period when the leader dies. Job state events go to a local JSON-lines log
+that ``leasehold events tail`` follows. Ctrl-C stops accepting requests, lets the workers
+drain, and stops the emulator last.
 """
 
 from __future__ import annotations
@@ -13,17 +16,21 @@ import errno
 import logging
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, TextIO
 
 from leasehold import provision, sweeper, ticker
 from leasehold.api.app import handle
 from leasehold.api.context import ApiConfig
 from leasehold.app import Leasehold
+from leasehold.events import FILE_PREFIX
+from leasehold.leader import LeaderLease
 from leasehold.local import emulator
 from leasehold.local.gateway import Gateway
 from leasehold.settings import Settings
@@ -50,6 +57,14 @@ class RuntimeOptions:
     tick_seconds: float = 1.0
     heartbeat_seconds: float = 2.0
     drain_seconds: float = 30.0
+    #: The ticker's leader lease; a standby takes over this long after the leader dies.
+    leader_lease_seconds: float = 10.0
+    #: How far ahead the ticker fires (the Lambda ticker's 90 s by default; a loop that
+    #: ticks every second could look less far, at the price of depending on the loop more).
+    lookahead_seconds: float = ticker.LOOKAHEAD_SECONDS
+    #: The job state event log (JSON lines); ``LEASEHOLD_EVENT_BUS`` in the environment wins,
+    #: so the runtime can publish to a real EventBridge bus when pointed at AWS.
+    event_log: str = ".leasehold/events.jsonl"
     #: Extra environment for the workers and the API (limits, test knobs).
     env: dict[str, str] = field(default_factory=dict)
 
@@ -59,6 +74,42 @@ class _Child:
     pool: str
     process: subprocess.Popen[bytes]
     restarts: int = 0
+
+
+class AnnouncedLease(LeaderLease):
+    """The ticker's leader lease, saying when this runtime gains or loses it.
+
+    An error reaching DynamoDB counts as not holding the lease (we cannot know that we still
+    do), and never ends the ticker loop: the next tick tries again.
+    """
+
+    def __init__(self, app: Leasehold, *, lease_seconds: float, out: TextIO) -> None:
+        super().__init__(app, "ticker", owner=f"{socket.gethostname()}-{os.getpid()}",
+                         lease_seconds=lease_seconds)
+        self.out = out
+        self.leading: bool | None = None
+
+    def acquire(self) -> bool:
+        try:
+            leading = super().acquire()
+        except Exception:
+            log.exception("could not renew the ticker's leader lease; not ticking")
+            leading = False
+        if leading != self.leading:
+            self.leading = leading
+            if leading:
+                message = f"ticker: leading (lease held by {self.owner})"
+            else:
+                message = "ticker: standing by (another ticker holds the leader lease)"
+            print(message, file=self.out, flush=True)
+        return leading
+
+    def release(self) -> None:
+        try:
+            super().release()
+        except Exception:
+            log.warning("could not release the ticker's leader lease; it expires by itself",
+                        exc_info=True)
 
 
 class Runtime:
@@ -71,6 +122,7 @@ class Runtime:
         self.children: list[_Child] = []
         self.threads: list[threading.Thread] = []
         self.app: Leasehold | None = None
+        self.lease: AnnouncedLease | None = None
 
     # -- start ----------------------------------------------------------------------------
 
@@ -93,9 +145,12 @@ class Runtime:
             endpoint = self.emulator.endpoint
         os.environ.setdefault("AWS_REGION", os.environ.get("AWS_DEFAULT_REGION", "us-east-1"))
         os.environ.update(opts.env)
+        # An absolute path: the workers and `leasehold events tail` may run elsewhere.
+        event_bus = os.environ.get("LEASEHOLD_EVENT_BUS") or \
+            FILE_PREFIX + str(Path(opts.event_log).resolve())
         settings = Settings.from_env(
             endpoint_url=endpoint, task_modules=opts.tasks, pools=opts.pools,
-            lease_seconds=opts.lease_seconds)
+            lease_seconds=opts.lease_seconds, event_bus=event_bus)
         self.app = Leasehold.from_settings(settings)
         if self.emulator is not None or os.environ.get("LEASEHOLD_PROVISION"):
             provision.create_all(self.app.clients, settings)
@@ -104,7 +159,10 @@ class Runtime:
             for _ in range(opts.workers):
                 self.children.append(_Child(pool, self._spawn(pool)))
         self._thread(self._supervise, "supervisor")
-        self._thread(self._housekeeping, "sweeper")
+        self._thread(self._sweep, "sweeper")
+        self.lease = AnnouncedLease(self.app, lease_seconds=opts.leader_lease_seconds,
+                                    out=self.out)
+        self._thread(self._tick, "ticker")
         self._thread(self.gateway.serve_forever, "gateway")
         self._banner(settings)
 
@@ -131,6 +189,10 @@ class Runtime:
     def _banner(self, settings: Settings) -> None:
         assert self.gateway is not None
         where = "embedded moto server" if self.emulator else "external endpoint"
+        events = settings.event_bus or ""
+        if events.startswith(FILE_PREFIX):
+            path = events[len(FILE_PREFIX):]
+            events = f"{path}   (leasehold events tail -f --log {path})"
         lines = [
             "Leasehold is running.",
             f"  API:       {self.gateway.url}   (OpenAPI at {self.gateway.url}/openapi.json)",
@@ -141,7 +203,9 @@ class Runtime:
             f"  tasks:     {', '.join(settings.task_modules)} -> "
             + ", ".join(self.app.registry.names() if self.app else []),
             f"  sweeper:   every {self.options.sweep_seconds:g}s; ticker every "
-            f"{self.options.tick_seconds:g}s; leases {settings.lease_seconds:g}s",
+            f"{self.options.tick_seconds:g}s while it holds the leader lease "
+            f"({self.options.leader_lease_seconds:g}s); job leases {settings.lease_seconds:g}s",
+            f"  events:    {events}",
             "Press Ctrl-C to stop (in-flight jobs finish first).",
         ]
         print("\n".join(lines), file=self.out, flush=True)
@@ -160,20 +224,22 @@ class Runtime:
                 print(f"worker for pool {child.pool} exited ({code}); restarted as "
                       f"pid {child.process.pid}", file=self.out, flush=True)
 
-    def _housekeeping(self) -> None:
+    def _sweep(self) -> None:
+        # No leader lease here: sweeps are fenced transitions, so two runtimes sweeping the
+        # same tables only repeat each other's reads.
         assert self.app is not None
-        next_sweep = next_tick = time.monotonic()
-        while not self.stopping.wait(0.1):
-            now = time.monotonic()
+        while True:
             try:
-                if now >= next_sweep:
-                    next_sweep = now + self.options.sweep_seconds
-                    sweeper.sweep(self.app)
-                if now >= next_tick:
-                    next_tick = now + self.options.tick_seconds
-                    ticker.tick(self.app)
+                sweeper.sweep(self.app)
             except Exception:
-                log.exception("sweeper or ticker failed; trying again")
+                log.exception("sweeper failed; trying again")
+            if self.stopping.wait(self.options.sweep_seconds):
+                return
+
+    def _tick(self) -> None:
+        assert self.app is not None
+        ticker.run(self.app, self.stopping, interval_seconds=self.options.tick_seconds,
+                   lease=self.lease, lookahead_seconds=self.options.lookahead_seconds)
 
     # -- stop -----------------------------------------------------------------------------
 
