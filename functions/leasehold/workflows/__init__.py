@@ -24,11 +24,12 @@ from leasehold.workflows.model import (
 )
 from leasehold.workflows.progress import install
 from leasehold.workflows.reconcile import ReconcileReport, reconcile, reconcile_workflow
-from leasehold.workflows.start import Started, start_workflow
+from leasehold.workflows.start import Started, start_prepared, start_workflow
 
 __all__ = [
     "FailurePolicy", "ReconcileReport", "Started", "StepSpec", "Workflow", "WorkflowDetail",
     "WorkflowSpec", "WorkflowState", "cancel_workflow", "get_workflow", "install",
-    "list_workflows", "parse_workflow", "reconcile", "reconcile_workflow", "start_workflow",
+    "list_workflows", "parse_workflow", "reconcile", "reconcile_workflow", "start_prepared",
+    "start_workflow",
     "step_inputs", "step_results",
 ]

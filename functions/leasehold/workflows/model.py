@@ -105,13 +105,17 @@ def prepare(spec: WorkflowSpec, registry: TaskRegistry, *, pools: tuple[str, ...
             message = str(exc).removeprefix(f"{exc.field}: ")
             raise type(exc)(f"steps[{i}].{exc.field}", f"step {step.id!r}: {message}") from exc
         resolved[step.id] = one
-    fingerprint = json.dumps({
+    return Prepared(spec, graph, resolved, fingerprint(spec, graph, resolved))
+
+
+def fingerprint(spec: WorkflowSpec, graph: Graph, steps: Mapping[str, ResolvedSpec]) -> str:
+    """What makes two starts "the same workflow" (an idempotent replay, a second tick)."""
+    text = json.dumps({
         "name": spec.name, "labels": dict(spec.labels),
-        "steps": [[s.id, resolved[s.id].spec_hash, list(graph.depends_on[s.id]),
+        "steps": [[s.id, steps[s.id].spec_hash, list(graph.depends_on[s.id]),
                    s.failure_policy.value] for s in spec.steps],
     }, sort_keys=True)
-    return Prepared(spec, graph, resolved,
-                    hashlib.sha256(fingerprint.encode()).hexdigest()[:32])
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
 def _too_large(size: int) -> ValidationError:

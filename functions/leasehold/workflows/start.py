@@ -63,8 +63,20 @@ def start_workflow(app: Leasehold, spec: WorkflowSpec, *, now: int | None = None
     """
     now = app.now() if now is None else now
     prepared = prepare(spec, app.registry, pools=app.settings.pools, now=now)
+    return start_prepared(app, prepared, now=now,
+                          workflow_id=workflow_id or workflow_id_for(spec, now), actor=actor,
+                          origin=origin)
+
+
+def start_prepared(app: Leasehold, prepared: Prepared, *, now: int, workflow_id: str,
+                   actor: str = "api", origin: Mapping[str, Any] | None = None) -> Started:
+    """Start an already validated workflow; idempotent on ``workflow_id``.
+
+    A schedule keeps its workflow prepared when it is written and starts it from that, so
+    the ticker needs neither the task code nor the registry (as with a job template).
+    """
+    spec = prepared.spec
     tenant = prepared.steps[spec.steps[0].id].tenant
-    workflow_id = workflow_id or workflow_id_for(spec, now)
     store = workflow_store(app)
     item: dict[str, Any] = {
         "workflow_id": workflow_id, "tenant": tenant, "state": WorkflowState.CREATING.value,
