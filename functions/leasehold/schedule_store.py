@@ -21,7 +21,7 @@ from leasehold.ids import shard_of
 from leasehold.schedules import Schedule, ScheduleState
 from leasehold.settings import Settings
 from leasehold.store import from_av, to_av
-from leasehold.templates import JobTemplate
+from leasehold.templates import JobTemplate, WorkflowTemplate
 
 DUE_INDEX = SCHEDULES.indexes[0]
 BY_TENANT_INDEX = SCHEDULES.indexes[1]
@@ -152,7 +152,6 @@ def schedule_to_item(schedule: Schedule) -> dict[str, Any]:
     item: dict[str, Any] = {
         "schedule_id": schedule.schedule_id, "tenant": schedule.tenant, "name": schedule.name,
         "cron": schedule.cron, "timezone": schedule.timezone,
-        "template": schedule.template.to_item(),
         "misfire_policy": schedule.misfire_policy.value,
         "overlap_policy": schedule.overlap_policy.value,
         "starting_deadline_seconds": Decimal(str(schedule.starting_deadline_seconds)),
@@ -162,6 +161,11 @@ def schedule_to_item(schedule: Schedule) -> dict[str, Any]:
         "created_at": schedule.created_at, "updated_at": schedule.updated_at,
         "version": schedule.version, "config_version": schedule.config_version,
     }
+    # One of the two: a job template (a map) or a workflow (one JSON string, size-checked).
+    if schedule.template is not None:
+        item["template"] = schedule.template.to_item()
+    if schedule.workflow is not None:
+        item["workflow"] = schedule.workflow.to_item()
     for name in _NUMBERS:
         if getattr(schedule, name) is not None:
             item[name] = getattr(schedule, name)
@@ -178,7 +182,8 @@ def schedule_from_item(item: Mapping[str, Any]) -> Schedule:
         schedule_id=str(item["schedule_id"]), tenant=str(item["tenant"]),
         name=str(item.get("name", "")), cron=str(item["cron"]),
         timezone=str(item.get("timezone", "UTC")),
-        template=JobTemplate.from_item(item["template"]),
+        template=JobTemplate.from_item(item["template"]) if "template" in item else None,
+        workflow=WorkflowTemplate.from_item(item["workflow"]) if "workflow" in item else None,
         misfire_policy=MisfirePolicy(item["misfire_policy"]),
         overlap_policy=OverlapPolicy(item["overlap_policy"]),
         starting_deadline_seconds=float(item.get("starting_deadline_seconds", 300)),

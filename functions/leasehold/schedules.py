@@ -1,10 +1,11 @@
 """Schedules: the model, its validation (errors name the field) and what users do with them.
 
-A schedule stores a resolved job template, its timing (expression, zone, bounds), its
-misfire and overlap policies, and a cursor ``next_fire_at`` that only the ticker advances.
-Every write replaces the whole item on the condition of its ``version``; ``config_version``
-changes only when a user changes the schedule, and is part of each fired job's id, so jobs
-fired under an old configuration never block the new one.
+A schedule stores what it fires (a resolved job template, or a whole workflow resolved
+likewise), its timing (expression, zone, bounds), its misfire and overlap policies, and a
+cursor ``next_fire_at`` that only the ticker advances. Every write replaces the whole item on
+the condition of its ``version``; ``config_version`` changes only when a user changes the
+schedule, and is part of each run's id, so runs fired under an old configuration never block
+the new one.
 """
 
 from __future__ import annotations
@@ -15,19 +16,28 @@ from datetime import datetime
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
-from leasehold import control, handoff
+from leasehold import handoff
 from leasehold.clock import iso, to_ms
 from leasehold.cron import Timing, parse, zone
-from leasehold.definitions import BY_SCHEDULE_INDEX
 from leasehold.errors import Conflict, NotFound, ValidationError
 from leasehold.firing import MisfirePolicy, OverlapPolicy, Rules
-from leasehold.ids import derived_id, new_id
+from leasehold.ids import new_id
 from leasehold.jobs import Job
+from leasehold.schedule_runs import (
+    cancel_pending,
+    cancel_run,
+    fire_workflow,
+    previous_live,
+    run_id,
+)
+from leasehold.schedule_runs import (
+    job_ids as job_ids,  # re-exported: the API and tests list a schedule's jobs here
+)
 from leasehold.spec import check_number, check_tenant, check_text
 from leasehold.states import JobState
-from leasehold.store import from_av, to_av
 from leasehold.submission import new_job
-from leasehold.templates import JobTemplate
+from leasehold.templates import JobTemplate, WorkflowTemplate
+from leasehold.workflows import WorkflowDetail, get_workflow
 
 if TYPE_CHECKING:
     from leasehold.app import Leasehold
@@ -40,9 +50,11 @@ MAX_CATCH_UP = 1000
 TIMING_FIELDS = frozenset({"cron", "timezone", "start_at", "end_at"})
 TEMPLATE_FIELDS = frozenset({"task", "payload", "pool", "priority", "max_attempts",
                              "timeout_seconds", "labels"})
+#: What the schedule fires: a job (the template fields) or a whole workflow, not both.
+TARGET_FIELDS = TEMPLATE_FIELDS | {"workflow"}
 POLICY_FIELDS = frozenset({"misfire_policy", "overlap_policy", "starting_deadline_seconds",
                            "max_catch_up", "max_runs", "jitter_seconds", "name"})
-FIELDS = TIMING_FIELDS | TEMPLATE_FIELDS | POLICY_FIELDS
+FIELDS = TIMING_FIELDS | TARGET_FIELDS | POLICY_FIELDS
 
 
 class ScheduleState(StrEnum):
@@ -59,7 +71,9 @@ class Schedule:
     name: str
     cron: str
     timezone: str
-    template: JobTemplate
+    #: Exactly one of these: the job each occurrence fires, or the workflow it starts.
+    template: JobTemplate | None = None
+    workflow: WorkflowTemplate | None = None
     misfire_policy: MisfirePolicy = MisfirePolicy.FIRE_ONCE
     overlap_policy: OverlapPolicy = OverlapPolicy.ALLOW
     starting_deadline_seconds: float = 300.0
@@ -73,6 +87,7 @@ class Schedule:
     run_count: int = 0
     skipped_count: int = 0
     last_fired_at: int | None = None
+    #: The last run's id: a job's, or a workflow's for a workflow schedule.
     last_job_id: str | None = None
     created_at: int = 0
     updated_at: int = 0
@@ -95,13 +110,15 @@ class Schedule:
 
     def view(self) -> dict[str, Any]:
         """The schedule as the API and CLI show it (times as ISO-8601 UTC)."""
+        job = self.template
         return {
             "schedule_id": self.schedule_id, "tenant": self.tenant, "name": self.name,
-            "cron": self.cron, "timezone": self.timezone, "task": self.template.task,
-            "payload": self.template.payload, "pool": self.template.pool,
-            "priority": self.template.priority, "max_attempts": self.template.max_attempts,
-            "timeout_seconds": self.template.timeout_seconds,
-            "labels": dict(self.template.labels),
+            "cron": self.cron, "timezone": self.timezone,
+            "task": job and job.task, "payload": job and job.payload, "pool": job and job.pool,
+            "priority": job and job.priority, "max_attempts": job and job.max_attempts,
+            "timeout_seconds": job and job.timeout_seconds,
+            "labels": dict(job.labels) if job else None,
+            "workflow": self.workflow.view() if self.workflow else None,
             "misfire_policy": self.misfire_policy.value,
             "overlap_policy": self.overlap_policy.value,
             "starting_deadline_seconds": self.starting_deadline_seconds,
@@ -110,7 +127,9 @@ class Schedule:
             "jitter_seconds": self.jitter_seconds, "state": self.state.value,
             "next_fire_at": iso(self.next_fire_at), "run_count": self.run_count,
             "skipped_count": self.skipped_count, "last_fired_at": iso(self.last_fired_at),
-            "last_job_id": self.last_job_id, "created_at": iso(self.created_at),
+            "last_job_id": None if self.workflow else self.last_job_id,
+            "last_workflow_id": self.last_job_id if self.workflow else None,
+            "created_at": iso(self.created_at),
             "updated_at": iso(self.updated_at), "version": self.version,
         }
 
@@ -168,18 +187,15 @@ def build(app: Leasehold, body: Mapping[str, Any], *, tenant: str, now: int,
     end_at = _time("end_at", values.get("end_at"))
     if start_at is not None and end_at is not None and end_at <= start_at:
         raise ValidationError("end_at", "must be after start_at")
-    if base is not None and not TEMPLATE_FIELDS & set(body):
-        template = base.template
-    else:
-        template = JobTemplate.resolve(
-            app.registry, pools=app.settings.pools, now=now, task=values.get("task"),
-            payload=values.get("payload"), tenant=check_tenant(tenant),
-            pool=values.get("pool"), priority=values.get("priority"),
-            max_attempts=values.get("max_attempts"),
-            timeout_seconds=values.get("timeout_seconds"), labels=values.get("labels"))
+    template, workflow = _target(app, body, values, tenant=tenant, now=now, base=base)
+    jitter = float(check_number("jitter_seconds", values.get("jitter_seconds") or 0,
+                                low=0, high=MAX_JITTER_SECONDS))
+    if workflow is not None and jitter:
+        raise ValidationError("jitter_seconds", "a workflow starts when it is due (its steps "
+                                                "cannot be delayed); leave jitter out")
     schedule = Schedule(
         schedule_id=base.schedule_id if base else "", tenant=tenant, name=name,
-        cron=expression.text, timezone=tz, template=template,
+        cron=expression.text, timezone=tz, template=template, workflow=workflow,
         misfire_policy=_enum("misfire_policy", MisfirePolicy,
                              values.get("misfire_policy") or MisfirePolicy.FIRE_ONCE),
         overlap_policy=_enum("overlap_policy", OverlapPolicy,
@@ -191,9 +207,7 @@ def build(app: Leasehold, body: Mapping[str, Any], *, tenant: str, now: int,
                                       high=MAX_CATCH_UP, integer=True)),
         start_at=start_at, end_at=end_at,
         max_runs=_optional_int("max_runs", values.get("max_runs"), 1, 10**9),
-        jitter_seconds=float(check_number("jitter_seconds", values.get("jitter_seconds") or 0,
-                                          low=0, high=MAX_JITTER_SECONDS)),
-        created_at=base.created_at if base else now, updated_at=now,
+        jitter_seconds=jitter, created_at=base.created_at if base else now, updated_at=now,
     )
     if base is not None:
         schedule = replace(
@@ -202,6 +216,32 @@ def build(app: Leasehold, body: Mapping[str, Any], *, tenant: str, now: int,
             last_fired_at=base.last_fired_at, last_job_id=base.last_job_id,
             version=base.version, config_version=base.config_version)
     return schedule
+
+
+def _target(app: Leasehold, body: Mapping[str, Any], values: Mapping[str, Any], *,
+            tenant: str, now: int, base: Schedule | None
+            ) -> tuple[JobTemplate | None, WorkflowTemplate | None]:
+    """What the schedule fires: (job template, None) or (None, workflow), never both."""
+    job_fields = TEMPLATE_FIELDS & set(body)
+    if "workflow" in body:
+        if job_fields:
+            raise ValidationError("workflow", "give a job (task, payload, ...) or a workflow, "
+                                              f"not both (got {', '.join(sorted(job_fields))})")
+        return None, WorkflowTemplate.resolve(app.registry, pools=app.settings.pools, now=now,
+                                              body=body["workflow"],
+                                              tenant=check_tenant(tenant))
+    if base is not None and not job_fields:
+        return base.template, base.workflow
+    if base is not None and base.workflow is not None and "task" not in job_fields:
+        raise ValidationError(sorted(job_fields)[0], "this schedule starts a workflow: change "
+                                                     "its steps with workflow, or give task")
+    if values.get("task") is None:
+        raise ValidationError("task", "required: give task (a job) or workflow (its steps)")
+    return JobTemplate.resolve(
+        app.registry, pools=app.settings.pools, now=now, task=values.get("task"),
+        payload=values.get("payload"), tenant=check_tenant(tenant), pool=values.get("pool"),
+        priority=values.get("priority"), max_attempts=values.get("max_attempts"),
+        timeout_seconds=values.get("timeout_seconds"), labels=values.get("labels")), None
 
 
 # -- what users do -------------------------------------------------------------------------
@@ -271,7 +311,7 @@ def update(app: Leasehold, schedule_id: str, body: Mapping[str, Any],
            tenant: str | None = None) -> Schedule:
     """Change fields in place. Cron, zone and payload change in one write (atomically);
     occurrences already handed off under the old timing or payload are cancelled."""
-    replan = bool((TIMING_FIELDS | TEMPLATE_FIELDS) & set(body))
+    replan = bool((TIMING_FIELDS | TARGET_FIELDS) & set(body))
 
     def edit(current: Schedule, now: int) -> Schedule:
         return _settle(build(app, body, tenant=current.tenant, now=now, base=current), now,
@@ -328,8 +368,10 @@ def preview(app: Leasehold, schedule_id: str, count: int, tenant: str | None = N
     return schedule.timing().upcoming(app.now(), count)
 
 
-def trigger(app: Leasehold, schedule_id: str, tenant: str | None = None) -> Job:
-    """Run the schedule's job now, once, under its overlap policy; the cursor is untouched."""
+def trigger(app: Leasehold, schedule_id: str, tenant: str | None = None
+            ) -> Job | WorkflowDetail:
+    """Run the schedule's job (or workflow) now, once, under its overlap policy; the cursor
+    is untouched."""
     store = store_for(app)
     for _ in range(5):
         schedule = get(app, schedule_id, tenant)
@@ -339,25 +381,35 @@ def trigger(app: Leasehold, schedule_id: str, tenant: str | None = None) -> Job:
             raise Conflict(f"the previous run {previous} is still live (overlap forbid)",
                            schedule_id=schedule_id, job_id=previous)
         if previous is not None and schedule.overlap_policy is OverlapPolicy.REPLACE:
-            cancel_quietly(app, previous)
-        job, _ = fire_job(app, schedule, now, now, now, manual=True)
+            cancel_run(app, schedule, previous)
+        run, _ = fire(app, schedule, now, now, now, manual=True)
         try:
-            store.save(replace(schedule, last_job_id=job.job_id, version=schedule.version + 1),
+            store.save(replace(schedule, last_job_id=run, version=schedule.version + 1),
                        expected_version=schedule.version)
         except Conflict:
             continue  # a tick moved the cursor: record the run on the fresh copy
-        return job
+        return get_workflow(app, run) if schedule.workflow else app.store.get(run)
     raise Conflict(f"schedule {schedule_id} kept changing; try again", schedule_id=schedule_id)
 
 
-# -- jobs of a schedule --------------------------------------------------------------------
+# -- runs of a schedule (the rest of them live in ``schedule_runs``) -------------------------
+
+def fire(app: Leasehold, schedule: Schedule, fire_at: int, run_at: int, now: int, *,
+         manual: bool = False) -> tuple[str, bool]:
+    """Start (once) the run of one occurrence, a job or a workflow; (its id, created)."""
+    if schedule.workflow is not None:
+        return fire_workflow(app, schedule, fire_at, now, manual=manual)
+    job, created = fire_job(app, schedule, fire_at, run_at, now, manual=manual)
+    return job.job_id, created
+
 
 def fire_job(app: Leasehold, schedule: Schedule, fire_at: int, run_at: int, now: int, *,
              manual: bool = False) -> tuple[Job, bool]:
     """Create (once) and hand off the job of one occurrence; (job, created)."""
-    job_id = derived_id("schedule", schedule.schedule_id, str(schedule.config_version),
-                        "manual" if manual else "cron", str(fire_at))
-    job = new_job(app, schedule.template.to_resolved(run_at), now, job_id=job_id,
+    if schedule.template is None:
+        raise ValueError(f"schedule {schedule.schedule_id} starts a workflow, not a job")
+    job = new_job(app, schedule.template.to_resolved(run_at), now,
+                  job_id=run_id(schedule, fire_at, manual=manual),
                   actor="scheduler", extra={"schedule_id": schedule.schedule_id,
                                             "scheduled_for": iso(fire_at)})
     stored, created = app.store.create(job)
@@ -367,55 +419,3 @@ def fire_job(app: Leasehold, schedule: Schedule, fire_at: int, run_at: int, now:
         # lease condition lets only one of them start the job.
         handoff.send(app.queues, stored, now)
     return stored, created
-
-
-def previous_live(app: Leasehold, schedule: Schedule) -> str | None:
-    """The id of the schedule's last run if it has not finished."""
-    if not schedule.last_job_id:
-        return None
-    try:
-        job = app.store.get(schedule.last_job_id)
-    except NotFound:
-        return None
-    return job.job_id if job.state.live else None
-
-
-def cancel_quietly(app: Leasehold, job_id: str) -> bool:
-    try:
-        control.cancel(app, job_id, actor="scheduler")
-    except (Conflict, NotFound):
-        return False  # it finished (or was cancelled) meanwhile: nothing to replace
-    return True
-
-
-def job_ids(app: Leasehold, schedule_id: str, *, after: str | None = None, limit: int = 50,
-            newest_first: bool = True, cursor: Mapping[str, Any] | None = None
-            ) -> tuple[list[str], Mapping[str, Any] | None]:
-    """Ids of the schedule's jobs from the sparse ``by_schedule`` index of the jobs table."""
-    condition = "schedule_id = :s"
-    values: dict[str, Any] = {":s": schedule_id}
-    if after is not None:
-        condition += " AND scheduled_for > :after"
-        values[":after"] = after
-    kwargs: dict[str, Any] = {
-        "TableName": app.settings.jobs_table, "IndexName": BY_SCHEDULE_INDEX.name,
-        "KeyConditionExpression": condition, "ExpressionAttributeValues": to_av(values),
-        "ScanIndexForward": not newest_first, "Limit": limit,
-    }
-    if cursor:
-        kwargs["ExclusiveStartKey"] = to_av(cursor)
-    response = app.clients.dynamodb.query(**kwargs)
-    last = response.get("LastEvaluatedKey")
-    return [from_av(i)["job_id"] for i in response.get("Items", [])], \
-        (from_av(last) if last else None)
-
-
-def cancel_pending(app: Leasehold, schedule_id: str, now: int) -> list[str]:
-    """Cancel the schedule's occurrences handed off ahead of time that have not started."""
-    ids, _ = job_ids(app, schedule_id, after=iso(now), limit=500, newest_first=False)
-    cancelled = []
-    for job in app.store.batch_get(ids):
-        if job.state in (JobState.SCHEDULED, JobState.QUEUED) and job.first_started_at is None \
-                and cancel_quietly(app, job.job_id):
-            cancelled.append(job.job_id)
-    return cancelled

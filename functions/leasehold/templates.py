@@ -1,8 +1,9 @@
-"""Job templates: what a schedule or a trigger submits, resolved once when it is written.
+"""Templates: what a schedule or a trigger submits, resolved once when it is written.
 
 The template keeps the task's defaults as they were resolved (pool, priority, attempts,
 timeout, retry), so the ticker and the trigger dispatcher build jobs without importing the
-user's task code, and a schedule keeps firing the job its owner saw validated.
+user's task code, and a schedule keeps firing the job its owner saw validated. A
+:class:`WorkflowTemplate` does the same for a schedule that starts a whole workflow.
 """
 
 from __future__ import annotations
@@ -14,9 +15,20 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
+from leasehold.errors import PayloadTooLarge, ValidationError
 from leasehold.policy import RetryPolicy
 from leasehold.registry import TaskRegistry
 from leasehold.spec import JobSpec, ResolvedSpec, resolve
+from leasehold.workflows.graph import check_graph
+from leasehold.workflows.model import (
+    FailurePolicy,
+    Prepared,
+    StepSpec,
+    WorkflowSpec,
+    fingerprint,
+    parse_workflow,
+    prepare,
+)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -89,3 +101,112 @@ class JobTemplate:
             timeout_seconds=float(item.get("timeout_seconds", 300)),
             labels={str(k): str(v) for k, v in dict(item.get("labels", {})).items()},
         )
+
+
+#: A scheduled workflow is stored in its schedule's item, which DynamoDB caps at 400 KB; the
+#: rest of the item is small, so the steps may take this much of it (as stored JSON).
+MAX_WORKFLOW_TEMPLATE_BYTES = 300 * 1024
+
+
+@dataclass(frozen=True, kw_only=True)
+class StepTemplate:
+    id: str
+    depends_on: tuple[str, ...]
+    failure_policy: str
+    job: JobTemplate
+
+
+@dataclass(frozen=True, kw_only=True)
+class WorkflowTemplate:
+    """A workflow a schedule starts: every step resolved once, when the schedule is written.
+
+    Like :class:`JobTemplate` it keeps what validation resolved (each step's pool, priority,
+    attempts, timeout, retry), so the ticker starts it without the user's task code.
+    """
+
+    tenant: str
+    steps: tuple[StepTemplate, ...]
+    name: str | None = None
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def resolve(cls, registry: TaskRegistry, *, pools: tuple[str, ...], now: int, body: Any,
+                tenant: str) -> WorkflowTemplate:
+        """Validate ``body`` (the ``steps`` shape of POST /workflows) as a start would:
+        graph, tasks, sizes; errors name the field under ``workflow.``."""
+        if not isinstance(body, Mapping):
+            raise ValidationError("workflow", "must be an object with a list of steps")
+        if body.get("idempotency_key") is not None:
+            # Each run's id derives from (schedule, configuration, fire time) instead.
+            raise ValidationError("workflow.idempotency_key",
+                                  "a schedule gives each run its own id; leave it out")
+        try:
+            spec = parse_workflow(body, tenant=tenant)
+            prepared = prepare(spec, registry, pools=pools, now=now)
+        except ValidationError as exc:
+            message = str(exc).removeprefix(f"{exc.field}: ")
+            raise type(exc)(f"workflow.{exc.field}", message) from exc
+        steps = []
+        for step in spec.steps:
+            one = prepared.steps[step.id]
+            steps.append(StepTemplate(
+                id=step.id, depends_on=prepared.graph.depends_on[step.id],
+                failure_policy=step.failure_policy.value,
+                job=JobTemplate(task=one.task, payload_json=one.payload_json, tenant=one.tenant,
+                                pool=one.pool, priority=one.priority,
+                                max_attempts=one.max_attempts, retry=one.retry,
+                                timeout_seconds=one.timeout_seconds, labels=one.labels)))
+        template = cls(tenant=prepared.steps[spec.steps[0].id].tenant, steps=tuple(steps),
+                       name=spec.name, labels=dict(spec.labels))
+        size = len(template.to_item().encode())
+        if size > MAX_WORKFLOW_TEMPLATE_BYTES:
+            raise PayloadTooLarge("workflow", f"is {size} bytes stored; a scheduled "
+                                              f"workflow's limit is {MAX_WORKFLOW_TEMPLATE_BYTES}")
+        return template
+
+    def to_prepared(self, now: int) -> Prepared:
+        """The validated workflow of one run, as :func:`~leasehold.workflows.prepare` gives it."""
+        spec = WorkflowSpec(
+            steps=tuple(StepSpec(id=s.id, task=s.job.task, payload=s.job.payload,
+                                 depends_on=s.depends_on,
+                                 failure_policy=FailurePolicy(s.failure_policy),
+                                 labels=s.job.labels) for s in self.steps),
+            tenant=self.tenant, name=self.name, labels=self.labels)
+        # Checked when the schedule was written; this only rebuilds the edges (pure).
+        graph = check_graph([(s.id, s.depends_on) for s in self.steps])
+        resolved = {s.id: s.job.to_resolved(now) for s in self.steps}
+        return Prepared(spec, graph, resolved, fingerprint(spec, graph, resolved))
+
+    def view(self) -> dict[str, Any]:
+        """The workflow as the API shows it: a body POST /workflows (or a schedule) accepts."""
+        return {"name": self.name, "labels": dict(self.labels), "steps": [{
+            "id": s.id, "task": s.job.task, "payload": s.job.payload,
+            "depends_on": list(s.depends_on), "pool": s.job.pool, "priority": s.job.priority,
+            "max_attempts": s.job.max_attempts, "timeout_seconds": s.job.timeout_seconds,
+            "retry": s.job.retry.to_dict(), "failure_policy": s.failure_policy,
+            "labels": dict(s.job.labels)} for s in self.steps]}
+
+    def to_item(self) -> str:
+        # One JSON string rather than nested maps: its size is what the limit above measures,
+        # and 500 steps of nested attributes would cost more of the item than their text.
+        return json.dumps({
+            "tenant": self.tenant, "name": self.name, "labels": dict(self.labels),
+            "steps": [{"id": s.id, "depends_on": list(s.depends_on),
+                       "failure_policy": s.failure_policy, "job": s.job.to_item()}
+                      for s in self.steps]}, separators=(",", ":"), default=_number)
+
+    @classmethod
+    def from_item(cls, text: str) -> WorkflowTemplate:
+        data = json.loads(text)
+        return cls(
+            tenant=data["tenant"], name=data.get("name"), labels=data.get("labels") or {},
+            steps=tuple(StepTemplate(id=s["id"], depends_on=tuple(s["depends_on"]),
+                                     failure_policy=s["failure_policy"],
+                                     job=JobTemplate.from_item(s["job"]))
+                        for s in data["steps"]))
+
+
+def _number(value: Any) -> Any:
+    if isinstance(value, Decimal):
+        return int(value) if value == value.to_integral_value() else float(value)
+    raise TypeError(f"not JSON: {value!r}")

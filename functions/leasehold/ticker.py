@@ -42,10 +42,11 @@ class PromoteReport:
 
 @dataclass
 class TickReport(PromoteReport):
-    #: Due schedules examined, jobs they fired, occurrences dropped by a policy.
+    #: Due schedules examined, runs they fired, occurrences dropped by a policy.
     schedules: int = 0
     fired: int = 0
     misfired: int = 0
+    #: Ids of the runs fired: jobs, and workflows for schedules that start one.
     fired_job_ids: list[str] = field(default_factory=list)
 
 
@@ -105,24 +106,28 @@ def fire_schedule(app: Leasehold, store: ScheduleStore, schedule: Schedule, now:
     previous = None
     if schedule.overlap_policy is not OverlapPolicy.ALLOW:
         previous = schedules.previous_live(app, schedule)
+    if schedule.workflow is not None:
+        # A workflow starts when it is due, never ahead: its roots are released at once and
+        # cannot wait in SQS, so it fires at the first tick at or after its time.
+        lookahead_ms = 0
     plan = firing.plan(schedule.rules(), next_fire_at=schedule.next_fire_at,
                        run_count=schedule.run_count, now=now, lookahead_ms=lookahead_ms,
                        previous_live=previous is not None)
     if plan.unchanged:
         return
     if plan.cancel_previous and previous is not None:
-        schedules.cancel_quietly(app, previous)
-    # Jobs first, cursor second: a crash in between re-plans the same occurrences at the
-    # next tick, whose conditional puts find the jobs already made.
+        schedules.cancel_run(app, schedule, previous)
+    # Runs first, cursor second: a crash in between re-plans the same occurrences at the
+    # next tick, whose conditional puts find the jobs (or workflows) already made.
     created: list[tuple[str, int]] = []
     last_job_id = schedule.last_job_id
     for occurrence in plan.fire:
-        job, was_created = schedules.fire_job(app, schedule, occurrence.fire_at,
-                                              occurrence.run_at, now)
-        last_job_id = job.job_id
+        run, was_created = schedules.fire(app, schedule, occurrence.fire_at, occurrence.run_at,
+                                          now)
+        last_job_id = run
         if was_created:
-            created.append((job.job_id, occurrence.fire_at))
-            report.fired_job_ids.append(job.job_id)
+            created.append((run, occurrence.fire_at))
+            report.fired_job_ids.append(run)
     report.fired += len(created)
     report.misfired += plan.skipped
     new = replace(
@@ -145,7 +150,8 @@ def _lost_race(app: Leasehold, store: ScheduleStore, schedule: Schedule,
 
     Another tick planned the same occurrences (the jobs are the same ones: nothing to do).
     A user's pause, update or delete changed the configuration after we read it: the jobs we
-    just made for the future belong to the old one, so cancel them as the user's change did.
+    just made for the future belong to the old one, so cancel them as the user's change did
+    (workflows are never started ahead, so this never cancels one).
     """
     try:
         edited = store.get(schedule.schedule_id).config_version != schedule.config_version
@@ -154,7 +160,7 @@ def _lost_race(app: Leasehold, store: ScheduleStore, schedule: Schedule,
     if edited:
         for job_id, fire_at in created:
             if fire_at > now:
-                schedules.cancel_quietly(app, job_id)
+                schedules.cancel_run(app, schedule, job_id)
 
 
 def tick(app: Leasehold, *, lookahead_seconds: float = LOOKAHEAD_SECONDS) -> TickReport:
