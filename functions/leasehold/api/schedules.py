@@ -19,18 +19,33 @@ from leasehold import schedules
 from leasehold.api import context
 from leasehold.api.errors import BadRequest
 from leasehold.api.jobs import answers, errors, view
-from leasehold.api.models import JobOut, JobPage, Priority
+from leasehold.api.models import JobOut, JobPage, Priority, _Strict
+from leasehold.api.workflows import StepIn, WorkflowOut, detail_out
 from leasehold.app import Leasehold
 from leasehold.clock import iso
 from leasehold.errors import ValidationError
 from leasehold.schedules import Schedule
+from leasehold.workflows import WorkflowDetail
 
 router = Router()
 ScheduleId = Annotated[str, Path(min_length=1, max_length=64, pattern=r"^[0-9A-Za-z]+$")]
 
 
+class ScheduledWorkflowIn(_Strict):
+    """The workflow a schedule starts: the shape of POST /workflows, without an idempotency
+    key (each run's id derives from the schedule and its fire time)."""
+
+    steps: list[StepIn] = Field(description="a DAG of at most 500 steps")
+    name: str | None = Field(default=None, min_length=1, max_length=128)
+    labels: dict[str, str] = Field(default_factory=dict, max_length=32)
+
+
 class ScheduleIn(BaseModel):
-    """A new schedule (POST: ``cron`` and ``task`` required) or changes to one (PATCH)."""
+    """A new schedule (POST: ``cron``, and ``task`` or ``workflow``) or changes to one (PATCH).
+
+    A schedule fires either one job (``task``, ``payload`` and the other job fields) or a whole
+    workflow (``workflow``), never both.
+    """
 
     model_config = ConfigDict(extra="forbid")
     name: str | None = Field(default=None, max_length=128)
@@ -45,6 +60,8 @@ class ScheduleIn(BaseModel):
     max_attempts: int | None = Field(default=None, ge=1, le=100)
     timeout_seconds: float | None = Field(default=None, ge=1, le=86_400)
     labels: dict[str, str] | None = None
+    workflow: ScheduledWorkflowIn | None = Field(
+        default=None, description="start this workflow at each fire time instead of a job")
     misfire_policy: Literal["skip", "fire_once", "catch_up"] | None = None
     overlap_policy: Literal["allow", "forbid", "replace"] | None = None
     starting_deadline_seconds: float | None = Field(default=None, ge=1)
@@ -61,13 +78,15 @@ class ScheduleOut(BaseModel):
     name: str
     cron: str
     timezone: str
-    task: str
+    task: str | None = None
     payload: Any = None
-    pool: str
-    priority: str
-    max_attempts: int
-    timeout_seconds: float
-    labels: dict[str, str]
+    pool: str | None = None
+    priority: str | None = None
+    max_attempts: int | None = None
+    timeout_seconds: float | None = None
+    labels: dict[str, str] | None = None
+    #: Each step with its defaults resolved: a body POST /workflows or a schedule accepts.
+    workflow: ScheduledWorkflowIn | None = None
     misfire_policy: str
     overlap_policy: str
     starting_deadline_seconds: float
@@ -82,6 +101,7 @@ class ScheduleOut(BaseModel):
     skipped_count: int
     last_fired_at: str | None
     last_job_id: str | None
+    last_workflow_id: str | None = None
     created_at: str | None
     updated_at: str | None
     version: int
@@ -193,15 +213,16 @@ _action("pause", "Pause a schedule (cancels runs handed off ahead)", schedules.p
 _action("resume", "Resume a paused schedule from its next time", schedules.resume)
 
 
-@router.post("/schedules/<schedule_id>/trigger", summary="Run the schedule's job now, once",
+@router.post("/schedules/<schedule_id>/trigger",
+             summary="Run the schedule's job (or workflow) now, once",
              status_code=201, tags=["schedules"],
-             responses={201: {"description": "the job",
-                              "content": {"application/json": {"model": JobOut}}},
+             responses={201: {"description": "the job, or the workflow of a workflow schedule",
+                              "content": {"application/json": {"model": JobOut | WorkflowOut}}},
                         **errors(401, 404, 409, 422)})
-def trigger_schedule(schedule_id: ScheduleId) -> Response[JobOut]:
-    job = schedules.trigger(context.leasehold(router), schedule_id, context.tenant(router))
-    return Response(status_code=201, content_type=content_types.APPLICATION_JSON,
-                    body=view(job))
+def trigger_schedule(schedule_id: ScheduleId) -> Response[JobOut | WorkflowOut]:
+    run = schedules.trigger(context.leasehold(router), schedule_id, context.tenant(router))
+    body = detail_out(run) if isinstance(run, WorkflowDetail) else view(run)
+    return Response(status_code=201, content_type=content_types.APPLICATION_JSON, body=body)
 
 
 @router.get("/schedules/<schedule_id>/next", summary="Preview the next fire times",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 from typing import Any
 
 from leasehold.cli.client import ApiError, Client, add_client_options
@@ -30,6 +31,9 @@ def register(subparsers: Any) -> None:
                                            "'rate(5 minutes)'")
         parser.add_argument("--task")
         parser.add_argument("--payload", help="JSON")
+        parser.add_argument("--workflow", metavar="FILE.json",
+                            help="start this workflow instead of a job: the body of "
+                                 "'workflow submit' ('-' reads stdin)")
         parser.add_argument("--timezone", help="IANA zone, e.g. Europe/London")
         parser.add_argument("--name")
         parser.add_argument("--priority", choices=["high", "normal", "low"])
@@ -46,7 +50,7 @@ def register(subparsers: Any) -> None:
     listing.add_argument("--cursor")
     for name, help in (("get", "show a schedule"), ("delete", "delete a schedule"),
                        ("pause", "pause a schedule"), ("resume", "resume a schedule"),
-                       ("trigger", "run the schedule's job now, once"),
+                       ("trigger", "run the schedule's job (or workflow) now, once"),
                        ("jobs", "list the schedule's runs")):
         action(name, help)
     action("next", "preview the next fire times").add_argument("--count", type=int, default=5)
@@ -69,6 +73,12 @@ def _body(args: argparse.Namespace) -> dict[str, Any]:
     body = {k: getattr(args, k) for k in _FIELDS if getattr(args, k) is not None}
     if args.payload is not None:
         body["payload"] = json.loads(args.payload)
+    if getattr(args, "workflow", None) is not None:
+        if args.workflow == "-":
+            body["workflow"] = json.load(sys.stdin)
+        else:
+            with open(args.workflow) as handle:
+                body["workflow"] = json.load(handle)
     return body
 
 
@@ -93,6 +103,9 @@ def run(args: argparse.Namespace) -> int:
         reply = client.request(method, url, _body(args) if body else None, query=query)
     except ApiError as exc:
         return fail(exc)
+    except (OSError, ValueError) as exc:  # an unreadable or invalid JSON file or payload
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     emit(args, reply, json.dumps(reply, indent=2) if reply is not None else "deleted")
     return 0
 
