@@ -15,6 +15,7 @@ from typing import Any
 import aws_cdk as cdk
 import pytest
 from aws_cdk.assertions import Template
+
 from infra.app import build
 from infra.config import PoolConfig, StackConfig
 from infra.stack import LeaseholdStack

@@ -13,6 +13,7 @@ import uuid
 from collections import Counter, defaultdict
 from typing import Any
 
+import pytest
 from botocore.exceptions import ClientError
 from hypothesis import HealthCheck, event, settings
 from hypothesis import strategies as st
@@ -43,6 +44,10 @@ from leasehold.states import JobState
 from leasehold.store import Change
 from leasehold.submission import submit
 from leasehold.worker import Delivery, Worker
+
+# The whole state machine is one pytest test: under a loaded CI machine it can pass the
+# suite's per-test timeout, which would fail it for time alone.
+pytestmark = pytest.mark.timeout(1200)
 
 MAX_ATTEMPTS = 4
 LEASE_S = 30.0
