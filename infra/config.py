@@ -106,6 +106,9 @@ class StackConfig:
     bundling: BundlingMode = "pip"
     api_timeout_seconds: int = 29
     api_memory_mb: int = 512
+    #: Days the event bus archive keeps user events (the ones triggers consume), so they can be
+    #: replayed after a trigger outage; 0 keeps no archive.
+    event_archive_days: int = 30
 
     def validate(self) -> None:
         names = [pool.name for pool in self.pools]
@@ -117,6 +120,8 @@ class StackConfig:
             raise ValueError("bundling must be 'pip' or 'source'")
         if self.queue_retention_days is not None and not 1 <= self.queue_retention_days <= 14:
             raise ValueError("queueRetentionDays must be 1..14 (the SQS limits)")
+        if self.event_archive_days < 0:
+            raise ValueError("eventArchiveDays must be 0 (no archive) or more")
         self.settings().validate()
 
     def settings(self) -> Settings:
@@ -132,6 +137,8 @@ class StackConfig:
             shards=self.shards,
             lease_seconds=self.lease_seconds,
             task_modules=self.task_modules,
+            # The functions publish job state events to the stack's bus by this name.
+            event_bus=f"{self.prefix}-events",
         )
 
     def pool(self, name: str) -> PoolConfig:
@@ -155,6 +162,7 @@ class StackConfig:
             "logRetentionDays": ("log_retention_days", int),
             "queueRetentionDays": ("queue_retention_days", int),
             "throttleRate": ("throttle_rate", float), "throttleBurst": ("throttle_burst", int),
+            "eventArchiveDays": ("event_archive_days", int),
         }
         for key, (name, kind) in numbers.items():
             if (value := get(key)) not in (None, ""):

@@ -46,7 +46,8 @@ class Monitoring(Construct):
                  dead_letter_queues: Mapping[str, sqs.IQueue],
                  workers: Mapping[str, lambda_.IFunction],
                  ticker: lambda_.IFunction, sweeper: lambda_.IFunction,
-                 api_function: lambda_.IFunction, api: apigw.RestApi) -> None:
+                 trigger: lambda_.IFunction, api_function: lambda_.IFunction,
+                 api: apigw.RestApi) -> None:
         super().__init__(scope, construct_id)
         # Alarm notifications may carry resource names; encrypt them with the stack's CMK.
         self.topic = sns.Topic(self, "Alarms", master_key=key, enforce_ssl=True,
@@ -115,6 +116,10 @@ class Monitoring(Construct):
                   fn.metric_throttles(period=cdk.Duration.minutes(5)), 10,
                   "The worker is throttled: raise its concurrency or the account limit. "
                   "See docs/operations.md#scaling-pools.", evaluation_periods=3, datapoints=3)
+        # Failed trigger runs also reach the trigger DLQ (alarmed above); errors show sooner.
+        alarm("TriggerErrors", trigger.metric_errors(period=cdk.Duration.minutes(5)), 5,
+              "The trigger function failed: events are retried, then kept in the trigger DLQ. "
+              "See docs/operations.md#triggers-failing.", evaluation_periods=2, datapoints=2)
         alarm("Api5xx", api.metric_server_error(period=cdk.Duration.minutes(5)), 5,
               "The API answered 5xx. See docs/operations.md#api-errors.",
               evaluation_periods=2, datapoints=2)
@@ -126,12 +131,12 @@ class Monitoring(Construct):
               "See docs/operations.md#lease-expiries.", evaluation_periods=5, datapoints=3)
 
         self.dashboard = self._dashboard(work_queues, dead_letter_queues,
-                                         list(workers.values()), ticker, sweeper, api)
+                                         [*workers.values(), ticker, sweeper, trigger], api)
 
     def _dashboard(self, work_queues: Mapping[str, sqs.IQueue],
                    dead_letter_queues: Mapping[str, sqs.IQueue],
-                   workers: Sequence[lambda_.IFunction], ticker: lambda_.IFunction,
-                   sweeper: lambda_.IFunction, api: apigw.RestApi) -> cloudwatch.Dashboard:
+                   functions: Sequence[lambda_.IFunction],
+                   api: apigw.RestApi) -> cloudwatch.Dashboard:
         def graph(title: str, metrics: Sequence[cloudwatch.IMetric],
                   width: int = 8) -> cloudwatch.GraphWidget:
             return cloudwatch.GraphWidget(title=title, left=list(metrics), width=width, height=6)
@@ -166,7 +171,7 @@ class Monitoring(Construct):
                   [api.metric_count(period=PERIOD), api.metric_client_error(period=PERIOD),
                    api.metric_server_error(period=PERIOD)]),
             graph("Functions: errors and throttles",
-                  [m for fn in [*workers, ticker, sweeper]
+                  [m for fn in functions
                    for m in (fn.metric_errors(period=PERIOD), fn.metric_throttles(period=PERIOD))]),
         )
         return dashboard

@@ -5,10 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 import aws_cdk as cdk
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from infra.api import Api
+from infra.bus import EventBus
 from infra.code import lambda_code
 from infra.config import StackConfig
 from infra.functions import LeaseholdFunction
@@ -17,6 +19,7 @@ from infra.nag import acknowledge
 from infra.queues import Queues
 from infra.scheduling import TickerSweeper
 from infra.tables import Tables
+from infra.triggers import Triggers
 from infra.workers import Workers
 
 API_HANDLER = "leasehold.handlers.api.handler"
@@ -52,6 +55,9 @@ class LeaseholdStack(cdk.Stack):
         self.queues = Queues(self, "Queues", settings=settings, pools=config.pools,
                              retention_days=config.queue_retention_days,
                              retain_data=config.retain_data)
+        assert settings.event_bus is not None  # StackConfig.settings names the bus
+        self.bus = EventBus(self, "Events", name=settings.event_bus,
+                            archive_days=config.event_archive_days)
 
         # The core's own serializer writes the environment, so every variable the functions
         # read is one Settings knows. AWS_REGION is set by Lambda itself (and reserved).
@@ -75,6 +81,9 @@ class LeaseholdStack(cdk.Stack):
             log_retention=log_retention, description="Leasehold REST API",
         ).function
         self.tables.grant_data(api_fn)
+        self.triggers = Triggers(self, "Triggers", bus=self.bus, queues=self.queues,
+                                 tables=self.tables, code=code, environment=environment,
+                                 log_retention=log_retention)
         # Submissions hand off, redrives re-send, admission control reads queue depths,
         # and dead-letter listing reads the DLQs.
         self.queues.grant_send(api_fn)
@@ -82,9 +91,16 @@ class LeaseholdStack(cdk.Stack):
         self.queues.grant_consume(api_fn, self.queues.dead.values())
         acknowledge(api_fn, "Serverless-LambdaDLQ",
                     "Invoked synchronously by API Gateway; errors are returned to the caller.")
-        for grantee in (*self.workers.functions.values(), *self.scheduling.functions.values(),
-                        api_fn):
+        functions = (*self.workers.functions.values(), *self.scheduling.functions.values(),
+                     api_fn, self.triggers.function)
+        for grantee in functions:
             self.tables.acknowledge_index_grants(grantee.role)  # type: ignore[arg-type]
+        # Every process that changes job state publishes the change (LEASEHOLD_EVENT_BUS).
+        publishers: list[iam.IGrantable] = [*functions]
+        publishers += [service.task_definition.task_role
+                       for service in self.workers.services.values()]
+        for publisher in publishers:
+            self.bus.grant_publish(publisher)
         self.api = Api(self, "Api", handler=api_fn, log_retention=log_retention,
                        throttle_rate=config.throttle_rate, throttle_burst=config.throttle_burst,
                        cognito_user_pool_arn=config.cognito_user_pool_arn, waf=config.waf)
@@ -96,9 +112,11 @@ class LeaseholdStack(cdk.Stack):
             dead_letter_queues={
                 **{q.node.id: q for q in self.queues.dead.values()},
                 "scheduling-dlq": self.scheduling.dlq,
+                "trigger-dlq": self.triggers.dlq,
             },
             workers=self.workers.functions, ticker=self.scheduling.ticker,
-            sweeper=self.scheduling.sweeper, api_function=api_fn, api=self.api.rest_api,
+            sweeper=self.scheduling.sweeper, trigger=self.triggers.function,
+            api_function=api_fn, api=self.api.rest_api,
         )
 
         cdk.CfnOutput(self, "ApiUrl", value=self.api.url, description="The REST API's base URL")
@@ -109,3 +127,5 @@ class LeaseholdStack(cdk.Stack):
         for table_role, table in self.tables.by_role.items():
             cdk.CfnOutput(self, f"{table_role.title()}Table", value=table.table_name)
         cdk.CfnOutput(self, "QueuePrefix", value=settings.queue_prefix)
+        cdk.CfnOutput(self, "EventBusName", value=self.bus.name,
+                      description="Put events here for triggers; job state events appear here")

@@ -5,6 +5,7 @@ from __future__ import annotations
 from functools import cache
 from typing import Any
 
+from leasehold import telemetry
 from leasehold.api.app import handle
 from leasehold.api.context import ApiConfig
 from leasehold.app import Leasehold
@@ -12,9 +13,10 @@ from leasehold.app import Leasehold
 
 @cache
 def _app() -> tuple[Leasehold, ApiConfig]:
-    return Leasehold.from_settings(), ApiConfig.from_env()
+    return telemetry.install(Leasehold.from_settings()), ApiConfig.from_env()
 
 
+@telemetry.instrumented
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     app, api_config = _app()
     return handle(app, event, context, api_config)

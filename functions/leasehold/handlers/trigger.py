@@ -9,15 +9,16 @@ from __future__ import annotations
 from functools import cache
 from typing import Any
 
-from leasehold import triggers
+from leasehold import telemetry, triggers
 from leasehold.app import Leasehold
 
 
 @cache
 def _app() -> Leasehold:
-    return Leasehold.from_settings()
+    return telemetry.install(Leasehold.from_settings())
 
 
+@telemetry.instrumented
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     jobs = triggers.dispatch(_app(), event)
     return {"submitted": [job.job_id for job in jobs]}

@@ -1,0 +1,74 @@
+"""Event triggers on AWS: a rule on the Leasehold bus delivers user events to the trigger function.
+
+The rule matches broadly (every event but Leasehold's own job events); the function applies
+each stored trigger's pattern (:func:`leasehold.triggers.dispatch`). Unlike a missed tick, a
+lost event is not made good by the next one, so delivery is retried for longer than the
+ticker's and an event that still fails is kept, with its error, in a DLQ for redrive.
+Retrying is safe: a job's id derives from (trigger, event id), so a redelivery creates nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import aws_cdk as cdk
+from aws_cdk import aws_events as events
+from aws_cdk import aws_events_targets as targets
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_lambda_destinations as destinations
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_sqs as sqs
+from constructs import Construct
+
+from infra.bus import USER_EVENTS, EventBus
+from infra.functions import LeaseholdFunction
+from infra.nag import acknowledge
+from infra.queues import Queues
+from infra.tables import Tables
+
+TRIGGER_HANDLER = "leasehold.handlers.trigger.handler"
+TIMEOUT_SECONDS = 60
+#: EventBridge's delivery retries (throttled or unavailable function) and Lambda's own retries
+#: of a failed run; both stop at the same age.
+DELIVERY_RETRIES = 10
+INVOKE_RETRIES = 2
+MAX_EVENT_AGE = cdk.Duration.hours(6)
+
+
+class Triggers(Construct):
+    def __init__(self, scope: Construct, construct_id: str, *, bus: EventBus, queues: Queues,
+                 tables: Tables, code: lambda_.Code, environment: Mapping[str, str],
+                 log_retention: logs.RetentionDays) -> None:
+        super().__init__(scope, construct_id)
+        # SQS-managed encryption, as for the ticker's DLQ: EventBridge and Lambda can write to
+        # it without a key policy for their service principals. 14 days, the SQS maximum, so an
+        # operator has time to fix a trigger and redrive its events.
+        self.dlq = sqs.Queue(
+            self, "Dlq", encryption=sqs.QueueEncryption.SQS_MANAGED, enforce_ssl=True,
+            retention_period=cdk.Duration.days(14))
+        acknowledge(self.dlq, "AwsSolutions-SQS3",
+                    "This queue is itself the dead-letter queue of the trigger rule's target "
+                    "and of the trigger function's async invocations.")
+        acknowledge(self.dlq, "Serverless-SQSRedrivePolicy",
+                    "This queue is itself a dead-letter queue; a DLQ of a DLQ only moves the "
+                    "problem. Its depth alarms instead.")
+        self.function = LeaseholdFunction(
+            self, "trigger", handler=TRIGGER_HANDLER, code=code, environment=environment,
+            memory_mb=512, timeout_seconds=TIMEOUT_SECONDS, log_retention=log_retention,
+            description="Leasehold event triggers: submits the jobs of matching triggers",
+        ).function
+        self.function.configure_async_invoke(
+            retry_attempts=INVOKE_RETRIES, max_event_age=MAX_EVENT_AGE,
+            on_failure=destinations.SqsDestination(self.dlq))
+        acknowledge(self.function, "Serverless-LambdaDLQ",
+                    "Failed async invocations go to an on-failure destination (the same "
+                    "queue), which records the error as well as the event.")
+        self.rule = events.Rule(
+            self, "UserEvents", event_bus=bus.bus, event_pattern=USER_EVENTS,
+            description="Delivers user events (not Leasehold's job events) to the triggers")
+        self.rule.add_target(targets.LambdaFunction(
+            self.function, dead_letter_queue=self.dlq, retry_attempts=DELIVERY_RETRIES,
+            max_event_age=MAX_EVENT_AGE))
+        # A trigger reads its definitions (coordination table), creates jobs and hands them off.
+        tables.grant_data(self.function)
+        queues.grant_send(self.function)
