@@ -36,7 +36,7 @@ from leasehold.schedule_runs import (
 from leasehold.spec import check_number, check_tenant, check_text
 from leasehold.states import JobState
 from leasehold.submission import new_job
-from leasehold.templates import JobTemplate, WorkflowTemplate
+from leasehold.templates import JobTemplate, WorkflowTemplate, resolve_target
 from leasehold.workflows import WorkflowDetail, get_workflow
 
 if TYPE_CHECKING:
@@ -187,7 +187,10 @@ def build(app: Leasehold, body: Mapping[str, Any], *, tenant: str, now: int,
     end_at = _time("end_at", values.get("end_at"))
     if start_at is not None and end_at is not None and end_at <= start_at:
         raise ValidationError("end_at", "must be after start_at")
-    template, workflow = _target(app, body, values, tenant=tenant, now=now, base=base)
+    template, workflow = resolve_target(
+        app.registry, pools=app.settings.pools, now=now, tenant=check_tenant(tenant),
+        body=body, values=values, job_fields=TEMPLATE_FIELDS & set(body),
+        current=(base.template, base.workflow) if base else None)
     jitter = float(check_number("jitter_seconds", values.get("jitter_seconds") or 0,
                                 low=0, high=MAX_JITTER_SECONDS))
     if workflow is not None and jitter:
@@ -216,32 +219,6 @@ def build(app: Leasehold, body: Mapping[str, Any], *, tenant: str, now: int,
             last_fired_at=base.last_fired_at, last_job_id=base.last_job_id,
             version=base.version, config_version=base.config_version)
     return schedule
-
-
-def _target(app: Leasehold, body: Mapping[str, Any], values: Mapping[str, Any], *,
-            tenant: str, now: int, base: Schedule | None
-            ) -> tuple[JobTemplate | None, WorkflowTemplate | None]:
-    """What the schedule fires: (job template, None) or (None, workflow), never both."""
-    job_fields = TEMPLATE_FIELDS & set(body)
-    if "workflow" in body:
-        if job_fields:
-            raise ValidationError("workflow", "give a job (task, payload, ...) or a workflow, "
-                                              f"not both (got {', '.join(sorted(job_fields))})")
-        return None, WorkflowTemplate.resolve(app.registry, pools=app.settings.pools, now=now,
-                                              body=body["workflow"],
-                                              tenant=check_tenant(tenant))
-    if base is not None and not job_fields:
-        return base.template, base.workflow
-    if base is not None and base.workflow is not None and "task" not in job_fields:
-        raise ValidationError(sorted(job_fields)[0], "this schedule starts a workflow: change "
-                                                     "its steps with workflow, or give task")
-    if values.get("task") is None:
-        raise ValidationError("task", "required: give task (a job) or workflow (its steps)")
-    return JobTemplate.resolve(
-        app.registry, pools=app.settings.pools, now=now, task=values.get("task"),
-        payload=values.get("payload"), tenant=check_tenant(tenant), pool=values.get("pool"),
-        priority=values.get("priority"), max_attempts=values.get("max_attempts"),
-        timeout_seconds=values.get("timeout_seconds"), labels=values.get("labels")), None
 
 
 # -- what users do -------------------------------------------------------------------------

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Set
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
@@ -204,6 +204,38 @@ class WorkflowTemplate:
                                      failure_policy=s["failure_policy"],
                                      job=JobTemplate.from_item(s["job"]))
                         for s in data["steps"]))
+
+
+Target = tuple[JobTemplate | None, WorkflowTemplate | None]
+
+
+def resolve_target(registry: TaskRegistry, *, pools: tuple[str, ...], now: int, tenant: str,
+                   body: Mapping[str, Any], values: Mapping[str, Any],
+                   job_fields: Set[str], current: Target | None = None) -> Target:
+    """What a schedule fires, from its body: (job template, None) or (None, workflow).
+
+    ``body`` is what the user sent, ``values`` the body over the current schedule's fields,
+    ``job_fields`` the job template fields ``body`` names and ``current`` what an update
+    starts from. Giving both a job and a workflow is an error naming ``workflow``.
+    """
+    if "workflow" in body:
+        if job_fields:
+            raise ValidationError("workflow", "give a job (task, payload, ...) or a workflow, "
+                                              f"not both (got {', '.join(sorted(job_fields))})")
+        return None, WorkflowTemplate.resolve(registry, pools=pools, now=now,
+                                              body=body["workflow"], tenant=tenant)
+    if current is not None and not job_fields:
+        return current
+    if current is not None and current[1] is not None and "task" not in job_fields:
+        raise ValidationError(sorted(job_fields)[0], "this schedule starts a workflow: change "
+                                                     "its steps with workflow, or give task")
+    if values.get("task") is None:
+        raise ValidationError("task", "required: give task (a job) or workflow (its steps)")
+    return JobTemplate.resolve(
+        registry, pools=pools, now=now, task=values.get("task"), payload=values.get("payload"),
+        tenant=tenant, pool=values.get("pool"), priority=values.get("priority"),
+        max_attempts=values.get("max_attempts"), timeout_seconds=values.get("timeout_seconds"),
+        labels=values.get("labels")), None
 
 
 def _number(value: Any) -> Any:
