@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -70,7 +71,8 @@ class Queues:
         return self.url_by_name(queue_name(self.settings.queue_prefix, pool, priority) + "-dlq")
 
     def send(self, pool: str, priority: str, message: Message, delay_seconds: float = 0) -> None:
-        delay = max(0, min(MAX_DELAY_SECONDS, round(delay_seconds)))
+        # SQS delays are whole seconds: round up, so a job never starts before its time.
+        delay = max(0, min(MAX_DELAY_SECONDS, math.ceil(delay_seconds - 0.001)))
         self._sqs.send_message(
             QueueUrl=self.url(pool, priority), MessageBody=message.body(), DelaySeconds=delay
         )

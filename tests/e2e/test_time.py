@@ -24,9 +24,9 @@ pytestmark = pytest.mark.e2e
 
 #: Start lateness (start - requested time) allowed, in seconds: the issue's p99 target.
 LATE = 2.0
-#: SQS delays are whole seconds, rounded to the nearest, so a job may start up to half a
-#: second before its time; a little more for the clocks of two processes.
-EARLY = 0.6
+#: SQS delays are whole seconds, rounded up, so a job never starts before its time; 50 ms
+#: allows only for the millisecond rounding of the stored times.
+EARLY = 0.05
 
 
 def _ms(stamp: str) -> int:
