@@ -20,6 +20,7 @@ PRICES = {
     # Not in the issue; from the AWS price pages (us-east-1, no free tier).
     "lambda_arm64_per_gb_second": 0.0000133334,
     "eventbridge_scheduler_per_million_invocations": 1.00,
+    "eventbridge_per_million_custom_events": 1.00,
 }
 #: The stack's defaults (infra/config.py): worker and API memory, and the SQS batch size.
 WORKER_MEMORY_GB = 1.0
@@ -41,9 +42,12 @@ def leasehold(per_job: dict[str, Any], worker_seconds: float) -> dict[str, float
     dynamodb = (per_job["write_units"] * PRICES["dynamodb_per_million_write_units"]
                 + per_job["read_units"] * PRICES["dynamodb_per_million_read_units"])
     sqs = per_job["sqs_requests"] * PRICES["sqs_per_million_requests"]
+    # One PutEvents entry per request here (each event is well under 64 KB).
+    events = per_job["eventbridge_requests"] * PRICES["eventbridge_per_million_custom_events"]
     worker = _lambda(1 / LAMBDA_BATCH, worker_seconds * WORKER_MEMORY_GB)
     return {"dynamodb": round(dynamodb, 3), "sqs": round(sqs, 3),
-            "lambda_worker": round(worker, 3), "total": round(dynamodb + sqs + worker, 3)}
+            "eventbridge": round(events, 3), "lambda_worker": round(worker, 3),
+            "total": round(dynamodb + sqs + events + worker, 3)}
 
 
 def model(per_job: dict[str, Any], scaling: list[dict[str, Any]]) -> dict[str, Any]:
@@ -78,7 +82,8 @@ def model(per_job: dict[str, Any], scaling: list[dict[str, Any]]) -> dict[str, A
     return {
         "prices": PRICES,
         "assumptions": [
-            "Leasehold: measured write/read units and SQS requests per job (section 4); the "
+            "Leasehold: measured write/read units, SQS requests and job state events "
+            "(EventBridge PutEvents, as the stack publishes them) per job (section 4); the "
             "worker Lambda runs batches of 10 (one invocation per 10 jobs) at 1 GB arm64 for "
             "the measured worker time per job against the local emulator; no API Gateway "
             "unless named.",

@@ -197,6 +197,7 @@ class Usage:
             "requests_by_operation": scaled(self.requests),
             "dynamodb_requests": round(self.total_requests("dynamodb") / count, 3),
             "sqs_requests": round(self.total_requests("sqs") / count, 3),
+            "eventbridge_requests": round(self.total_requests("events") / count, 3),
             "write_units": round(self.total_write_units() / count, 3),
             "write_units_by_table": scaled(self.write_units),
             "read_units": round(self.total_read_units() / count, 3),
@@ -207,7 +208,7 @@ class Usage:
 
 
 class Meter:
-    """Hooks a :class:`~leasehold.aws.Clients`' DynamoDB and SQS clients; thread-safe."""
+    """Hooks a :class:`~leasehold.aws.Clients`' DynamoDB, SQS and EventBridge clients."""
 
     def __init__(self, clients: Clients, settings: Settings) -> None:
         self.settings = settings
@@ -218,7 +219,7 @@ class Meter:
         self._tables = {t.table_name(settings): t for t in TABLES}
         # Reads item images for the unit arithmetic; its requests are not counted.
         self._side = Clients(settings).dynamodb
-        for service in ("dynamodb", "sqs"):
+        for service in ("dynamodb", "sqs", "events"):
             events = clients.client(service).meta.events
             events.register(f"provide-client-params.{service}", self._before)
             events.register(f"after-call.{service}", self._after)

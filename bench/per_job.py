@@ -4,6 +4,7 @@ Each kind runs a batch of 10 jobs through the real code paths (submission or tic
 worker as Lambda's event source drives it, the batched delete) on a private emulator, with
 the :mod:`bench.metering` hooks on the app's clients; the totals are divided by 10.
 
+The app publishes job state events to an EventBridge bus, as the CDK stack configures it.
 Receives are counted only when they return messages: the minimum a consumer needs is one
 receive per batch of up to 10, and idle polling is a cost per worker, not per job.
 """
@@ -33,6 +34,7 @@ from leasehold.tenants import Limits
 from leasehold.worker import Worker
 
 BATCH = 10
+EVENT_BUS = "leasehold-bench-events"
 
 
 class Bench:
@@ -84,8 +86,10 @@ def measure_all(*, batch: int = BATCH, timed: int = 3 * BATCH) -> dict[str, Any]
     fake_credentials()
     server = emulator.start()
     try:
-        app = library_app(server.endpoint)
+        # As deployed: the stack names an event bus, and every job state change is published.
+        app = library_app(server.endpoint, event_bus=EVENT_BUS)
         provision.create_all(app.clients, app.settings)
+        app.clients.client("events").create_event_bus(Name=EVENT_BUS)
         bench = Bench(app)
         results: dict[str, Any] = {}
 

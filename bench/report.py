@@ -153,7 +153,8 @@ def markdown(r: dict[str, Any]) -> str:
         "## 4. AWS requests and DynamoDB capacity units per job",
         "",
         "Counted with botocore `after-call` hooks on the app's clients over batches of 10 jobs "
-        "through the real paths (receives counted only when they return messages). Units are "
+        "through the real paths, with job state events published to an EventBridge bus as "
+        "deployed (receives counted only when they return messages). Units are "
         "computed from item sizes, as moto reports fixed capacity: a write costs "
         "`ceil(max(size before, size after) / 1 KB)`; each GSI adds 1 write when an item "
         "enters, leaves or changes projected attributes, 2 when its index key changes, each "
@@ -186,6 +187,11 @@ def markdown(r: dict[str, Any]) -> str:
                      f"{kind['requests'] - tenant_requests:g} requests and "
                      f"{kind['write_units'] - tenant_units:g} write units.")
         lines += ["", line]
+    events = pj["immediate"].get("eventbridge_requests", 0)
+    if events:
+        lines += ["", f"Job state events (the stack sets `LEASEHOLD_EVENT_BUS`) cost an immediate "
+                      f"job {events:g} PutEvents requests; without them it would take "
+                      f"{pj['immediate']['requests'] - events:g} requests."]
     lines += [
         "",
         f"A cron occurrence excludes the ticker's fixed queries (an empty tick: "
@@ -198,8 +204,8 @@ def markdown(r: dict[str, Any]) -> str:
         "",
         "## 5. Cost per million jobs (us-east-1 on-demand)",
         "",
-        _row("workload", "DynamoDB", "SQS", "Lambda", "API Gateway", "total"),
-        _row("---", "---", "---", "---", "---", "---"),
+        _row("workload", "DynamoDB", "SQS", "EventBridge", "Lambda", "API Gateway", "total"),
+        _row("---", "---", "---", "---", "---", "---", "---"),
     ]
     for label, key in (("Leasehold immediate", "immediate"), ("Leasehold delayed", "delayed"),
                        ("Leasehold retried once", "retried"),
@@ -207,10 +213,11 @@ def markdown(r: dict[str, Any]) -> str:
                        ("Leasehold immediate via API", "immediate_via_api")):
         k = c["per_million_jobs"][key]
         lam = k["lambda_worker"] + k.get("lambda_api", 0)
-        lines.append(_row(label, f"${k['dynamodb']:.2f}", f"${k['sqs']:.2f}", f"${lam:.2f}",
+        lines.append(_row(label, f"${k['dynamodb']:.2f}", f"${k['sqs']:.2f}",
+                          f"${k.get('eventbridge', 0):.2f}", f"${lam:.2f}",
                           f"${k.get('api_gateway', 0):.2f}", f"**${k['total']:.2f}**"))
     for label, dollars in c["alternatives_per_million_jobs"].items():
-        lines.append(_row(label, "", "", "", "", f"${dollars:.2f}"))
+        lines.append(_row(label, "", "", "", "", "", f"${dollars:.2f}"))
     lines += ["", f"Fixed per month (ticker and sweeper once a minute): "
                   f"${c['fixed_per_month']}." if c["fixed_per_month"] is not None else "", ""]
     lines += ["Assumptions:", ""] + [f"- {a}" for a in c["assumptions"]]
