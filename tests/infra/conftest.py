@@ -1,7 +1,9 @@
 """One synthesis per test session: every infra test reads the same cloud assembly.
 
 Synthesis uses ``bundling="source"`` (the bare ``functions/`` folder as the code asset): the
-code is never run here, and the real pip bundle would need the network and ~20 s.
+code is never run here, and the real pip bundle would need the network and ~20 s. It uses the
+CDK feature flags of ``cdk.json`` (the CLI passes them as context), so the template under test
+is the one ``cdk synth`` writes.
 """
 
 from __future__ import annotations
@@ -21,6 +23,11 @@ from infra.config import PoolConfig, StackConfig
 from infra.stack import LeaseholdStack
 
 os.environ.setdefault("JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION", "1")
+ROOT = Path(__file__).resolve().parents[2]
+#: The ``@aws-cdk/...`` feature flags in cdk.json's context.
+FEATURE_FLAGS = {key: value for key, value in
+                 json.loads((ROOT / "cdk.json").read_text())["context"].items()
+                 if key.startswith("@aws-cdk")}
 
 #: Two pools, one of each kind, so that every construct is in the template.
 CONFIG = StackConfig(
@@ -55,7 +62,7 @@ class Synthesized:
 @pytest.fixture(scope="session")
 def synthesized(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
     outdir = tmp_path_factory.mktemp("cdk.out")
-    app = cdk.App(outdir=str(outdir))
+    app = cdk.App(outdir=str(outdir), context=FEATURE_FLAGS)
     # No bootstrap-version rule: moto's CloudFormation has no SSM bootstrap parameter.
     # The rule is the only thing this synthesizer setting changes.
     stack = build(app, config=CONFIG, nag=False, synthesizer=cdk.DefaultStackSynthesizer(

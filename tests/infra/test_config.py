@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+import tarfile
 from pathlib import Path
 from typing import Any
 
+import aws_cdk
 import pytest
 
+from infra.app import FLAGS_LEFT_OFF
 from infra.config import PoolConfig, StackConfig
 
 pytestmark = pytest.mark.infra
@@ -69,3 +72,23 @@ def test_invalid_pools_are_rejected_before_synthesis(pools: list[dict[str, Any]]
                                                      message: str) -> None:
     with pytest.raises(ValueError, match=message):
         _context({"pools": pools})
+
+
+def _recommended_flags() -> dict[str, Any]:
+    """The recommended feature flags of the installed aws-cdk-lib (what ``cdk init`` writes)."""
+    bundle = next((Path(aws_cdk.__file__).parent / "_jsii").glob("aws-cdk-lib@*.jsii.tgz"))
+    with tarfile.open(bundle) as archive:
+        member = archive.extractfile("package/recommended-feature-flags.json")
+        assert member is not None
+        return dict(json.load(member))
+
+
+def test_cdk_json_sets_every_recommended_feature_flag_but_the_ones_left_off_with_a_reason(
+        ) -> None:
+    context = json.loads((ROOT / "cdk.json").read_text())["context"]
+    recommended = _recommended_flags()
+    assert len(recommended) > 50
+    differing = {flag for flag, value in recommended.items() if context.get(flag) != value}
+    assert differing == set(FLAGS_LEFT_OFF)
+    for flag, reason in FLAGS_LEFT_OFF.items():
+        assert context[flag] is False and len(reason) > 30, flag
