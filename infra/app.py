@@ -20,9 +20,9 @@ STACK_NAME = "Leasehold"
 FLAGS_LEFT_OFF = {
     "@aws-cdk/aws-ec2:restrictDefaultSecurityGroup": (
         "Strips the rules of the ECS pools' VPC default security group through a custom "
-        "resource: a Node.js Lambda with the AWS managed basic execution policy, which "
-        "moto's CloudFormation cannot run without Docker (the stack stays "
-        "CREATE_IN_PROGRESS) and which cdk-nag flags. Nothing uses the default group: the "
+        "resource: a Node.js Lambda that moto's CloudFormation cannot run without Docker "
+        "(the stack stays CREATE_IN_PROGRESS), whose role carries the AWS managed basic "
+        "execution policy the stack otherwise avoids. Nothing uses the default group: the "
         "Fargate workers get their own security group with no inbound rules."),
 }
 
