@@ -92,3 +92,14 @@ def test_cdk_json_sets_every_recommended_feature_flag_but_the_ones_left_off_with
     assert differing == set(FLAGS_LEFT_OFF)
     for flag, reason in FLAGS_LEFT_OFF.items():
         assert context[flag] is False and len(reason) > 30, flag
+
+
+def test_event_archive_days_come_from_context_and_must_not_be_negative() -> None:
+    assert _context({}).event_archive_days == 30
+    assert _context({"eventArchiveDays": "0"}).event_archive_days == 0
+    with pytest.raises(ValueError, match="eventArchiveDays"):
+        _context({"eventArchiveDays": "-1"})
+
+
+def test_the_functions_publish_to_the_bus_named_after_the_prefix() -> None:
+    assert StackConfig(prefix="acme").settings().event_bus == "acme-events"
