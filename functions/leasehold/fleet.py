@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from leasehold.app import Leasehold
-from leasehold.store import from_av, to_av
+from leasehold.dynamo import query, to_av
 
 PARTITION = "worker"
 #: A worker is listed while its last heartbeat is younger than this many heartbeats.
@@ -57,29 +57,19 @@ def deregister(app: Leasehold, worker_id: str) -> None:
 def live_workers(app: Leasehold, *, pool: str | None = None) -> list[WorkerInfo]:
     """Workers whose last heartbeat is recent, oldest first; a silent one drops off."""
     now = app.now()
-    kwargs: dict[str, Any] = {
-        "TableName": app.settings.coordination_table,
-        "KeyConditionExpression": "pk = :pk",
-        "ExpressionAttributeValues": to_av({":pk": PARTITION}),
-        "ConsistentRead": True,
-    }
     found: list[WorkerInfo] = []
-    while True:
-        response = app.clients.dynamodb.query(**kwargs)
-        for raw in response.get("Items", []):
-            item = from_av(raw)
-            beat_ms = int(item.get("heartbeat_ms", 5000))
-            if now - int(item["last_heartbeat"]) > beat_ms * MISSED_HEARTBEATS:
-                continue
-            if pool is not None and item.get("pool") != pool:
-                continue
-            found.append(WorkerInfo(
-                worker_id=item["sk"], pool=item["pool"], host=item.get("host", ""),
-                pid=int(item.get("pid", 0)), started_at=int(item.get("started_at", 0)),
-                last_heartbeat=int(item["last_heartbeat"]), heartbeat_seconds=beat_ms / 1000,
-                current_jobs=tuple(item.get("current_jobs", ())),
-                processed=int(item.get("processed", 0))))
-        if "LastEvaluatedKey" not in response:
-            break
-        kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+    for item in query(app.clients.dynamodb, TableName=app.settings.coordination_table,
+                      KeyConditionExpression="pk = :pk", ConsistentRead=True,
+                      ExpressionAttributeValues=to_av({":pk": PARTITION})):
+        beat_ms = int(item.get("heartbeat_ms", 5000))
+        if now - int(item["last_heartbeat"]) > beat_ms * MISSED_HEARTBEATS:
+            continue
+        if pool is not None and item.get("pool") != pool:
+            continue
+        found.append(WorkerInfo(
+            worker_id=item["sk"], pool=item["pool"], host=item.get("host", ""),
+            pid=int(item.get("pid", 0)), started_at=int(item.get("started_at", 0)),
+            last_heartbeat=int(item["last_heartbeat"]), heartbeat_seconds=beat_ms / 1000,
+            current_jobs=tuple(item.get("current_jobs", ())),
+            processed=int(item.get("processed", 0))))
     return sorted(found, key=lambda w: (w.started_at, w.worker_id))

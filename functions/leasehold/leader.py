@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
+from leasehold.dynamo import condition_failed
+
 if TYPE_CHECKING:
     from leasehold.app import Leasehold
 
@@ -51,7 +53,7 @@ class LeaderLease:
                 ExpressionAttributeValues={":me": {"S": self.owner}, ":now": {"N": str(now)}},
             )
         except ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
+            if not condition_failed(exc):
                 raise
             self.expires_at = None
             return False
@@ -75,6 +77,6 @@ class LeaderLease:
                 ExpressionAttributeValues={":me": {"S": self.owner}},
             )
         except ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
+            if not condition_failed(exc):
                 raise
         self.expires_at = None

@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING, Any
 from leasehold import control
 from leasehold.clock import iso
 from leasehold.definitions import BY_SCHEDULE_INDEX
+from leasehold.dynamo import query_page, to_av
 from leasehold.errors import Conflict, NotFound
 from leasehold.ids import derived_id
 from leasehold.states import JobState
-from leasehold.store import from_av, to_av
 from leasehold.workflows import cancel_workflow, start_prepared
 from leasehold.workflows.progress import workflow_store
 
@@ -91,17 +91,11 @@ def job_ids(app: Leasehold, schedule_id: str, *, after: str | None = None, limit
     if after is not None:
         condition += " AND scheduled_for > :after"
         values[":after"] = after
-    kwargs: dict[str, Any] = {
-        "TableName": app.settings.jobs_table, "IndexName": BY_SCHEDULE_INDEX.name,
-        "KeyConditionExpression": condition, "ExpressionAttributeValues": to_av(values),
-        "ScanIndexForward": not newest_first, "Limit": limit,
-    }
-    if cursor:
-        kwargs["ExclusiveStartKey"] = to_av(cursor)
-    response = app.clients.dynamodb.query(**kwargs)
-    last = response.get("LastEvaluatedKey")
-    return [from_av(i)["job_id"] for i in response.get("Items", [])], \
-        (from_av(last) if last else None)
+    items, last = query_page(
+        app.clients.dynamodb, limit=limit, cursor=cursor, TableName=app.settings.jobs_table,
+        IndexName=BY_SCHEDULE_INDEX.name, KeyConditionExpression=condition,
+        ExpressionAttributeValues=to_av(values), ScanIndexForward=not newest_first)
+    return [item["job_id"] for item in items], last
 
 
 def cancel_pending(app: Leasehold, schedule_id: str, now: int) -> list[str]:

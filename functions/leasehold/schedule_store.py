@@ -15,12 +15,12 @@ from botocore.exceptions import ClientError
 
 from leasehold.aws import Clients
 from leasehold.definitions import SCHEDULES
+from leasehold.dynamo import condition_failed, from_av, query, query_page, to_av
 from leasehold.errors import Conflict, NotFound
 from leasehold.firing import MisfirePolicy, OverlapPolicy
 from leasehold.ids import shard_of
 from leasehold.schedules import Schedule, ScheduleState
 from leasehold.settings import Settings
-from leasehold.store import from_av, to_av
 from leasehold.templates import JobTemplate, WorkflowTemplate
 
 DUE_INDEX = SCHEDULES.indexes[0]
@@ -58,7 +58,7 @@ class DynamoScheduleStore:
             self._ddb.put_item(TableName=self.table, Item=to_av(self._item(schedule)),
                                ConditionExpression="attribute_not_exists(schedule_id)")
         except ClientError as exc:
-            if _code(exc) != "ConditionalCheckFailedException":
+            if not condition_failed(exc):
                 raise
             raise Conflict(f"schedule {schedule.schedule_id} exists",
                            schedule_id=schedule.schedule_id) from exc
@@ -84,7 +84,7 @@ class DynamoScheduleStore:
                 ExpressionAttributeValues={":v": {"N": str(expected_version)}},
             )
         except ClientError as exc:
-            if _code(exc) != "ConditionalCheckFailedException":
+            if not condition_failed(exc):
                 raise
             raise Conflict(f"schedule {schedule.schedule_id} changed; try again",
                            schedule_id=schedule.schedule_id) from exc
@@ -98,49 +98,32 @@ class DynamoScheduleStore:
                 ExpressionAttributeValues={":v": {"N": str(expected_version)}},
             )
         except ClientError as exc:
-            if _code(exc) != "ConditionalCheckFailedException":
+            if not condition_failed(exc):
                 raise
             raise Conflict(f"schedule {schedule_id} changed; try again",
                            schedule_id=schedule_id) from exc
 
     def due(self, shard: int, until: int, limit: int) -> list[str]:
         """Ids of schedules in ``shard`` whose next fire time is at or before ``until``."""
-        kwargs: dict[str, Any] = {
-            "TableName": self.table, "IndexName": DUE_INDEX.name,
-            "KeyConditionExpression": "due_shard = :s AND next_fire_at <= :t",
-            "ExpressionAttributeValues": to_av({":s": shard, ":t": until}),
-            "Limit": min(limit, 1000),
-        }
-        ids: list[str] = []
-        while len(ids) < limit:
-            response = self._ddb.query(**kwargs)
-            ids += [from_av(item)["schedule_id"] for item in response.get("Items", [])]
-            if "LastEvaluatedKey" not in response:
-                break
-            kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
-        return ids[:limit]
+        return [item["schedule_id"] for item in query(
+            self._ddb, limit=limit, TableName=self.table, IndexName=DUE_INDEX.name,
+            KeyConditionExpression="due_shard = :s AND next_fire_at <= :t",
+            ExpressionAttributeValues=to_av({":s": shard, ":t": until}))]
 
     def by_tenant(self, tenant: str, *, limit: int, cursor: Mapping[str, Any] | None = None
                   ) -> tuple[list[Schedule], Mapping[str, Any] | None]:
         """A page of the tenant's schedules, newest first, and where the next page starts."""
-        kwargs: dict[str, Any] = {
-            "TableName": self.table, "IndexName": BY_TENANT_INDEX.name,
-            "KeyConditionExpression": "tenant = :t",
-            "ExpressionAttributeValues": to_av({":t": tenant}),
-            "ScanIndexForward": False, "Limit": limit,
-        }
-        if cursor:
-            kwargs["ExclusiveStartKey"] = to_av(cursor)
-        response = self._ddb.query(**kwargs)
-        ids = [from_av(item)["schedule_id"] for item in response.get("Items", [])]
+        items, last = query_page(
+            self._ddb, limit=limit, cursor=cursor, TableName=self.table,
+            IndexName=BY_TENANT_INDEX.name, KeyConditionExpression="tenant = :t",
+            ExpressionAttributeValues=to_av({":t": tenant}), ScanIndexForward=False)
         schedules = []
-        for schedule_id in ids:
+        for item in items:
             try:
-                schedules.append(self.get(schedule_id))
+                schedules.append(self.get(item["schedule_id"]))
             except NotFound:
                 continue  # deleted between the index read and the get
-        last = response.get("LastEvaluatedKey")
-        return schedules, (from_av(last) if last else None)
+        return schedules, last
 
 
 # -- items ---------------------------------------------------------------------------------
@@ -199,5 +182,3 @@ def schedule_from_item(item: Mapping[str, Any]) -> Schedule:
     )
 
 
-def _code(exc: ClientError) -> str:
-    return str(exc.response.get("Error", {}).get("Code", ""))

@@ -12,28 +12,18 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from botocore.exceptions import ClientError
 
 from leasehold.aws import Clients
 from leasehold.definitions import BY_TENANT_INDEX, DUE_INDEX, LEASES_INDEX
+from leasehold.dynamo import batch_get, from_av, old_item, query, query_page, to_av
 from leasehold.errors import Conflict, LeaseholdError, NotFound, StaleMessage
 from leasehold.ids import shard_of
 from leasehold.jobs import Job, Transition, job_from_item, job_to_item
 from leasehold.settings import Settings
-from leasehold.states import JobState, check
+from leasehold.states import INITIAL, JobState, check
 
 log = logging.getLogger(__name__)
-_serializer = TypeSerializer()
-_deserializer = TypeDeserializer()
-
-
-def to_av(value: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: _serializer.serialize(v) for k, v in value.items()}
-
-
-def from_av(item: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: _deserializer.deserialize(v) for k, v in item.items()}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -122,7 +112,7 @@ class DynamoJobStore:
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
         except ClientError as exc:
-            old = _old_item(exc)
+            old = old_item(exc)
             if old is None:
                 raise
             return job_from_item(from_av(old)) if old else self.get(job.job_id), False
@@ -137,17 +127,8 @@ class DynamoJobStore:
         return job_from_item(from_av(response["Item"]))
 
     def batch_get(self, job_ids: Sequence[str]) -> list[Job]:
-        found: dict[str, Job] = {}
-        for start in range(0, len(job_ids), 100):
-            keys = [{"job_id": {"S": i}} for i in dict.fromkeys(job_ids[start:start + 100])]
-            request: dict[str, Any] = {self.table: {"Keys": keys, "ConsistentRead": True}}
-            while request:
-                response = self._ddb.batch_get_item(RequestItems=request)
-                for item in response["Responses"].get(self.table, []):
-                    job = job_from_item(from_av(item))
-                    found[job.job_id] = job
-                request = response.get("UnprocessedKeys") or {}
-        return [found[i] for i in job_ids if i in found]
+        return [job_from_item(item)
+                for item in batch_get(self._ddb, self.table, "job_id", job_ids)]
 
     # -- the one transition primitive ---------------------------------------------------
 
@@ -212,7 +193,7 @@ class DynamoJobStore:
                 ReturnValues="ALL_NEW", ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
         except ClientError as exc:
-            old = _old_item(exc)
+            old = old_item(exc)
             if old is None:
                 raise
             current = job_from_item(from_av(old)) if old else None
@@ -263,18 +244,11 @@ class DynamoJobStore:
 
     def by_tenant(self, tenant: str, *, limit: int, cursor: Mapping[str, Any] | None = None,
                   newest_first: bool = True) -> tuple[list[str], Mapping[str, Any] | None]:
-        kwargs: dict[str, Any] = {
-            "TableName": self.table, "IndexName": BY_TENANT_INDEX.name,
-            "KeyConditionExpression": "tenant = :t",
-            "ExpressionAttributeValues": to_av({":t": tenant}),
-            "ScanIndexForward": not newest_first, "Limit": limit,
-        }
-        if cursor:
-            kwargs["ExclusiveStartKey"] = to_av(cursor)
-        response = self._ddb.query(**kwargs)
-        ids = [from_av(item)["job_id"] for item in response.get("Items", [])]
-        last = response.get("LastEvaluatedKey")
-        return ids, (from_av(last) if last else None)
+        items, last = query_page(
+            self._ddb, limit=limit, cursor=cursor, TableName=self.table,
+            IndexName=BY_TENANT_INDEX.name, KeyConditionExpression="tenant = :t",
+            ExpressionAttributeValues=to_av({":t": tenant}), ScanIndexForward=not newest_first)
+        return [item["job_id"] for item in items], last
 
     # -- helpers ------------------------------------------------------------------------
 
@@ -323,7 +297,7 @@ class DynamoJobStore:
                 ReturnValues="ALL_NEW", ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
         except ClientError as exc:
-            if _old_item(exc) is None:
+            if old_item(exc) is None:
                 raise
             return None
         return job_from_item(from_av(response["Attributes"]))
@@ -354,33 +328,11 @@ class DynamoJobStore:
 
     def _query(self, index: str, condition: str, values: Mapping[str, Any],
                limit: int) -> Iterator[dict[str, Any]]:
-        kwargs: dict[str, Any] = {
-            "TableName": self.table, "IndexName": index, "KeyConditionExpression": condition,
-            "ExpressionAttributeValues": to_av(values), "Limit": min(limit, 1000),
-        }
-        seen = 0
-        while seen < limit:
-            response = self._ddb.query(**kwargs)
-            for item in response.get("Items", []):
-                seen += 1
-                yield from_av(item)
-                if seen >= limit:
-                    return
-            if "LastEvaluatedKey" not in response:
-                return
-            kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+        return query(self._ddb, limit=limit, TableName=self.table, IndexName=index,
+                     KeyConditionExpression=condition,
+                     ExpressionAttributeValues=to_av(values))
 
 
 def check_initial(state: JobState) -> None:
-    from leasehold.states import INITIAL
-
     if state not in INITIAL:
         raise ValueError(f"a new job cannot start {state}")
-
-
-def _old_item(exc: ClientError) -> dict[str, Any] | None:
-    """The item a failed condition saw ({} if none); None if the error is not a condition."""
-    if exc.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
-        return None
-    item: dict[str, Any] = exc.response.get("Item") or {}  # type: ignore[assignment]
-    return item

@@ -28,11 +28,11 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
+from leasehold.dynamo import condition_failed, from_av, to_av
 from leasehold.errors import Overloaded, RateLimited
 from leasehold.jobs import Job
 from leasehold.settings import PRIORITIES
 from leasehold.states import JobState
-from leasehold.store import from_av, to_av
 from leasehold.submission import COUNTED
 
 if TYPE_CHECKING:  # the app registers our observer, so importing it here would be circular
@@ -74,10 +74,6 @@ class _Slot:
 # The slot a submission reserved, so the creation observer (same thread, inside
 # ``store.create``) counts the new job against it instead of adding a second time.
 _reserved: ContextVar[_Slot | None] = ContextVar("leasehold_reserved_slot", default=None)
-
-
-def _conditional_failed(exc: ClientError) -> bool:
-    return exc.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException"
 
 
 #: What an API instance last saw of a tenant's bucket: (tokens, refilled_at). A correct guess
@@ -132,7 +128,7 @@ def take_slot(app: Leasehold, tenant: str, limits: Limits, buckets: Buckets | No
                 ExpressionAttributeValues=to_av(values),
                 ReturnValuesOnConditionCheckFailure="ALL_OLD")
         except ClientError as exc:
-            if not _conditional_failed(exc):
+            if not condition_failed(exc):
                 raise
             item = from_av(exc.response.get("Item") or {})  # type: ignore[arg-type]
             if int(item.get("live", 0)) >= limits.max_live:

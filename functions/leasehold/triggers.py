@@ -23,11 +23,11 @@ from typing import TYPE_CHECKING, Any
 
 from leasehold import handoff
 from leasehold.clock import iso
+from leasehold.dynamo import from_av, query, to_av
 from leasehold.errors import NotFound, ValidationError
 from leasehold.ids import derived_id, new_id
 from leasehold.jobs import Job
 from leasehold.spec import MAX_PAYLOAD_BYTES, check_tenant, check_text, encode_json
-from leasehold.store import from_av, to_av
 from leasehold.submission import new_job
 from leasehold.templates import JobTemplate
 
@@ -222,16 +222,9 @@ def _from_item(item: Mapping[str, Any]) -> Trigger:
 
 
 def list_triggers(app: Leasehold, tenant: str | None = None) -> list[Trigger]:
-    kwargs: dict[str, Any] = {"TableName": app.settings.coordination_table,
-                              "KeyConditionExpression": "pk = :p",
-                              "ExpressionAttributeValues": {":p": {"S": "trigger"}}}
-    found: list[Trigger] = []
-    while True:
-        response = app.clients.dynamodb.query(**kwargs)
-        found += [_from_item(from_av(i)) for i in response.get("Items", [])]
-        if "LastEvaluatedKey" not in response:
-            break
-        kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+    found = [_from_item(item) for item in query(
+        app.clients.dynamodb, TableName=app.settings.coordination_table,
+        KeyConditionExpression="pk = :p", ExpressionAttributeValues={":p": {"S": "trigger"}})]
     return [t for t in found if tenant is None or t.tenant == tenant]
 
 

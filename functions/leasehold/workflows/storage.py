@@ -22,11 +22,11 @@ from typing import Any, Protocol
 from botocore.exceptions import ClientError
 
 from leasehold.aws import Clients
+from leasehold.dynamo import batch_get, condition_failed, from_av, query, query_page, to_av
 from leasehold.errors import NotFound
 from leasehold.ids import shard_of
 from leasehold.settings import Settings
 from leasehold.states import JobState
-from leasehold.store import from_av, to_av
 from leasehold.workflows.inputs import ATTRIBUTE as INPUTS
 from leasehold.workflows.model import Workflow, WorkflowState, workflow_from_item
 
@@ -68,7 +68,7 @@ class DynamoWorkflowStore:
             self._ddb.put_item(TableName=self.table, Item=to_av(item),
                                ConditionExpression="attribute_not_exists(workflow_id)")
         except ClientError as exc:
-            if _code(exc) != "ConditionalCheckFailedException":
+            if not condition_failed(exc):
                 raise
             return self.get(item["workflow_id"]), False
         return workflow_from_item(item), True
@@ -81,18 +81,8 @@ class DynamoWorkflowStore:
         return workflow_from_item(from_av(response["Item"]))
 
     def batch_get(self, workflow_ids: Sequence[str]) -> list[Workflow]:
-        found: dict[str, Workflow] = {}
-        for start in range(0, len(workflow_ids), 100):
-            chunk = dict.fromkeys(workflow_ids[start:start + 100])
-            keys = [{"workflow_id": {"S": i}} for i in chunk]
-            request: dict[str, Any] = {self.table: {"Keys": keys, "ConsistentRead": True}}
-            while request:
-                response = self._ddb.batch_get_item(RequestItems=request)
-                for item in response["Responses"].get(self.table, []):
-                    workflow = workflow_from_item(from_av(item))
-                    found[workflow.workflow_id] = workflow
-                request = response.get("UnprocessedKeys") or {}
-        return [found[i] for i in workflow_ids if i in found]
+        return [workflow_from_item(item)
+                for item in batch_get(self._ddb, self.table, "workflow_id", workflow_ids)]
 
 
     def update(self, workflow_id: str, *, sets: Mapping[str, Any] | None = None,
@@ -157,7 +147,7 @@ class DynamoWorkflowStore:
                 ReturnValues=returns, ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
         except ClientError as exc:
-            if _code(exc) != "ConditionalCheckFailedException":
+            if not condition_failed(exc):
                 raise
             old: Any = exc.response.get("Item")
             return (from_av(old) if old else None), False
@@ -165,35 +155,18 @@ class DynamoWorkflowStore:
 
     def live(self, shard: int, until: int, limit: int) -> list[str]:
         """Unsettled workflows of one shard whose next check is due by ``until``."""
-        kwargs: dict[str, Any] = {
-            "TableName": self.table, "IndexName": LIVE_INDEX,
-            "KeyConditionExpression": "live_shard = :s AND check_at <= :t",
-            "ExpressionAttributeValues": to_av({":s": shard, ":t": until}),
-            "Limit": min(limit, 1000),
-        }
-        ids: list[str] = []
-        while len(ids) < limit:
-            response = self._ddb.query(**kwargs)
-            ids += [from_av(item)["workflow_id"] for item in response.get("Items", [])]
-            if "LastEvaluatedKey" not in response:
-                break
-            kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
-        return ids[:limit]
+        return [item["workflow_id"] for item in query(
+            self._ddb, limit=limit, TableName=self.table, IndexName=LIVE_INDEX,
+            KeyConditionExpression="live_shard = :s AND check_at <= :t",
+            ExpressionAttributeValues=to_av({":s": shard, ":t": until}))]
 
     def by_tenant(self, tenant: str, *, limit: int, cursor: Mapping[str, Any] | None = None
                   ) -> tuple[list[str], Mapping[str, Any] | None]:
-        kwargs: dict[str, Any] = {
-            "TableName": self.table, "IndexName": BY_TENANT_INDEX,
-            "KeyConditionExpression": "tenant = :t",
-            "ExpressionAttributeValues": to_av({":t": tenant}),
-            "ScanIndexForward": False, "Limit": limit,
-        }
-        if cursor:
-            kwargs["ExclusiveStartKey"] = to_av(cursor)
-        response = self._ddb.query(**kwargs)
-        ids = [from_av(item)["workflow_id"] for item in response.get("Items", [])]
-        last = response.get("LastEvaluatedKey")
-        return ids, (from_av(last) if last else None)
+        items, last = query_page(
+            self._ddb, limit=limit, cursor=cursor, TableName=self.table,
+            IndexName=BY_TENANT_INDEX, KeyConditionExpression="tenant = :t",
+            ExpressionAttributeValues=to_av({":t": tenant}), ScanIndexForward=False)
+        return [item["workflow_id"] for item in items], last
 
     # -- the dependency counter on a step's row (jobs table) ---------------------------
 
@@ -221,11 +194,9 @@ class DynamoWorkflowStore:
                 ReturnValues="UPDATED_NEW",
             )
         except ClientError as exc:
-            if _code(exc) != "ConditionalCheckFailedException":
+            if not condition_failed(exc):
                 raise
             return None
         return int(from_av(response["Attributes"])["deps_pending"])
 
 
-def _code(exc: ClientError) -> str:
-    return str(exc.response.get("Error", {}).get("Code", ""))
