@@ -36,6 +36,11 @@ EXCLUDE = [".venv", ".git", "cdk.out", "node_modules", "tests", "docs", "infra",
            ".mypy_cache", ".ruff_cache", ".pytest_cache", ".hypothesis", ".leasehold", ".ci",
            "**/__pycache__", "*.egg-info", "*.pyc"]
 _IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info")
+#: What the Lambda Python runtime already ships (the AWS SDK and its dependencies). Leaving
+#: them out halves the asset and the cold start's import work; the code needs nothing newer
+#: than the runtime's SDK (conditional-check return values, 2023). Import names: pip keeps
+#: one folder (or module) per name plus its ``*.dist-info``.
+RUNTIME_PROVIDED = ("boto3", "botocore", "s3transfer", "jmespath", "urllib3", "dateutil", "six")
 
 
 @jsii.implements(cdk.ILocalBundling)
@@ -65,6 +70,7 @@ class PipBundler:
                    "--disable-pip-version-check", "--target", str(out)]
             self._run([*pip, *PIP_PLATFORM, *project["dependencies"]])
             self._run([*pip, "--no-deps", str(source)])
+        prune_runtime_provided(out)
         for package in self.task_packages:
             target = out / package
             if not target.exists():
@@ -77,6 +83,19 @@ class PipBundler:
         if result.returncode != 0:
             raise RuntimeError(
                 f"bundling the Lambda code failed: {' '.join(command)}\n{result.stderr}")
+
+
+def prune_runtime_provided(out: Path) -> None:
+    """Delete the packages the Lambda runtime provides from a pip ``--target`` folder."""
+    for name in RUNTIME_PROVIDED:
+        for path in (out / name, out / f"{name}.py"):
+            if path.is_dir():
+                shutil.rmtree(path)
+            elif path.exists():
+                path.unlink()
+        distribution = "python_dateutil" if name == "dateutil" else name
+        for info in out.glob(f"{distribution}-*.dist-info"):
+            shutil.rmtree(info)
 
 
 def lambda_code(*, mode: BundlingMode, task_packages: Sequence[str],
