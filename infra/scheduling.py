@@ -14,9 +14,9 @@ from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_lambda_destinations as destinations
 from aws_cdk import aws_logs as logs
-from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
+from infra.dlq import event_dlq
 from infra.functions import LeaseholdFunction
 from infra.nag import acknowledge
 from infra.queues import Queues
@@ -33,18 +33,8 @@ class TickerSweeper(Construct):
                  code: lambda_.Code, environment: Mapping[str, str],
                  log_retention: logs.RetentionDays) -> None:
         super().__init__(scope, construct_id)
-        # SQS-managed encryption (not the job CMK): these messages are EventBridge scheduled
-        # events with no job data, and EventBridge and Lambda can write to an SSE-SQS queue
-        # without a key policy for their service principals.
-        self.dlq = sqs.Queue(
-            self, "Dlq", encryption=sqs.QueueEncryption.SQS_MANAGED, enforce_ssl=True,
-            retention_period=cdk.Duration.days(14))
-        acknowledge(self.dlq, "AwsSolutions-SQS3",
-                    "This queue is itself the dead-letter queue of the ticker and sweeper "
-                    "(EventBridge targets and Lambda async invocations).")
-        acknowledge(self.dlq, "Serverless-SQSRedrivePolicy",
-                    "This queue is itself a dead-letter queue; a DLQ of a DLQ only moves the "
-                    "problem. Its depth alarms instead.")
+        self.dlq = event_dlq(self, "Dlq", of="the ticker and sweeper (EventBridge targets "
+                                            "and Lambda async invocations)")
         self.functions: dict[str, lambda_.Function] = {}
         self.rules: dict[str, events.Rule] = {}
         for name, handler in (("ticker", TICKER_HANDLER), ("sweeper", SWEEPER_HANDLER)):

@@ -17,10 +17,10 @@ from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_lambda_destinations as destinations
 from aws_cdk import aws_logs as logs
-from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from infra.bus import USER_EVENTS, EventBus
+from infra.dlq import event_dlq
 from infra.functions import LeaseholdFunction
 from infra.nag import acknowledge
 from infra.queues import Queues
@@ -40,18 +40,8 @@ class Triggers(Construct):
                  tables: Tables, code: lambda_.Code, environment: Mapping[str, str],
                  log_retention: logs.RetentionDays) -> None:
         super().__init__(scope, construct_id)
-        # SQS-managed encryption, as for the ticker's DLQ: EventBridge and Lambda can write to
-        # it without a key policy for their service principals. 14 days, the SQS maximum, so an
-        # operator has time to fix a trigger and redrive its events.
-        self.dlq = sqs.Queue(
-            self, "Dlq", encryption=sqs.QueueEncryption.SQS_MANAGED, enforce_ssl=True,
-            retention_period=cdk.Duration.days(14))
-        acknowledge(self.dlq, "AwsSolutions-SQS3",
-                    "This queue is itself the dead-letter queue of the trigger rule's target "
-                    "and of the trigger function's async invocations.")
-        acknowledge(self.dlq, "Serverless-SQSRedrivePolicy",
-                    "This queue is itself a dead-letter queue; a DLQ of a DLQ only moves the "
-                    "problem. Its depth alarms instead.")
+        self.dlq = event_dlq(self, "Dlq", of="the trigger rule's target and of the trigger "
+                                            "function's async invocations")
         self.function = LeaseholdFunction(
             self, "trigger", handler=TRIGGER_HANDLER, code=code, environment=environment,
             memory_mb=512, timeout_seconds=TIMEOUT_SECONDS, log_retention=log_retention,

@@ -25,16 +25,9 @@ from leasehold.workflows import (
     list_workflows,
 )
 from tests.integration.helpers import deliver
-from tests.integration.workflow_helpers import register_tasks, states
+from tests.integration.workflow_helpers import DIAMOND, register_tasks, states
 
 M = 60_000
-DIAMOND = [
-    {"id": "a", "task": "ok", "payload": 1},
-    {"id": "b", "task": "ok", "depends_on": ["a"]},
-    {"id": "c", "task": "ok", "depends_on": ["a"]},
-    {"id": "d", "task": "ok", "depends_on": ["b", "c"]},
-]
-
 
 @pytest.fixture
 def calls(registry: TaskRegistry) -> list[tuple[str, dict[str, Any]]]:

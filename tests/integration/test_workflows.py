@@ -18,14 +18,7 @@ from leasehold.workflows import (
     start_workflow,
 )
 from leasehold.workflows.progress import CHECK_SECONDS, step_job_id, workflow_store
-from tests.integration.workflow_helpers import register_tasks, run_until_idle, spec, states
-
-DIAMOND = [
-    {"id": "a", "task": "ok", "payload": 1},
-    {"id": "b", "task": "ok", "depends_on": ["a"]},
-    {"id": "c", "task": "ok", "depends_on": ["a"]},
-    {"id": "d", "task": "ok", "depends_on": ["b", "c"]},
-]
+from tests.integration.workflow_helpers import DIAMOND, register_tasks, run_until_idle, spec, states
 
 
 @pytest.fixture

@@ -13,6 +13,14 @@ from leasehold.settings import PRIORITIES
 from leasehold.worker import Worker
 from leasehold.workflows import WorkflowSpec, get_workflow, parse_workflow, step_inputs
 
+#: a -> (b, c) -> d: fan-out then fan-in.
+DIAMOND = [
+    {"id": "a", "task": "ok", "payload": 1},
+    {"id": "b", "task": "ok", "depends_on": ["a"]},
+    {"id": "c", "task": "ok", "depends_on": ["a"]},
+    {"id": "d", "task": "ok", "depends_on": ["b", "c"]},
+]
+
 
 def receive(app: Leasehold) -> list[Received]:
     """Every visible message of the default pool (taken: invisible for the visibility timeout)."""
