@@ -14,11 +14,15 @@ from typing import Protocol
 
 class Clock(Protocol):
     def now_ms(self) -> int: ...
+    def sleep(self, seconds: float) -> None: ...
 
 
 class SystemClock:
     def now_ms(self) -> int:
         return time.time_ns() // 1_000_000
+
+    def sleep(self, seconds: float) -> None:
+        time.sleep(seconds)
 
 
 class FakeClock:
@@ -31,6 +35,10 @@ class FakeClock:
     def now_ms(self) -> int:
         with self._lock:
             return self._now
+
+    def sleep(self, seconds: float) -> None:
+        """Waiting on a fake clock moves it: no test ever really sleeps."""
+        self.advance(max(0.0, seconds))
 
     def advance(self, seconds: float) -> int:
         with self._lock:

@@ -33,8 +33,9 @@ def send(queues: Queues, job: Job, now: int) -> bool:
     if job.state is not JobState.QUEUED:
         return False
     delay = max(0.0, (job.run_at - now) / 1000)
+    message = Message(job.job_id, job.epoch, job.run_at if job.run_at > now else None)
     try:
-        queues.send(job.pool, job.priority, Message(job.job_id, job.epoch), delay)
+        queues.send(job.pool, job.priority, message, delay)
     except (ClientError, BotoCoreError):
         log.warning("hand-off of %s failed; the sweeper will re-send it", job.job_id,
                     exc_info=True)

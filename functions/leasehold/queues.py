@@ -19,19 +19,32 @@ MAX_DELAY_SECONDS = 900  # the SQS limit
 
 @dataclass(frozen=True)
 class Message:
+    """A hand-off: which job, at which epoch, and (for a delayed job) when it is due.
+
+    Never the payload: that stays in DynamoDB.
+    """
+
     job_id: str
     epoch: int
+    #: When the job is due (epoch ms). SQS delays are whole seconds and rounded down, so the
+    #: message may arrive up to a second early; the worker waits out the rest.
+    run_at: int | None = None
 
     def body(self) -> str:
-        return json.dumps({"job_id": self.job_id, "epoch": self.epoch}, separators=(",", ":"))
+        data: dict[str, object] = {"job_id": self.job_id, "epoch": self.epoch}
+        if self.run_at is not None:
+            data["run_at"] = self.run_at
+        return json.dumps(data, separators=(",", ":"))
 
     @classmethod
     def parse(cls, body: str) -> Message:
         """A hand-off message; anything else is stale (acknowledged, never retried)."""
         try:
             data = json.loads(body)
-            return cls(str(data["job_id"]), int(data["epoch"]))
-        except (ValueError, KeyError, TypeError) as exc:
+            run_at = data.get("run_at")
+            return cls(str(data["job_id"]), int(data["epoch"]),
+                       None if run_at is None else int(run_at))
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise StaleMessage(f"not a Leasehold message: {body[:100]!r}") from exc
 
 
@@ -71,8 +84,10 @@ class Queues:
         return self.url_by_name(queue_name(self.settings.queue_prefix, pool, priority) + "-dlq")
 
     def send(self, pool: str, priority: str, message: Message, delay_seconds: float = 0) -> None:
-        # SQS delays are whole seconds: round up, so a job never starts before its time.
-        delay = max(0, min(MAX_DELAY_SECONDS, math.ceil(delay_seconds - 0.001)))
+        # SQS delays are whole seconds. Rounded down, the message arrives up to a second
+        # early and the worker waits for ``message.run_at`` (rounding up would make every
+        # delayed job up to a second late instead).
+        delay = max(0, min(MAX_DELAY_SECONDS, math.floor(delay_seconds)))
         self._sqs.send_message(
             QueueUrl=self.url(pool, priority), MessageBody=message.body(), DelaySeconds=delay
         )

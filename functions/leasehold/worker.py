@@ -38,6 +38,10 @@ from leasehold.store import Change
 
 log = logging.getLogger(__name__)
 
+#: The most a worker waits for a message that arrived before its job is due (SQS delays are
+#: whole seconds, so one second is the most it should ever be, plus some clock skew).
+MAX_EARLY_WAIT_SECONDS = 2.0
+
 
 class Outcome(StrEnum):
     SUCCEEDED = "succeeded"
@@ -89,6 +93,11 @@ class Worker:
             log.warning("acknowledging a message that is not a hand-off: %r", delivery.body[:200])
             return Outcome.STALE
         app = self.app
+        early = (message.run_at - app.now()) / 1000 if message.run_at is not None else 0.0
+        if early > 0:
+            # The SQS delay was rounded down to whole seconds: wait out the rest so the job
+            # starts at its time, never before. More than that would be a clock far off.
+            app.clock.sleep(min(early, MAX_EARLY_WAIT_SECONDS))
         now = app.now()
         owner = f"{self.worker_id}:{secrets.token_hex(4)}"
         lease_ms = int(app.settings.lease_seconds * 1000)

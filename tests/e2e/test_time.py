@@ -27,6 +27,8 @@ LATE = 2.0
 #: SQS delays are whole seconds, rounded up, so a job never starts before its time; 50 ms
 #: allows only for the millisecond rounding of the stored times.
 EARLY = 0.05
+#: How long the 2 s schedule is watched: the issue asks for a minute without duplicates.
+SCHEDULE_SPAN = 60
 
 
 def _ms(stamp: str) -> int:
@@ -132,11 +134,11 @@ def test_a_two_second_schedule_fires_every_occurrence_once_and_on_time(
     assert created.status == 201, created.body
     schedule_id = created.body["schedule_id"]
     began = int(time.time() * 1000)
-    time.sleep(20)  # the span observed, not an assertion about ordering
+    time.sleep(SCHEDULE_SPAN)  # the span observed, not an assertion about ordering
     ended = int(time.time() * 1000)
     paused = runtime.call("POST", f"/schedules/{schedule_id}/pause")
     assert paused.status == 200 and paused.body["state"] == "PAUSED"
-    # The occurrences of the 20 s span, leaving out the last second (maybe still starting).
+    # The occurrences of the span, leaving out the last second (maybe still starting).
     last = ended - 1000
     deadline = time.monotonic() + 15
     while True:
@@ -146,7 +148,7 @@ def test_a_two_second_schedule_fires_every_occurrence_once_and_on_time(
             break
         time.sleep(0.3)
     window = _assert_each_occurrence_once(runs, began, last, 2000)
-    assert len(window) >= 9
+    assert len(window) >= SCHEDULE_SPAN // 2 - 1
     # Everything it had handed off ahead of time was cancelled by the pause, not run.
     after = [job for job in runs if _ms(job["scheduled_for"]) > ended + 1000]
     assert all(job["state"] == "CANCELLED" for job in after), after

@@ -260,3 +260,17 @@ def test_an_attempt_past_its_timeout_fails_as_a_timeout_and_is_retried(
     assert deliver(app) == 1
     done = app.store.get(job.job_id)
     assert (done.state, done.result, done.attempt) == (JobState.SUCCEEDED, "in time", 2)
+
+
+def test_a_message_that_arrives_before_its_job_is_due_waits_and_starts_on_time(
+    app: Leasehold, tasks: TaskRegistry, clock: FakeClock, calls: list
+) -> None:
+    # 0.6 s is below SQS's one-second delay granularity: the message is visible at once.
+    job = submit(app, JobSpec(task="echo", payload="soon", delay_seconds=0.6)).job
+    [message] = receive_all(app)
+    assert json.loads(message.body) == {"job_id": job.job_id, "epoch": 1, "run_at": job.run_at}
+    before = clock.now_ms()
+    assert Worker(app).process(Delivery(message.body)) is Outcome.SUCCEEDED
+    done = app.store.get(job.job_id)
+    assert done.started_at == job.run_at == before + 600  # waited on the clock, not early
+
