@@ -74,6 +74,15 @@ class JobStore(Protocol):
 Observer = Callable[[Job, JobState | None], None]
 
 
+class _Refused(Exception):
+    """A conditional update's condition failed; ``current`` is the row as DynamoDB saw it
+    (returned with the failure, so nobody needs to read it again), or None if there is none."""
+
+    def __init__(self, current: Job | None) -> None:
+        super().__init__()
+        self.current = current
+
+
 class ConditionFailed(LeaseholdError):
     """A conditional write found the job changed."""
 
@@ -161,10 +170,12 @@ class DynamoJobStore:
         if change.bump_epoch:
             increments["epoch"] = 1
         expected_epoch = job.epoch + (1 if change.bump_epoch else 0)
-        new = self._update(job.job_id, sets, removes, increments, condition, values)
-        if new is not None:
-            return self._notify(new, job.state)
-        return self._explain(job.job_id, change, now, expected_epoch, conflict)
+        try:
+            new = self._update(job.job_id, sets, removes, increments, condition, values)
+        except _Refused as refused:
+            return self._explain(job.job_id, refused.current, change, now, expected_epoch,
+                                 conflict)
+        return self._notify(new, job.state)
 
     def lease(self, job_id: str, epoch: int, *, owner: str, expires_at: int, now: int,
               actor: str) -> Job:
@@ -207,26 +218,25 @@ class DynamoJobStore:
     def update_running(self, job: Job, *, owner: str, set: Mapping[str, Any],
                        conflict: type[LeaseholdError]) -> Job:
         """Change attributes of a RUNNING job without a transition (heartbeats)."""
-        new = self._update(
-            job.job_id, dict(set), [], {},
-            ["#state = :running", "epoch = :epoch", "lease_owner = :owner"],
-            {":running": JobState.RUNNING.value, ":epoch": job.epoch, ":owner": owner},
-        )
-        if new is None:
-            current = self._maybe_get(job.job_id)
-            raise conflict(job_id=job.job_id, current=current)
-        return new
+        try:
+            return self._update(
+                job.job_id, dict(set), [], {},
+                ["#state = :running", "epoch = :epoch", "lease_owner = :owner"],
+                {":running": JobState.RUNNING.value, ":epoch": job.epoch, ":owner": owner},
+            )
+        except _Refused as refused:
+            raise conflict(job_id=job.job_id, current=refused.current) from None
 
     def request_cancel(self, job: Job) -> Job:
         """Flag a RUNNING job; its worker sees the flag at the next heartbeat."""
-        new = self._update(
-            job.job_id, {"cancel_requested": True}, [], {},
-            ["#state = :running", "epoch = :epoch"],
-            {":running": JobState.RUNNING.value, ":epoch": job.epoch},
-        )
-        if new is None:
-            raise ConditionFailed(job_id=job.job_id)
-        return new
+        try:
+            return self._update(
+                job.job_id, {"cancel_requested": True}, [], {},
+                ["#state = :running", "epoch = :epoch"],
+                {":running": JobState.RUNNING.value, ":epoch": job.epoch},
+            )
+        except _Refused:
+            raise ConditionFailed(job_id=job.job_id) from None
 
     # -- index queries ------------------------------------------------------------------
 
@@ -271,7 +281,7 @@ class DynamoJobStore:
 
     def _update(self, job_id: str, sets: Mapping[str, Any], removes: Sequence[str],
                 increments: Mapping[str, int], condition: Sequence[str],
-                values: Mapping[str, Any]) -> Job | None:
+                values: Mapping[str, Any]) -> Job:
         names = {"#state": "state"}
         values = dict(values)
         parts = []
@@ -297,15 +307,15 @@ class DynamoJobStore:
                 ReturnValues="ALL_NEW", ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
         except ClientError as exc:
-            if old_item(exc) is None:
+            old = old_item(exc)
+            if old is None:
                 raise
-            return None
+            raise _Refused(job_from_item(from_av(old)) if old else None) from None
         return job_from_item(from_av(response["Attributes"]))
 
-    def _explain(self, job_id: str, change: Change, now: int, expected_epoch: int,
-                 conflict: type[LeaseholdError]) -> Job:
+    def _explain(self, job_id: str, current: Job | None, change: Change, now: int,
+                 expected_epoch: int, conflict: type[LeaseholdError]) -> Job:
         """A failed condition: our own earlier write (a retried request), or a real conflict."""
-        current = self._maybe_get(job_id)
         if current is None:
             raise NotFound(f"no job {job_id}", job_id=job_id)
         last = current.history[-1] if current.history else None
@@ -319,12 +329,6 @@ class DynamoJobStore:
             f"job {job_id} is {current.state} at epoch {current.epoch}",
             job_id=job_id, current=current,
         )
-
-    def _maybe_get(self, job_id: str) -> Job | None:
-        try:
-            return self.get(job_id)
-        except NotFound:
-            return None
 
     def _query(self, index: str, condition: str, values: Mapping[str, Any],
                limit: int) -> Iterator[dict[str, Any]]:
