@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from leasehold.app import Leasehold
-from leasehold.jobs import Job
-from leasehold.registry import load_modules
+from leasehold.core.jobs import Job
+from leasehold.core.registry import load_modules
 from leasehold.settings import Settings
 
 ROOT = Path(__file__).resolve().parent.parent

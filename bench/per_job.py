@@ -24,11 +24,11 @@ from leasehold.api.context import ApiConfig
 from leasehold.app import Leasehold
 from leasehold.aws import Clients
 from leasehold.consumer import consume
+from leasehold.core.spec import JobSpec
 from leasehold.local import emulator
 from leasehold.local.gateway import proxy_event
 from leasehold.queues import Queues, Received
 from leasehold.settings import PRIORITIES
-from leasehold.spec import JobSpec
 from leasehold.submission import submit
 from leasehold.tenants import Limits
 from leasehold.worker import Worker

@@ -16,11 +16,11 @@ from leasehold import provision, sweeper, ticker
 from leasehold.app import Leasehold
 from leasehold.aws import Clients
 from leasehold.consumer import consume
-from leasehold.ids import new_id, shard_of
+from leasehold.core.ids import new_id, shard_of
+from leasehold.core.registry import load_modules
+from leasehold.core.spec import JobSpec
 from leasehold.local import emulator
-from leasehold.registry import load_modules
 from leasehold.settings import Settings
-from leasehold.spec import JobSpec
 from leasehold.submission import submit
 from leasehold.worker import Worker
 

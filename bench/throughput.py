@@ -12,11 +12,11 @@ from typing import Any
 
 from bench.local import Runtime, fake_credentials, wait_succeeded
 from leasehold.aws import Clients
+from leasehold.core.ids import new_id
+from leasehold.core.spec import JobSpec
 from leasehold.definitions import JOBS
-from leasehold.ids import new_id
 from leasehold.local import emulator
 from leasehold.settings import Settings
-from leasehold.spec import JobSpec
 from leasehold.submission import submit
 
 #: Client threads that submit (library or HTTP) and that drive the floor.

@@ -13,8 +13,8 @@ from typing import Any
 
 from bench.local import Runtime, wait_succeeded
 from leasehold import schedules
-from leasehold.jobs import Job
-from leasehold.spec import JobSpec
+from leasehold.core.jobs import Job
+from leasehold.core.spec import JobSpec
 from leasehold.submission import submit
 
 

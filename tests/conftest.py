@@ -12,8 +12,8 @@ from moto import mock_aws
 from leasehold.app import Leasehold
 from leasehold.aws import Clients
 from leasehold.clock import FakeClock
+from leasehold.core.registry import TaskRegistry
 from leasehold.provision import create_all
-from leasehold.registry import TaskRegistry
 from leasehold.settings import Settings
 
 

@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 
 from leasehold.aws import Clients
 from leasehold.clock import Clock, SystemClock
+from leasehold.core.registry import TaskRegistry, default_registry, load_modules
 from leasehold.queues import Queues
-from leasehold.registry import TaskRegistry, default_registry, load_modules
 from leasehold.settings import Settings
 from leasehold.store import DynamoJobStore, JobStore
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from leasehold import handoff
 from leasehold.app import Leasehold
+from leasehold.core.jobs import Job
+from leasehold.core.states import JobState
 from leasehold.errors import Conflict, NotFound
-from leasehold.jobs import Job
-from leasehold.states import JobState
 from leasehold.store import Change, ConditionFailed
 
 

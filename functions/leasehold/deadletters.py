@@ -13,10 +13,10 @@ from dataclasses import dataclass, field
 
 from leasehold import control
 from leasehold.app import Leasehold
+from leasehold.core.states import JobState
 from leasehold.errors import Conflict, NotFound
 from leasehold.listing import JobFilter, list_jobs
 from leasehold.settings import PRIORITIES
-from leasehold.states import JobState
 
 log = logging.getLogger(__name__)
 ACTOR = "redrive"

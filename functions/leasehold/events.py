@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from leasehold.clock import iso
-from leasehold.jobs import Job
-from leasehold.states import JobState
+from leasehold.core.jobs import Job
+from leasehold.core.states import JobState
 
 if TYPE_CHECKING:
     from leasehold.app import Leasehold

@@ -11,10 +11,10 @@ import logging
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from leasehold.jobs import Job
+from leasehold.core.jobs import Job
+from leasehold.core.states import JobState
 from leasehold.queues import MAX_DELAY_SECONDS, Message, Queues
 from leasehold.settings import Settings
-from leasehold.states import JobState
 
 log = logging.getLogger(__name__)
 

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from leasehold.app import Leasehold
-from leasehold.jobs import Job
-from leasehold.states import JobState
+from leasehold.core.jobs import Job
+from leasehold.core.states import JobState
 
 #: Index pages read per call before returning a short page (bounds the cost of rare filters).
 MAX_PAGES = 8

@@ -14,11 +14,11 @@ from typing import TYPE_CHECKING, Any
 
 from leasehold import control
 from leasehold.clock import iso
+from leasehold.core.ids import derived_id
+from leasehold.core.states import JobState
 from leasehold.definitions import BY_SCHEDULE_INDEX
 from leasehold.dynamo import query_page, to_av
 from leasehold.errors import Conflict, NotFound
-from leasehold.ids import derived_id
-from leasehold.states import JobState
 from leasehold.workflows import cancel_workflow, start_prepared
 from leasehold.workflows.progress import workflow_store
 

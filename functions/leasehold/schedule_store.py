@@ -14,11 +14,11 @@ from typing import Any, Protocol
 from botocore.exceptions import ClientError
 
 from leasehold.aws import Clients
+from leasehold.core.ids import shard_of
 from leasehold.definitions import SCHEDULES
 from leasehold.dynamo import condition_failed, from_av, query, query_page, to_av
 from leasehold.errors import Conflict, NotFound
 from leasehold.firing import MisfirePolicy, OverlapPolicy
-from leasehold.ids import shard_of
 from leasehold.schedules import Schedule, ScheduleState
 from leasehold.settings import Settings
 from leasehold.templates import JobTemplate, WorkflowTemplate

@@ -18,11 +18,13 @@ from typing import TYPE_CHECKING, Any
 
 from leasehold import handoff
 from leasehold.clock import iso, to_ms
+from leasehold.core.ids import new_id
+from leasehold.core.jobs import Job
+from leasehold.core.spec import check_number, check_tenant, check_text
+from leasehold.core.states import JobState
 from leasehold.cron import Timing, parse, zone
 from leasehold.errors import Conflict, NotFound, ValidationError
 from leasehold.firing import MisfirePolicy, OverlapPolicy, Rules
-from leasehold.ids import new_id
-from leasehold.jobs import Job
 from leasehold.schedule_runs import (
     cancel_pending,
     cancel_run,
@@ -33,8 +35,6 @@ from leasehold.schedule_runs import (
 from leasehold.schedule_runs import (
     job_ids as job_ids,  # re-exported: the API and tests list a schedule's jobs here
 )
-from leasehold.spec import check_number, check_tenant, check_text
-from leasehold.states import JobState
 from leasehold.submission import new_job
 from leasehold.templates import JobTemplate, WorkflowTemplate, resolve_target
 from leasehold.workflows import WorkflowDetail, get_workflow

@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 
 from leasehold import handoff
 from leasehold.app import Leasehold
+from leasehold.core.jobs import Job
+from leasehold.core.states import JobState
 from leasehold.errors import Conflict, NotFound
-from leasehold.jobs import Job
-from leasehold.states import JobState
 from leasehold.store import Change, LeaseRef
 from leasehold.worker import bury, retry_change
 from leasehold.workflows.reconcile import reconcile as reconcile_workflows

@@ -18,8 +18,8 @@ from aws_lambda_powertools.logging.utils import copy_config_to_registered_logger
 from aws_lambda_powertools.metrics import MetricUnit
 
 from leasehold.app import Leasehold
-from leasehold.jobs import Job
-from leasehold.states import JobState
+from leasehold.core.jobs import Job
+from leasehold.core.states import JobState
 
 metrics = Metrics()
 logger = Logger()

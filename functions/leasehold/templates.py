@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
+from leasehold.core.policy import RetryPolicy
+from leasehold.core.registry import TaskRegistry
+from leasehold.core.spec import JobSpec, ResolvedSpec, resolve
 from leasehold.errors import PayloadTooLarge, ValidationError
-from leasehold.policy import RetryPolicy
-from leasehold.registry import TaskRegistry
-from leasehold.spec import JobSpec, ResolvedSpec, resolve
 from leasehold.workflows.graph import check_graph
 from leasehold.workflows.model import (
     FailurePolicy,

@@ -28,11 +28,11 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
+from leasehold.core.jobs import Job
+from leasehold.core.states import JobState
 from leasehold.dynamo import condition_failed, from_av, to_av
 from leasehold.errors import Overloaded, RateLimited
-from leasehold.jobs import Job
 from leasehold.settings import PRIORITIES
-from leasehold.states import JobState
 from leasehold.submission import COUNTED
 
 if TYPE_CHECKING:  # the app registers our observer, so importing it here would be circular

@@ -20,12 +20,12 @@ from dataclasses import dataclass, field, replace
 
 from leasehold import firing, handoff, schedules
 from leasehold.app import Leasehold
+from leasehold.core.states import JobState
 from leasehold.errors import Conflict, NotFound
 from leasehold.firing import OverlapPolicy
 from leasehold.leader import LeaderLease
 from leasehold.schedule_store import ScheduleStore
 from leasehold.schedules import Schedule, ScheduleState
-from leasehold.states import JobState
 from leasehold.store import Change
 
 log = logging.getLogger(__name__)

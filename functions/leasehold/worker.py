@@ -18,7 +18,12 @@ from typing import Any
 
 from leasehold import handoff
 from leasehold.app import Leasehold
-from leasehold.context import JobContext
+from leasehold.core.context import JobContext
+from leasehold.core.failures import describe, error
+from leasehold.core.jobs import Job, JobError
+from leasehold.core.policy import decide_retry
+from leasehold.core.spec import MAX_RESULT_BYTES, encode_json
+from leasehold.core.states import JobState
 from leasehold.errors import (
     AttemptTimeout,
     LeaseholdError,
@@ -28,12 +33,7 @@ from leasehold.errors import (
     StaleMessage,
     ValidationError,
 )
-from leasehold.failures import describe, error
-from leasehold.jobs import Job, JobError
-from leasehold.policy import decide_retry
 from leasehold.queues import Message
-from leasehold.spec import MAX_RESULT_BYTES, encode_json
-from leasehold.states import JobState
 from leasehold.store import Change
 
 log = logging.getLogger(__name__)

@@ -9,8 +9,8 @@ from aws_cdk.assertions import Match
 
 from infra.monitoring import JOB_METRICS, LATENESS_METRIC, NAMESPACE, SERVICE
 from infra.triggers import TRIGGER_HANDLER
-from leasehold.jobs import Job, Transition
-from leasehold.states import JobState
+from leasehold.core.jobs import Job, Transition
+from leasehold.core.states import JobState
 from leasehold.telemetry import metric_for
 from tests.infra.conftest import Synthesized
 

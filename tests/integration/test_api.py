@@ -12,9 +12,9 @@ from leasehold.api.app import openapi_json
 from leasehold.api.context import ApiConfig
 from leasehold.app import Leasehold
 from leasehold.clock import FakeClock
+from leasehold.core.registry import TaskRegistry
+from leasehold.core.states import JobState
 from leasehold.local.gateway import proxy_event
-from leasehold.registry import TaskRegistry
-from leasehold.states import JobState
 from leasehold.tenants import Limits
 
 from .api_client import ApiClient

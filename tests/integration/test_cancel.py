@@ -7,11 +7,11 @@ import pytest
 from leasehold import control, sweeper
 from leasehold.app import Leasehold
 from leasehold.clock import FakeClock
-from leasehold.context import JobContext
+from leasehold.core.context import JobContext
+from leasehold.core.registry import TaskRegistry
+from leasehold.core.spec import JobSpec
+from leasehold.core.states import JobState
 from leasehold.errors import Conflict, NotFound
-from leasehold.registry import TaskRegistry
-from leasehold.spec import JobSpec
-from leasehold.states import JobState
 from leasehold.submission import submit
 
 from .helpers import deliver

@@ -9,8 +9,8 @@ import boto3
 
 from leasehold import events
 from leasehold.app import Leasehold
-from leasehold.registry import TaskRegistry
-from leasehold.spec import JobSpec
+from leasehold.core.registry import TaskRegistry
+from leasehold.core.spec import JobSpec
 from leasehold.submission import submit
 from tests.conftest import MakeApp
 from tests.integration.helpers import deliver

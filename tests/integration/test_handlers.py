@@ -11,11 +11,11 @@ import pytest
 
 from leasehold.app import Leasehold
 from leasehold.consumer import as_event
+from leasehold.core.registry import default_registry
+from leasehold.core.spec import JobSpec
+from leasehold.core.states import JobState
 from leasehold.handlers import sweeper as sweeper_handler
 from leasehold.handlers import worker as worker_handler
-from leasehold.registry import default_registry
-from leasehold.spec import JobSpec
-from leasehold.states import JobState
 from leasehold.submission import submit
 
 from .helpers import receive_all

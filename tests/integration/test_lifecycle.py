@@ -11,12 +11,12 @@ from botocore.exceptions import ClientError
 from leasehold import sweeper
 from leasehold.app import Leasehold
 from leasehold.clock import FakeClock
-from leasehold.context import JobContext
+from leasehold.core.context import JobContext
+from leasehold.core.policy import RetryPolicy
+from leasehold.core.registry import TaskRegistry
+from leasehold.core.spec import JobSpec
+from leasehold.core.states import JobState
 from leasehold.errors import NonRetryableError
-from leasehold.policy import RetryPolicy
-from leasehold.registry import TaskRegistry
-from leasehold.spec import JobSpec
-from leasehold.states import JobState
 from leasehold.submission import submit
 from leasehold.worker import Delivery, Outcome, Worker
 

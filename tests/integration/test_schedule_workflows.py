@@ -14,8 +14,8 @@ import pytest
 from leasehold import schedules
 from leasehold.app import Leasehold
 from leasehold.clock import FakeClock
+from leasehold.core.registry import TaskRegistry
 from leasehold.errors import ValidationError
-from leasehold.registry import TaskRegistry
 from leasehold.ticker import TickReport, fire_schedule, tick
 from leasehold.workflows import (
     Workflow,

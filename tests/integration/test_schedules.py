@@ -11,10 +11,10 @@ import pytest
 from leasehold import schedules
 from leasehold.app import Leasehold
 from leasehold.clock import FakeClock, iso
+from leasehold.core.registry import TaskRegistry
+from leasehold.core.states import JobState
 from leasehold.errors import Conflict, NotFound
-from leasehold.registry import TaskRegistry
 from leasehold.schedules import ScheduleState
-from leasehold.states import JobState
 from leasehold.ticker import fire_schedule, tick
 from leasehold.worker import Worker
 from tests.integration.helpers import deliver

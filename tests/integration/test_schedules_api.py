@@ -6,7 +6,7 @@ import pytest
 
 from leasehold.app import Leasehold
 from leasehold.clock import FakeClock
-from leasehold.registry import TaskRegistry
+from leasehold.core.registry import TaskRegistry
 from leasehold.ticker import tick
 from tests.integration.api_client import ApiClient
 

@@ -31,16 +31,16 @@ from leasehold.app import Leasehold
 from leasehold.aws import Clients
 from leasehold.clock import FakeClock
 from leasehold.consumer import consume
-from leasehold.context import JobContext
+from leasehold.core.context import JobContext
+from leasehold.core.jobs import Job
+from leasehold.core.policy import RetryPolicy
+from leasehold.core.registry import TaskRegistry
+from leasehold.core.spec import JobSpec
+from leasehold.core.states import JobState
 from leasehold.errors import LeaseholdError, LeaseLost
-from leasehold.jobs import Job
-from leasehold.policy import RetryPolicy
 from leasehold.provision import create_all
 from leasehold.queues import Received
-from leasehold.registry import TaskRegistry
 from leasehold.settings import Settings
-from leasehold.spec import JobSpec
-from leasehold.states import JobState
 from leasehold.store import Change
 from leasehold.submission import submit
 from leasehold.worker import Delivery, Worker

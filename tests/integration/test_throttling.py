@@ -9,11 +9,11 @@ from typing import Any
 from botocore.awsrequest import AWSResponse
 
 from leasehold.app import Leasehold
-from leasehold.context import JobContext
+from leasehold.core.context import JobContext
+from leasehold.core.registry import TaskRegistry
+from leasehold.core.spec import JobSpec
+from leasehold.core.states import JobState
 from leasehold.errors import StaleMessage
-from leasehold.registry import TaskRegistry
-from leasehold.spec import JobSpec
-from leasehold.states import JobState
 from leasehold.store import Change
 from leasehold.submission import submit
 

@@ -8,9 +8,9 @@ import pytest
 
 from leasehold import triggers
 from leasehold.app import Leasehold
+from leasehold.core.registry import TaskRegistry
+from leasehold.core.states import JobState
 from leasehold.errors import NotFound, ValidationError
-from leasehold.registry import TaskRegistry
-from leasehold.states import JobState
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from leasehold.app import Leasehold
-from leasehold.registry import TaskRegistry
+from leasehold.core.registry import TaskRegistry
 
 from .api_client import ApiClient
 from .workflow_helpers import register_tasks, run_until_idle

@@ -12,8 +12,8 @@ import pytest
 
 from leasehold.app import Leasehold
 from leasehold.clock import FakeClock
-from leasehold.registry import TaskRegistry
-from leasehold.states import JobState
+from leasehold.core.registry import TaskRegistry
+from leasehold.core.states import JobState
 from leasehold.sweeper import sweep
 from leasehold.workflows import WorkflowState, get_workflow, reconcile, start_workflow
 from leasehold.workflows import progress as progress_module

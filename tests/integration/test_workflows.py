@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 from leasehold.app import Leasehold
+from leasehold.core.registry import TaskRegistry
 from leasehold.errors import Conflict, IdempotencyConflict, ValidationError
-from leasehold.registry import TaskRegistry
 from leasehold.workflows import (
     WorkflowState,
     cancel_workflow,

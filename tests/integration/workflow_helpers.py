@@ -6,9 +6,9 @@ from typing import Any
 
 from leasehold.app import Leasehold
 from leasehold.consumer import consume
+from leasehold.core.registry import TaskRegistry
 from leasehold.errors import NonRetryableError
 from leasehold.queues import Received
-from leasehold.registry import TaskRegistry
 from leasehold.settings import PRIORITIES
 from leasehold.worker import Worker
 from leasehold.workflows import WorkflowSpec, get_workflow, parse_workflow, step_inputs

@@ -1,6 +1,6 @@
 from collections import Counter
 
-from leasehold.ids import derived_id, new_id, shard_of
+from leasehold.core.ids import derived_id, new_id, shard_of
 
 
 def test_new_ids_sort_by_creation_time_and_do_not_collide() -> None:

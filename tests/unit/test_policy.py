@@ -3,8 +3,8 @@ import statistics
 
 import pytest
 
+from leasehold.core.policy import RetryPolicy, backoff, backoff_cap, decide_retry
 from leasehold.errors import ValidationError
-from leasehold.policy import RetryPolicy, backoff, backoff_cap, decide_retry
 
 POLICY = RetryPolicy(min_backoff_seconds=1, max_backoff_seconds=60)
 

@@ -11,8 +11,8 @@ import pytest
 
 from leasehold.app import Leasehold
 from leasehold.clock import FakeClock
+from leasehold.core.registry import TaskRegistry
 from leasehold.errors import ValidationError
-from leasehold.registry import TaskRegistry
 from leasehold.schedules import Schedule, build
 from leasehold.settings import Settings
 

@@ -2,10 +2,10 @@ from typing import Any
 
 import pytest
 
+from leasehold.core.policy import RetryPolicy
+from leasehold.core.registry import TaskRegistry
+from leasehold.core.spec import MAX_PAYLOAD_BYTES, JobSpec, resolve
 from leasehold.errors import PayloadTooLarge, ValidationError
-from leasehold.policy import RetryPolicy
-from leasehold.registry import TaskRegistry
-from leasehold.spec import MAX_PAYLOAD_BYTES, JobSpec, resolve
 
 NOW = 1_767_225_600_000
 

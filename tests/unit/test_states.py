@@ -2,8 +2,8 @@ import itertools
 
 import pytest
 
+from leasehold.core.states import INITIAL, TERMINAL, JobState, allowed, check
 from leasehold.errors import InvalidTransition
-from leasehold.states import INITIAL, TERMINAL, JobState, allowed, check
 
 S = JobState
 

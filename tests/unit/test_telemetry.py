@@ -1,7 +1,7 @@
 import pytest
 
-from leasehold.jobs import Job, Transition
-from leasehold.states import JobState
+from leasehold.core.jobs import Job, Transition
+from leasehold.core.states import JobState
 from leasehold.telemetry import metric_for
 
 S = JobState

@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
+from leasehold.core.jobs import Job, JobError
+from leasehold.core.registry import TaskRegistry
+from leasehold.core.states import JobState
 from leasehold.errors import PayloadTooLarge, ValidationError
-from leasehold.jobs import Job, JobError
-from leasehold.registry import TaskRegistry
-from leasehold.states import JobState
 from leasehold.workflows import FailurePolicy, parse_workflow
 from leasehold.workflows.inputs import MAX_INPUT_BYTES, entry, share
 from leasehold.workflows.model import MAX_STEP_PAYLOAD_BYTES, prepare

@@ -21,9 +21,9 @@ from leasehold.api.models import (
     WorkersOut,
 )
 from leasehold.clock import iso
+from leasehold.core.states import JobState
 from leasehold.errors import ValidationError
 from leasehold.listing import JobFilter, list_jobs
-from leasehold.states import JobState
 
 router = Router()
 

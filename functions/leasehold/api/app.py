@@ -17,7 +17,7 @@ from leasehold import __version__
 from leasehold.api import admin, errors, jobs, schedules, triggers, workflows
 from leasehold.api.context import ApiConfig
 from leasehold.app import Leasehold
-from leasehold.spec import MAX_PAYLOAD_BYTES
+from leasehold.core.spec import MAX_PAYLOAD_BYTES
 
 ROUTERS: tuple[Router, ...] = (
     jobs.router,

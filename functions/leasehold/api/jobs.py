@@ -18,11 +18,11 @@ from leasehold.api import context
 from leasehold.api.errors import BadRequest
 from leasehold.api.models import ErrorOut, JobOut, JobPage, Priority, StateName, SubmitJob
 from leasehold.clock import to_ms
-from leasehold.jobs import Job
+from leasehold.core.jobs import Job
+from leasehold.core.policy import RetryPolicy
+from leasehold.core.spec import JobSpec, resolve
+from leasehold.core.states import JobState
 from leasehold.listing import JobFilter, list_jobs
-from leasehold.policy import RetryPolicy
-from leasehold.spec import JobSpec, resolve
-from leasehold.states import JobState
 from leasehold.submission import submit
 from leasehold.tenants import admit
 

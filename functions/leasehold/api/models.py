@@ -1,6 +1,6 @@
 """The API's request and response bodies (pydantic: validation and the OpenAPI document).
 
-These models check shape and types only; the domain (:mod:`leasehold.spec`) owns every rule
+These models check shape and types only; the domain (:mod:`leasehold.core.spec`) owns every rule
 about values (known task, pools, control characters, sizes), so the rules live in one place.
 """
 

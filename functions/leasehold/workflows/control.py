@@ -9,8 +9,8 @@ from typing import Any
 
 from leasehold.app import Leasehold
 from leasehold.clock import iso
+from leasehold.core.jobs import Job
 from leasehold.errors import Conflict, NotFound
-from leasehold.jobs import Job
 from leasehold.workflows.model import Workflow, WorkflowState
 from leasehold.workflows.progress import step_job_id, wind_down, workflow_store
 

@@ -13,7 +13,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from leasehold.jobs import Job
+from leasehold.core.jobs import Job
 
 #: The budget for all dependency entries of one step, split evenly between its dependencies
 #: (evenly, so an entry never depends on the order in which dependencies finish).
@@ -57,7 +57,7 @@ def decode(raw: Mapping[str, Any] | None) -> dict[str, dict[str, Any]]:
 def step_inputs(ctx: Any) -> dict[str, dict[str, Any]]:
     """In a step's handler: its dependencies' entries, keyed by step id.
 
-    ``ctx`` is the :class:`~leasehold.context.JobContext` the handler received. Each entry has
+    ``ctx`` is the :class:`~leasehold.core.context.JobContext` the handler received. Each entry has
     ``state`` (``SUCCEEDED``, or ``DEAD``/``CANCELLED`` for a dependency whose failure policy
     let this step run), ``result``, ``job_id``, ``error`` for failures, and
     ``truncated: true`` when the result was too large to pass along (fetch the job instead).

@@ -9,11 +9,11 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from leasehold.core.jobs import _plain
+from leasehold.core.policy import RetryPolicy
+from leasehold.core.registry import TaskRegistry
+from leasehold.core.spec import JobSpec, ResolvedSpec, check_tenant, check_text, resolve
 from leasehold.errors import ValidationError
-from leasehold.jobs import _plain
-from leasehold.policy import RetryPolicy
-from leasehold.registry import TaskRegistry
-from leasehold.spec import JobSpec, ResolvedSpec, check_tenant, check_text, resolve
 from leasehold.workflows.graph import Graph, check_graph
 
 #: A step's row also carries its dependencies' results and both edge lists, so its payload

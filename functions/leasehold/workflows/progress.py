@@ -19,10 +19,10 @@ import logging
 
 from leasehold import control, handoff
 from leasehold.app import Leasehold
+from leasehold.core.ids import derived_id
+from leasehold.core.jobs import Job
+from leasehold.core.states import JobState
 from leasehold.errors import Conflict, NotFound
-from leasehold.ids import derived_id
-from leasehold.jobs import Job
-from leasehold.states import JobState
 from leasehold.store import Change, Observer
 from leasehold.workflows import inputs
 from leasehold.workflows.model import FAILED, IGNORED, OK, FailurePolicy, Workflow, WorkflowState

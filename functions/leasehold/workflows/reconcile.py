@@ -15,9 +15,9 @@ import logging
 from dataclasses import dataclass, field
 
 from leasehold.app import Leasehold
+from leasehold.core.jobs import Job
+from leasehold.core.states import JobState
 from leasehold.errors import Conflict, NotFound
-from leasehold.jobs import Job
-from leasehold.states import JobState
 from leasehold.workflows.inputs import ATTRIBUTE as INPUTS
 from leasehold.workflows.model import Workflow, WorkflowState
 from leasehold.workflows.progress import (

@@ -21,9 +21,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from leasehold.app import Leasehold
+from leasehold.core.ids import derived_id, new_id
+from leasehold.core.states import JobState
 from leasehold.errors import IdempotencyConflict
-from leasehold.ids import derived_id, new_id
-from leasehold.states import JobState
 from leasehold.submission import new_job
 from leasehold.workflows import inputs
 from leasehold.workflows.model import Prepared, Workflow, WorkflowSpec, WorkflowState, prepare

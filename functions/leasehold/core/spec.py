@@ -13,9 +13,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from leasehold.core.policy import RetryPolicy
+from leasehold.core.registry import TaskRegistry
 from leasehold.errors import PayloadTooLarge, ValidationError
-from leasehold.policy import RetryPolicy
-from leasehold.registry import TaskRegistry
 from leasehold.settings import PRIORITIES
 
 MAX_PAYLOAD_BYTES = 256 * 1024

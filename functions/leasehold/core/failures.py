@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import traceback
 
-from leasehold.jobs import JobError
+from leasehold.core.jobs import JobError
 
 MAX_MESSAGE = 2_000
 MAX_TRACEBACK = 4_000

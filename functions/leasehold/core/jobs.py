@@ -9,8 +9,8 @@ from decimal import Decimal
 from typing import Any
 
 from leasehold.clock import iso
-from leasehold.policy import RetryPolicy
-from leasehold.states import JobState
+from leasehold.core.policy import RetryPolicy
+from leasehold.core.states import JobState
 
 
 @dataclass(frozen=True)

@@ -7,8 +7,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from leasehold.core.policy import RetryPolicy
 from leasehold.errors import ValidationError
-from leasehold.policy import RetryPolicy
 
 Handler = Callable[[Any, Any], Any]
 
@@ -63,7 +63,8 @@ def task(name: str, **defaults: Any) -> Callable[[Handler], Handler]:
 
     ``defaults`` are per-task defaults a submission may override: ``pool``, ``priority``,
     ``timeout_seconds``, ``max_attempts`` and ``retry`` (a :class:`RetryPolicy`).
-    The handler is called as ``fn(payload, ctx)`` with a :class:`~leasehold.context.JobContext`.
+    The handler is called as ``fn(payload, ctx)`` with a
+    :class:`~leasehold.core.context.JobContext`.
     """
     return default_registry.task(name, **defaults)
 
