@@ -30,8 +30,8 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from leasehold.aws import Clients
-from leasehold.definitions import TABLES, Index, TableDefinition
+from leasehold.aws.clients import Clients
+from leasehold.aws.definitions import TABLES, Index, TableDefinition
 from leasehold.settings import Settings
 
 WRITE_UNIT = 1024
@@ -208,7 +208,7 @@ class Usage:
 
 
 class Meter:
-    """Hooks a :class:`~leasehold.aws.Clients`' DynamoDB, SQS and EventBridge clients."""
+    """Hooks a :class:`~leasehold.aws.clients.Clients`' DynamoDB, SQS and EventBridge clients."""
 
     def __init__(self, clients: Clients, settings: Settings) -> None:
         self.settings = settings

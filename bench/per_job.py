@@ -18,16 +18,17 @@ from typing import Any
 
 from bench.local import fake_credentials, library_app
 from bench.metering import Meter, Usage
-from leasehold import provision, schedules, ticker
+from leasehold import schedules, ticker
 from leasehold.api.app import handle
 from leasehold.api.context import ApiConfig
 from leasehold.app import Leasehold
-from leasehold.aws import Clients
+from leasehold.aws import provision
+from leasehold.aws.clients import Clients
+from leasehold.aws.queues import Queues, Received
 from leasehold.consumer import consume
 from leasehold.core.spec import JobSpec
 from leasehold.local import emulator
 from leasehold.local.gateway import proxy_event
-from leasehold.queues import Queues, Received
 from leasehold.settings import PRIORITIES
 from leasehold.submission import submit
 from leasehold.tenants import Limits

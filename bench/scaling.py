@@ -12,9 +12,10 @@ from moto import mock_aws
 
 from bench.local import TASKS, fake_credentials
 from bench.metering import Meter
-from leasehold import provision, sweeper, ticker
+from leasehold import sweeper, ticker
 from leasehold.app import Leasehold
-from leasehold.aws import Clients
+from leasehold.aws import provision
+from leasehold.aws.clients import Clients
 from leasehold.consumer import consume
 from leasehold.core.ids import new_id, shard_of
 from leasehold.core.registry import load_modules

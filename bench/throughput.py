@@ -11,10 +11,10 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from bench.local import Runtime, fake_credentials, wait_succeeded
-from leasehold.aws import Clients
+from leasehold.aws.clients import Clients
+from leasehold.aws.definitions import JOBS
 from leasehold.core.ids import new_id
 from leasehold.core.spec import JobSpec
-from leasehold.definitions import JOBS
 from leasehold.local import emulator
 from leasehold.settings import Settings
 from leasehold.submission import submit

@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from leasehold.definitions import TABLES
+from leasehold.aws.definitions import TABLES
 from leasehold.settings import PRIORITIES, Settings
 
 PoolKind = Literal["lambda", "ecs"]
@@ -93,7 +93,7 @@ class StackConfig:
     #: Top-level packages copied into the Lambda bundle next to ``leasehold`` (user tasks).
     task_packages: tuple[str, ...] = ("examples",)
     log_retention_days: int = 30
-    #: ``None``: the retention of :mod:`leasehold.definitions` (14 days, the SQS maximum).
+    #: ``None``: the retention of :mod:`leasehold.aws.definitions` (14 days, the SQS maximum).
     queue_retention_days: int | None = None
     alarm_email: str | None = None
     #: Tables survive ``cdk destroy`` and cannot be deleted by accident unless this is off.

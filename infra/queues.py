@@ -18,7 +18,7 @@ from constructs import Construct
 
 from infra.config import PoolConfig
 from infra.nag import acknowledge
-from leasehold.definitions import queues
+from leasehold.aws.definitions import queues
 from leasehold.settings import Settings
 
 PRODUCER_KMS_ACTIONS = ("kms:GenerateDataKey", "kms:Decrypt")

@@ -1,4 +1,4 @@
-"""DynamoDB tables, built by looping over :data:`leasehold.definitions.TABLES`.
+"""DynamoDB tables, built by looping over :data:`leasehold.aws.definitions.TABLES`.
 
 The local runtime creates its tables from the same definitions, so the keys, indexes and
 projections deployed here are the ones the code was tested against.
@@ -12,7 +12,7 @@ from aws_cdk import aws_iam as iam
 from constructs import Construct, IConstruct
 
 from infra.nag import acknowledge
-from leasehold.definitions import TABLES, Key, TableDefinition
+from leasehold.aws.definitions import TABLES, Key, TableDefinition
 from leasehold.settings import Settings
 
 _TYPES = {"S": dynamodb.AttributeType.STRING, "N": dynamodb.AttributeType.NUMBER}

@@ -10,10 +10,10 @@ import pytest
 from moto import mock_aws
 
 from leasehold.app import Leasehold
-from leasehold.aws import Clients
+from leasehold.aws.clients import Clients
+from leasehold.aws.provision import create_all
 from leasehold.clock import FakeClock
 from leasehold.core.registry import TaskRegistry
-from leasehold.provision import create_all
 from leasehold.settings import Settings
 
 

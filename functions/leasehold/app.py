@@ -5,10 +5,10 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
-from leasehold.aws import Clients
+from leasehold.aws.clients import Clients
+from leasehold.aws.queues import Queues
 from leasehold.clock import Clock, SystemClock
 from leasehold.core.registry import TaskRegistry, default_registry, load_modules
-from leasehold.queues import Queues
 from leasehold.settings import Settings
 from leasehold.store import DynamoJobStore, JobStore
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from leasehold.app import Leasehold
-from leasehold.dynamo import query, to_av
+from leasehold.aws.dynamo import query, to_av
 
 PARTITION = "worker"
 #: A worker is listed while its last heartbeat is younger than this many heartbeats.

@@ -11,9 +11,9 @@ import logging
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from leasehold.aws.queues import MAX_DELAY_SECONDS, Message, Queues
 from leasehold.core.jobs import Job
 from leasehold.core.states import JobState
-from leasehold.queues import MAX_DELAY_SECONDS, Message, Queues
 from leasehold.settings import Settings
 
 log = logging.getLogger(__name__)

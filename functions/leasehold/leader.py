@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
-from leasehold.dynamo import condition_failed
+from leasehold.aws.dynamo import condition_failed
 
 if TYPE_CHECKING:
     from leasehold.app import Leasehold

@@ -13,10 +13,10 @@ from typing import Any, Protocol
 
 from botocore.exceptions import ClientError
 
-from leasehold.aws import Clients
+from leasehold.aws.clients import Clients
+from leasehold.aws.definitions import SCHEDULES
+from leasehold.aws.dynamo import condition_failed, from_av, query, query_page, to_av
 from leasehold.core.ids import shard_of
-from leasehold.definitions import SCHEDULES
-from leasehold.dynamo import condition_failed, from_av, query, query_page, to_av
 from leasehold.errors import Conflict, NotFound
 from leasehold.firing import MisfirePolicy, OverlapPolicy
 from leasehold.schedules import Schedule, ScheduleState

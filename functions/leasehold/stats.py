@@ -8,8 +8,8 @@ from datetime import timedelta
 from typing import Any
 
 from leasehold.app import Leasehold
+from leasehold.aws.definitions import queues
 from leasehold.clock import to_datetime
-from leasehold.definitions import queues
 from leasehold.tenants import counts
 
 log = logging.getLogger(__name__)

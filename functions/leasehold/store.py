@@ -14,12 +14,12 @@ from typing import Any, Protocol
 
 from botocore.exceptions import ClientError
 
-from leasehold.aws import Clients
+from leasehold.aws.clients import Clients
+from leasehold.aws.definitions import BY_TENANT_INDEX, DUE_INDEX, LEASES_INDEX
+from leasehold.aws.dynamo import batch_get, from_av, old_item, query, query_page, to_av
 from leasehold.core.ids import shard_of
 from leasehold.core.jobs import Job, Transition, job_from_item, job_to_item
 from leasehold.core.states import INITIAL, JobState, check
-from leasehold.definitions import BY_TENANT_INDEX, DUE_INDEX, LEASES_INDEX
-from leasehold.dynamo import batch_get, from_av, old_item, query, query_page, to_av
 from leasehold.errors import Conflict, LeaseholdError, NotFound, StaleMessage
 from leasehold.settings import Settings
 

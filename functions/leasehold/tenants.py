@@ -28,9 +28,9 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
+from leasehold.aws.dynamo import condition_failed, from_av, to_av
 from leasehold.core.jobs import Job
 from leasehold.core.states import JobState
-from leasehold.dynamo import condition_failed, from_av, to_av
 from leasehold.errors import Overloaded, RateLimited
 from leasehold.settings import PRIORITIES
 from leasehold.submission import COUNTED

@@ -18,6 +18,7 @@ from typing import Any
 
 from leasehold import handoff
 from leasehold.app import Leasehold
+from leasehold.aws.queues import Message
 from leasehold.core.context import JobContext
 from leasehold.core.failures import describe, error
 from leasehold.core.jobs import Job, JobError
@@ -33,7 +34,6 @@ from leasehold.errors import (
     StaleMessage,
     ValidationError,
 )
-from leasehold.queues import Message
 from leasehold.store import Change
 
 log = logging.getLogger(__name__)

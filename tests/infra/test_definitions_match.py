@@ -1,4 +1,4 @@
-"""The tables and queues in the template are the ones :mod:`leasehold.definitions` describes.
+"""The tables and queues in the template are the ones :mod:`leasehold.aws.definitions` describes.
 
 The local runtime creates its resources from ``create_table_kwargs`` and ``queues(settings)``;
 comparing the template against the same values proves the two can never drift apart.
@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from aws_cdk.assertions import Match
 
-from leasehold.definitions import TABLES, queues
+from leasehold.aws.definitions import TABLES, queues
 from tests.infra.conftest import Synthesized
 
 pytestmark = pytest.mark.infra

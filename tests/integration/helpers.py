@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from leasehold.app import Leasehold
+from leasehold.aws.queues import Received
 from leasehold.consumer import consume
-from leasehold.queues import Received
 from leasehold.settings import PRIORITIES
 from leasehold.worker import Worker
 

@@ -11,10 +11,10 @@ import boto3
 import pytest
 from botocore.exceptions import ClientError
 
-from leasehold.aws import Clients
-from leasehold.definitions import TABLES, queues
+from leasehold.aws.clients import Clients
+from leasehold.aws.definitions import TABLES, queues
+from leasehold.aws.provision import create_all
 from leasehold.local import emulator
-from leasehold.provision import create_all
 from leasehold.settings import Settings
 
 

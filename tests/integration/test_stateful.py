@@ -28,7 +28,9 @@ from moto import mock_aws
 
 from leasehold import sweeper
 from leasehold.app import Leasehold
-from leasehold.aws import Clients
+from leasehold.aws.clients import Clients
+from leasehold.aws.provision import create_all
+from leasehold.aws.queues import Received
 from leasehold.clock import FakeClock
 from leasehold.consumer import consume
 from leasehold.core.context import JobContext
@@ -38,8 +40,6 @@ from leasehold.core.registry import TaskRegistry
 from leasehold.core.spec import JobSpec
 from leasehold.core.states import JobState
 from leasehold.errors import LeaseholdError, LeaseLost
-from leasehold.provision import create_all
-from leasehold.queues import Received
 from leasehold.settings import Settings
 from leasehold.store import Change
 from leasehold.submission import submit

@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from leasehold.app import Leasehold
+from leasehold.aws.queues import Received
 from leasehold.consumer import consume
 from leasehold.core.registry import TaskRegistry
 from leasehold.errors import NonRetryableError
-from leasehold.queues import Received
 from leasehold.settings import PRIORITIES
 from leasehold.worker import Worker
 from leasehold.workflows import WorkflowSpec, get_workflow, parse_workflow, step_inputs

@@ -1,6 +1,6 @@
 from typing import Any
 
-from leasehold.queues import MAX_DELAY_SECONDS, Message, Queues
+from leasehold.aws.queues import MAX_DELAY_SECONDS, Message, Queues
 from leasehold.settings import Settings
 
 

@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 
 from leasehold import fleet
 from leasehold.app import Leasehold
+from leasehold.aws.queues import Message, Received
 from leasehold.consumer import consume
-from leasehold.queues import Message, Received
 from leasehold.settings import PRIORITIES
 from leasehold.worker import Worker
 

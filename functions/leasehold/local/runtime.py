@@ -2,7 +2,7 @@
 
 It starts, in order: the HTTP gateway's socket (so a busy port fails before anything else
 starts), the embedded AWS emulator (unless given an endpoint), the tables and queues from
-:mod:`leasehold.definitions`, N worker processes (restarted if they die), a sweeper thread,
+:mod:`leasehold.aws.definitions`, N worker processes (restarted if they die), a sweeper thread,
 and a ticker thread that ticks only while it holds the DynamoDB leader lease, so several
 runtimes (or ECS tickers) on the same tables never tick together and a standby takes over
 within one lease period when the leader dies. Job state events go to a local JSON-lines log
@@ -25,10 +25,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from leasehold import provision, sweeper, ticker
+from leasehold import sweeper, ticker
 from leasehold.api.app import handle
 from leasehold.api.context import ApiConfig
 from leasehold.app import Leasehold
+from leasehold.aws import provision
 from leasehold.events import FILE_PREFIX
 from leasehold.leader import LeaderLease
 from leasehold.local import emulator

@@ -21,10 +21,10 @@ from typing import Any, Protocol
 
 from botocore.exceptions import ClientError
 
-from leasehold.aws import Clients
+from leasehold.aws.clients import Clients
+from leasehold.aws.dynamo import batch_get, condition_failed, from_av, query, query_page, to_av
 from leasehold.core.ids import shard_of
 from leasehold.core.states import JobState
-from leasehold.dynamo import batch_get, condition_failed, from_av, query, query_page, to_av
 from leasehold.errors import NotFound
 from leasehold.settings import Settings
 from leasehold.workflows.inputs import ATTRIBUTE as INPUTS

@@ -1,4 +1,4 @@
-"""Create the tables and queues from :mod:`leasehold.definitions` (local runtime and tests).
+"""Create the tables and queues from :mod:`leasehold.aws.definitions` (local runtime and tests).
 
 On AWS the CDK stack creates the same resources from the same definitions.
 """
@@ -10,8 +10,8 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from leasehold.aws import Clients
-from leasehold.definitions import TABLES, queues
+from leasehold.aws.clients import Clients
+from leasehold.aws.definitions import TABLES, queues
 from leasehold.settings import Settings
 
 #: Long enough for a job to run between heartbeats; each heartbeat extends it again.

@@ -9,8 +9,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from leasehold.aws import Clients
-from leasehold.definitions import queue_name
+from leasehold.aws.clients import Clients
+from leasehold.aws.definitions import queue_name
 from leasehold.errors import StaleMessage
 from leasehold.settings import Settings
 
