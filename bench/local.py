@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from leasehold.app import Leasehold
 from leasehold.core.jobs import Job
 from leasehold.core.registry import load_modules
+from leasehold.lifecycle.app import Leasehold
 from leasehold.settings import Settings
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -21,18 +21,18 @@ from bench.metering import Meter, Usage
 from leasehold import schedules, ticker
 from leasehold.api.app import handle
 from leasehold.api.context import ApiConfig
-from leasehold.app import Leasehold
 from leasehold.aws import provision
 from leasehold.aws.clients import Clients
 from leasehold.aws.queues import Queues, Received
-from leasehold.consumer import consume
 from leasehold.core.spec import JobSpec
+from leasehold.lifecycle.app import Leasehold
+from leasehold.lifecycle.consumer import consume
+from leasehold.lifecycle.submission import submit
+from leasehold.lifecycle.worker import Worker
 from leasehold.local import emulator
 from leasehold.local.gateway import proxy_event
 from leasehold.settings import PRIORITIES
-from leasehold.submission import submit
 from leasehold.tenants import Limits
-from leasehold.worker import Worker
 
 BATCH = 10
 EVENT_BUS = "leasehold-bench-events"

@@ -12,18 +12,19 @@ from moto import mock_aws
 
 from bench.local import TASKS, fake_credentials
 from bench.metering import Meter
-from leasehold import sweeper, ticker
-from leasehold.app import Leasehold
+from leasehold import ticker
 from leasehold.aws import provision
 from leasehold.aws.clients import Clients
-from leasehold.consumer import consume
 from leasehold.core.ids import new_id, shard_of
 from leasehold.core.registry import load_modules
 from leasehold.core.spec import JobSpec
+from leasehold.lifecycle import sweeper
+from leasehold.lifecycle.app import Leasehold
+from leasehold.lifecycle.consumer import consume
+from leasehold.lifecycle.submission import submit
+from leasehold.lifecycle.worker import Worker
 from leasehold.local import emulator
 from leasehold.settings import Settings
-from leasehold.submission import submit
-from leasehold.worker import Worker
 
 #: What the stored jobs are: mostly finished, some waiting far ahead, some running.
 MIX = (("SUCCEEDED", 0.8), ("SCHEDULED", 0.1), ("RUNNING", 0.1))

@@ -15,9 +15,9 @@ from leasehold.aws.clients import Clients
 from leasehold.aws.definitions import JOBS
 from leasehold.core.ids import new_id
 from leasehold.core.spec import JobSpec
+from leasehold.lifecycle.submission import submit
 from leasehold.local import emulator
 from leasehold.settings import Settings
-from leasehold.submission import submit
 
 #: Client threads that submit (library or HTTP) and that drive the floor.
 CLIENT_THREADS = 8
@@ -43,7 +43,7 @@ def _measure(runtime: Runtime, n: int, submit_one: Callable[[str], str], *,
 
 
 def library(runtime: Runtime, n: int, *, timeout: float = 300) -> dict[str, Any]:
-    """Submit ``n`` no-op jobs with :func:`leasehold.submission.submit` from 8 threads."""
+    """Submit ``n`` no-op jobs with :func:`leasehold.lifecycle.submission.submit` from 8 threads."""
     app = runtime.app()
 
     def one(tenant: str) -> str:

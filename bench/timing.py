@@ -15,7 +15,7 @@ from bench.local import Runtime, wait_succeeded
 from leasehold import schedules
 from leasehold.core.jobs import Job
 from leasehold.core.spec import JobSpec
-from leasehold.submission import submit
+from leasehold.lifecycle.submission import submit
 
 
 def percentile(values: Sequence[float], p: float) -> float:

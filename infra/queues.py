@@ -1,4 +1,6 @@
-"""SQS queues per pool x priority with their DLQs, built from :func:`leasehold.definitions.queues`.
+"""SQS queues per pool x priority with their DLQs.
+
+Built from :func:`leasehold.aws.definitions.queues`.
 
 All job queues share one customer-managed KMS key with rotation on. Grants are explicit about
 the KMS actions: ``Queue.grant_send_messages`` would add ``kms:ReEncrypt*`` and

@@ -9,11 +9,11 @@ from collections.abc import Callable, Iterator
 import pytest
 from moto import mock_aws
 
-from leasehold.app import Leasehold
 from leasehold.aws.clients import Clients
 from leasehold.aws.provision import create_all
 from leasehold.clock import FakeClock
 from leasehold.core.registry import TaskRegistry
+from leasehold.lifecycle.app import Leasehold
 from leasehold.settings import Settings
 
 

@@ -22,8 +22,8 @@ from leasehold.core.jobs import Job
 from leasehold.core.states import JobState
 
 if TYPE_CHECKING:
-    from leasehold.app import Leasehold
-    from leasehold.store import Observer
+    from leasehold.lifecycle.app import Leasehold
+    from leasehold.lifecycle.store import Observer
 
 log = logging.getLogger(__name__)
 SOURCE = "leasehold.job"

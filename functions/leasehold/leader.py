@@ -18,7 +18,7 @@ from botocore.exceptions import ClientError
 from leasehold.aws.dynamo import condition_failed
 
 if TYPE_CHECKING:
-    from leasehold.app import Leasehold
+    from leasehold.lifecycle.app import Leasehold
 
 
 class LeaderLease:

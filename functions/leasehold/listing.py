@@ -11,9 +11,9 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from leasehold.app import Leasehold
 from leasehold.core.jobs import Job
 from leasehold.core.states import JobState
+from leasehold.lifecycle.app import Leasehold
 
 #: Index pages read per call before returning a short page (bounds the cost of rare filters).
 MAX_PAGES = 8

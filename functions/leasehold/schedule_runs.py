@@ -12,18 +12,18 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from leasehold import control
 from leasehold.aws.definitions import BY_SCHEDULE_INDEX
 from leasehold.aws.dynamo import query_page, to_av
 from leasehold.clock import iso
 from leasehold.core.ids import derived_id
 from leasehold.core.states import JobState
 from leasehold.errors import Conflict, NotFound
+from leasehold.lifecycle import control
 from leasehold.workflows import cancel_workflow, start_prepared
 from leasehold.workflows.progress import workflow_store
 
 if TYPE_CHECKING:
-    from leasehold.app import Leasehold
+    from leasehold.lifecycle.app import Leasehold
     from leasehold.schedules import Schedule
 
 ACTOR = "scheduler"

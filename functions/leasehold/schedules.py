@@ -16,7 +16,6 @@ from datetime import datetime
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
-from leasehold import handoff
 from leasehold.clock import iso, to_ms
 from leasehold.core.ids import new_id
 from leasehold.core.jobs import Job
@@ -25,6 +24,8 @@ from leasehold.core.states import JobState
 from leasehold.cron import Timing, parse, zone
 from leasehold.errors import Conflict, NotFound, ValidationError
 from leasehold.firing import MisfirePolicy, OverlapPolicy, Rules
+from leasehold.lifecycle import handoff
+from leasehold.lifecycle.submission import new_job
 from leasehold.schedule_runs import (
     cancel_pending,
     cancel_run,
@@ -35,12 +36,11 @@ from leasehold.schedule_runs import (
 from leasehold.schedule_runs import (
     job_ids as job_ids,  # re-exported: the API and tests list a schedule's jobs here
 )
-from leasehold.submission import new_job
 from leasehold.templates import JobTemplate, WorkflowTemplate, resolve_target
 from leasehold.workflows import WorkflowDetail, get_workflow
 
 if TYPE_CHECKING:
-    from leasehold.app import Leasehold
+    from leasehold.lifecycle.app import Leasehold
     from leasehold.schedule_store import ScheduleStore
 
 MAX_PREVIEW = 100

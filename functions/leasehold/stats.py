@@ -7,9 +7,9 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from leasehold.app import Leasehold
 from leasehold.aws.definitions import queues
 from leasehold.clock import to_datetime
+from leasehold.lifecycle.app import Leasehold
 from leasehold.tenants import counts
 
 log = logging.getLogger(__name__)

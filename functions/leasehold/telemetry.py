@@ -17,9 +17,9 @@ from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
 from aws_lambda_powertools.metrics import MetricUnit
 
-from leasehold.app import Leasehold
 from leasehold.core.jobs import Job
 from leasehold.core.states import JobState
+from leasehold.lifecycle.app import Leasehold
 
 metrics = Metrics()
 logger = Logger()

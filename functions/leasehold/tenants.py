@@ -32,11 +32,11 @@ from leasehold.aws.dynamo import condition_failed, from_av, to_av
 from leasehold.core.jobs import Job
 from leasehold.core.states import JobState
 from leasehold.errors import Overloaded, RateLimited
+from leasehold.lifecycle.submission import COUNTED
 from leasehold.settings import PRIORITIES
-from leasehold.submission import COUNTED
 
 if TYPE_CHECKING:  # the app registers our observer, so importing it here would be circular
-    from leasehold.app import Leasehold
+    from leasehold.lifecycle.app import Leasehold
 
 log = logging.getLogger(__name__)
 

@@ -21,18 +21,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from leasehold import handoff
 from leasehold.aws.dynamo import from_av, query, to_av
 from leasehold.clock import iso
 from leasehold.core.ids import derived_id, new_id
 from leasehold.core.jobs import Job
 from leasehold.core.spec import MAX_PAYLOAD_BYTES, check_tenant, check_text, encode_json
 from leasehold.errors import NotFound, ValidationError
-from leasehold.submission import new_job
+from leasehold.lifecycle import handoff
+from leasehold.lifecycle.submission import new_job
 from leasehold.templates import JobTemplate
 
 if TYPE_CHECKING:
-    from leasehold.app import Leasehold
+    from leasehold.lifecycle.app import Leasehold
 
 _OPERATORS = {"prefix", "suffix", "equals-ignore-case", "wildcard", "anything-but", "numeric",
               "exists"}

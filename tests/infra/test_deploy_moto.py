@@ -24,18 +24,18 @@ from infra.monitoring import NAMESPACE, SERVICE
 from infra.stack import API_HANDLER
 from infra.triggers import TRIGGER_HANDLER
 from leasehold import triggers
-from leasehold.app import Leasehold
 from leasehold.aws.definitions import TABLES
-from leasehold.consumer import consume
 from leasehold.core.registry import TaskRegistry
 from leasehold.core.spec import JobSpec
 from leasehold.core.states import JobState
 from leasehold.events import SOURCE as JOB_EVENT_SOURCE
 from leasehold.handlers import api as api_handler
 from leasehold.handlers import trigger as trigger_handler
+from leasehold.lifecycle.app import Leasehold
+from leasehold.lifecycle.consumer import consume
+from leasehold.lifecycle.submission import submit
+from leasehold.lifecycle.worker import Worker
 from leasehold.settings import Settings
-from leasehold.submission import submit
-from leasehold.worker import Worker
 from tests.infra.conftest import Synthesized
 
 STACK = "Leasehold"

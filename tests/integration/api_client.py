@@ -8,7 +8,7 @@ from typing import Any
 
 from leasehold.api.app import handle
 from leasehold.api.context import ApiConfig
-from leasehold.app import Leasehold
+from leasehold.lifecycle.app import Leasehold
 from leasehold.local.gateway import proxy_event
 
 

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from leasehold.app import Leasehold
 from leasehold.aws.queues import Received
-from leasehold.consumer import consume
+from leasehold.lifecycle.app import Leasehold
+from leasehold.lifecycle.consumer import consume
+from leasehold.lifecycle.worker import Worker
 from leasehold.settings import PRIORITIES
-from leasehold.worker import Worker
 
 
 def receive_all(app: Leasehold, pool: str = "default") -> list[Received]:

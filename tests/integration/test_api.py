@@ -10,10 +10,10 @@ import pytest
 
 from leasehold.api.app import openapi_json
 from leasehold.api.context import ApiConfig
-from leasehold.app import Leasehold
 from leasehold.clock import FakeClock
 from leasehold.core.registry import TaskRegistry
 from leasehold.core.states import JobState
+from leasehold.lifecycle.app import Leasehold
 from leasehold.local.gateway import proxy_event
 from leasehold.tenants import Limits
 

@@ -4,15 +4,15 @@ from typing import Any
 
 import pytest
 
-from leasehold import control, sweeper
-from leasehold.app import Leasehold
 from leasehold.clock import FakeClock
 from leasehold.core.context import JobContext
 from leasehold.core.registry import TaskRegistry
 from leasehold.core.spec import JobSpec
 from leasehold.core.states import JobState
 from leasehold.errors import Conflict, NotFound
-from leasehold.submission import submit
+from leasehold.lifecycle import control, sweeper
+from leasehold.lifecycle.app import Leasehold
+from leasehold.lifecycle.submission import submit
 
 from .helpers import deliver
 

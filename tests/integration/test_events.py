@@ -8,10 +8,10 @@ from typing import Any
 import boto3
 
 from leasehold import events
-from leasehold.app import Leasehold
 from leasehold.core.registry import TaskRegistry
 from leasehold.core.spec import JobSpec
-from leasehold.submission import submit
+from leasehold.lifecycle.app import Leasehold
+from leasehold.lifecycle.submission import submit
 from tests.conftest import MakeApp
 from tests.integration.helpers import deliver
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from leasehold import fleet
-from leasehold.app import Leasehold
 from leasehold.clock import FakeClock
+from leasehold.lifecycle import fleet
+from leasehold.lifecycle.app import Leasehold
 
 
 def test_a_worker_that_stops_heartbeating_drops_off_the_list(app: Leasehold,

@@ -9,14 +9,14 @@ from typing import Any
 
 import pytest
 
-from leasehold.app import Leasehold
-from leasehold.consumer import as_event
 from leasehold.core.registry import default_registry
 from leasehold.core.spec import JobSpec
 from leasehold.core.states import JobState
 from leasehold.handlers import sweeper as sweeper_handler
 from leasehold.handlers import worker as worker_handler
-from leasehold.submission import submit
+from leasehold.lifecycle.app import Leasehold
+from leasehold.lifecycle.consumer import as_event
+from leasehold.lifecycle.submission import submit
 
 from .helpers import receive_all
 
@@ -61,7 +61,7 @@ def emf_metrics(output: str) -> dict[str, float]:
 def test_the_worker_lambda_runs_a_batch_reports_no_failures_and_emits_job_metrics(
     deployed: Leasehold, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, logger="leasehold.worker")
+    caplog.set_level(logging.INFO, logger="leasehold.lifecycle.worker")
     jobs = [submit(deployed, JobSpec(task="echo", payload={"n": n})).job for n in range(3)]
     messages = receive_all(deployed)
     arn = "arn:aws:sqs:us-east-1:123456789012:" + deployed.queues.url(

@@ -8,8 +8,6 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from leasehold import sweeper
-from leasehold.app import Leasehold
 from leasehold.clock import FakeClock
 from leasehold.core.context import JobContext
 from leasehold.core.policy import RetryPolicy
@@ -17,8 +15,10 @@ from leasehold.core.registry import TaskRegistry
 from leasehold.core.spec import JobSpec
 from leasehold.core.states import JobState
 from leasehold.errors import NonRetryableError
-from leasehold.submission import submit
-from leasehold.worker import Delivery, Outcome, Worker
+from leasehold.lifecycle import sweeper
+from leasehold.lifecycle.app import Leasehold
+from leasehold.lifecycle.submission import submit
+from leasehold.lifecycle.worker import Delivery, Outcome, Worker
 
 from .helpers import deliver, dlq_bodies, receive_all
 

@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 
 from leasehold import schedules
-from leasehold.app import Leasehold
 from leasehold.clock import FakeClock
 from leasehold.core.registry import TaskRegistry
 from leasehold.errors import ValidationError
+from leasehold.lifecycle.app import Leasehold
 from leasehold.ticker import TickReport, fire_schedule, tick
 from leasehold.workflows import (
     Workflow,

@@ -9,9 +9,9 @@ from types import ModuleType
 
 import pytest
 
-from leasehold.app import Leasehold
 from leasehold.clock import FakeClock
 from leasehold.core.registry import TaskRegistry
+from leasehold.lifecycle.app import Leasehold
 from leasehold.ticker import tick
 from tests.integration.api_client import ApiClient
 from tests.integration.helpers import deliver

@@ -9,14 +9,14 @@ from typing import Any
 import pytest
 
 from leasehold import schedules
-from leasehold.app import Leasehold
 from leasehold.clock import FakeClock, iso
 from leasehold.core.registry import TaskRegistry
 from leasehold.core.states import JobState
 from leasehold.errors import Conflict, NotFound
+from leasehold.lifecycle.app import Leasehold
+from leasehold.lifecycle.worker import Worker
 from leasehold.schedules import ScheduleState
 from leasehold.ticker import fire_schedule, tick
-from leasehold.worker import Worker
 from tests.integration.helpers import deliver
 
 M = 60_000

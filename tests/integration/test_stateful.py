@@ -26,13 +26,10 @@ from hypothesis.stateful import (
 )
 from moto import mock_aws
 
-from leasehold import sweeper
-from leasehold.app import Leasehold
 from leasehold.aws.clients import Clients
 from leasehold.aws.provision import create_all
 from leasehold.aws.queues import Received
 from leasehold.clock import FakeClock
-from leasehold.consumer import consume
 from leasehold.core.context import JobContext
 from leasehold.core.jobs import Job
 from leasehold.core.policy import RetryPolicy
@@ -40,10 +37,13 @@ from leasehold.core.registry import TaskRegistry
 from leasehold.core.spec import JobSpec
 from leasehold.core.states import JobState
 from leasehold.errors import LeaseholdError, LeaseLost
+from leasehold.lifecycle import sweeper
+from leasehold.lifecycle.app import Leasehold
+from leasehold.lifecycle.consumer import consume
+from leasehold.lifecycle.store import Change
+from leasehold.lifecycle.submission import submit
+from leasehold.lifecycle.worker import Delivery, Worker
 from leasehold.settings import Settings
-from leasehold.store import Change
-from leasehold.submission import submit
-from leasehold.worker import Delivery, Worker
 
 # The whole state machine is one pytest test: under a loaded CI machine it can pass the
 # suite's per-test timeout, which would fail it for time alone.

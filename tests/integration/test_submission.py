@@ -4,12 +4,12 @@ from typing import Any
 
 import pytest
 
-from leasehold.app import Leasehold
 from leasehold.core.registry import TaskRegistry
 from leasehold.core.spec import MAX_PAYLOAD_BYTES, JobSpec
 from leasehold.core.states import JobState
 from leasehold.errors import IdempotencyConflict, PayloadTooLarge, ValidationError
-from leasehold.submission import submit
+from leasehold.lifecycle.app import Leasehold
+from leasehold.lifecycle.submission import submit
 
 from .helpers import receive_all
 

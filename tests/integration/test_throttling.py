@@ -8,14 +8,14 @@ from typing import Any
 
 from botocore.awsrequest import AWSResponse
 
-from leasehold.app import Leasehold
 from leasehold.core.context import JobContext
 from leasehold.core.registry import TaskRegistry
 from leasehold.core.spec import JobSpec
 from leasehold.core.states import JobState
 from leasehold.errors import StaleMessage
-from leasehold.store import Change
-from leasehold.submission import submit
+from leasehold.lifecycle.app import Leasehold
+from leasehold.lifecycle.store import Change
+from leasehold.lifecycle.submission import submit
 
 from .helpers import deliver
 

@@ -8,7 +8,6 @@ from typing import Any
 import pytest
 
 from leasehold import schedules
-from leasehold.app import Leasehold
 from leasehold.aws.queues import Queues
 from leasehold.clock import FakeClock
 from leasehold.core.ids import new_id, shard_of
@@ -16,7 +15,8 @@ from leasehold.core.registry import TaskRegistry
 from leasehold.core.spec import JobSpec
 from leasehold.core.states import JobState
 from leasehold.leader import LeaderLease
-from leasehold.submission import submit
+from leasehold.lifecycle.app import Leasehold
+from leasehold.lifecycle.submission import submit
 from leasehold.ticker import run, tick
 from tests.conftest import MakeApp
 

@@ -7,10 +7,10 @@ from typing import Any
 import pytest
 
 from leasehold import triggers
-from leasehold.app import Leasehold
 from leasehold.core.registry import TaskRegistry
 from leasehold.core.states import JobState
 from leasehold.errors import NotFound, ValidationError
+from leasehold.lifecycle.app import Leasehold
 
 
 @pytest.fixture

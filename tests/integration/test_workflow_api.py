@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from leasehold.app import Leasehold
 from leasehold.core.registry import TaskRegistry
+from leasehold.lifecycle.app import Leasehold
 
 from .api_client import ApiClient
 from .workflow_helpers import register_tasks, run_until_idle

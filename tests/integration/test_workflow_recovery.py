@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from leasehold.app import Leasehold
 from leasehold.clock import FakeClock
 from leasehold.core.registry import TaskRegistry
 from leasehold.core.states import JobState
-from leasehold.sweeper import sweep
+from leasehold.lifecycle.app import Leasehold
+from leasehold.lifecycle.sweeper import sweep
 from leasehold.workflows import WorkflowState, get_workflow, reconcile, start_workflow
 from leasehold.workflows import progress as progress_module
 from leasehold.workflows.progress import CHECK_SECONDS, step_finished, step_job_id
@@ -64,7 +64,7 @@ def test_a_duplicate_report_between_count_and_release_releases_once(
     a = app.store.lease(a_id, 1, owner="w", expires_at=app.now() + 30_000, now=app.now(),
                         actor="w")
     app.store.observers.clear()
-    from leasehold.store import Change
+    from leasehold.lifecycle.store import Change
     a = app.store.transition(a, Change(target=JobState.SUCCEEDED, actor="w", owner="w",
                                        set={"result": "1", "finished_at": app.now()}),
                              now=app.now())

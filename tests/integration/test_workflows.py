@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from leasehold.app import Leasehold
 from leasehold.core.registry import TaskRegistry
 from leasehold.errors import Conflict, IdempotencyConflict, ValidationError
+from leasehold.lifecycle.app import Leasehold
 from leasehold.workflows import (
     WorkflowState,
     cancel_workflow,

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from leasehold.app import Leasehold
 from leasehold.aws.queues import Received
-from leasehold.consumer import consume
 from leasehold.core.registry import TaskRegistry
 from leasehold.errors import NonRetryableError
+from leasehold.lifecycle.app import Leasehold
+from leasehold.lifecycle.consumer import consume
+from leasehold.lifecycle.worker import Worker
 from leasehold.settings import PRIORITIES
-from leasehold.worker import Worker
 from leasehold.workflows import WorkflowSpec, get_workflow, parse_workflow, step_inputs
 
 #: a -> (b, c) -> d: fan-out then fan-in.

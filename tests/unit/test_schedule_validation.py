@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from leasehold.app import Leasehold
 from leasehold.clock import FakeClock
 from leasehold.core.registry import TaskRegistry
 from leasehold.errors import ValidationError
+from leasehold.lifecycle.app import Leasehold
 from leasehold.schedules import Schedule, build
 from leasehold.settings import Settings
 

@@ -7,7 +7,7 @@ from typing import Annotated
 from aws_lambda_powertools.event_handler.api_gateway import Router
 from aws_lambda_powertools.event_handler.openapi.params import Query
 
-from leasehold import deadletters, fleet, stats
+from leasehold import stats
 from leasehold.api import context
 from leasehold.api.jobs import answers, view
 from leasehold.api.models import (
@@ -23,6 +23,7 @@ from leasehold.api.models import (
 from leasehold.clock import iso
 from leasehold.core.states import JobState
 from leasehold.errors import ValidationError
+from leasehold.lifecycle import deadletters, fleet
 from leasehold.listing import JobFilter, list_jobs
 
 router = Router()

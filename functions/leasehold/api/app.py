@@ -16,8 +16,8 @@ from aws_lambda_powertools.event_handler.api_gateway import Router
 from leasehold import __version__
 from leasehold.api import admin, errors, jobs, schedules, triggers, workflows
 from leasehold.api.context import ApiConfig
-from leasehold.app import Leasehold
 from leasehold.core.spec import MAX_PAYLOAD_BYTES
+from leasehold.lifecycle.app import Leasehold
 
 ROUTERS: tuple[Router, ...] = (
     jobs.router,

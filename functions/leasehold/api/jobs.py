@@ -13,7 +13,6 @@ from aws_lambda_powertools.event_handler.openapi.params import Path, Query
 from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse
 from pydantic import BaseModel
 
-from leasehold import control
 from leasehold.api import context
 from leasehold.api.errors import BadRequest
 from leasehold.api.models import ErrorOut, JobOut, JobPage, Priority, StateName, SubmitJob
@@ -22,8 +21,9 @@ from leasehold.core.jobs import Job
 from leasehold.core.policy import RetryPolicy
 from leasehold.core.spec import JobSpec, resolve
 from leasehold.core.states import JobState
+from leasehold.lifecycle import control
+from leasehold.lifecycle.submission import submit
 from leasehold.listing import JobFilter, list_jobs
-from leasehold.submission import submit
 from leasehold.tenants import admit
 
 router = Router()

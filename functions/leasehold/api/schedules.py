@@ -21,9 +21,9 @@ from leasehold.api.errors import BadRequest
 from leasehold.api.jobs import answers, errors, view
 from leasehold.api.models import JobOut, JobPage, Priority, _Strict
 from leasehold.api.workflows import StepIn, WorkflowOut, detail_out
-from leasehold.app import Leasehold
 from leasehold.clock import iso
 from leasehold.errors import ValidationError
+from leasehold.lifecycle.app import Leasehold
 from leasehold.schedules import Schedule
 from leasehold.workflows import WorkflowDetail
 

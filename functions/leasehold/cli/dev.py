@@ -105,7 +105,7 @@ def _watch_parent(parent: int, stop: Any) -> None:
 
 
 def run_worker(args: argparse.Namespace) -> int:
-    from leasehold.app import Leasehold
+    from leasehold.lifecycle.app import Leasehold
     from leasehold.local.poller import PollerOptions, PollingWorker
     from leasehold.settings import Settings
 

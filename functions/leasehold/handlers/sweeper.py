@@ -7,8 +7,8 @@ from functools import cache
 from typing import Any
 
 from leasehold import telemetry
-from leasehold.app import Leasehold
-from leasehold.sweeper import sweep
+from leasehold.lifecycle.app import Leasehold
+from leasehold.lifecycle.sweeper import sweep
 
 
 @cache

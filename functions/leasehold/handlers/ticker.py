@@ -11,7 +11,7 @@ from functools import cache
 from typing import Any
 
 from leasehold import telemetry
-from leasehold.app import Leasehold
+from leasehold.lifecycle.app import Leasehold
 from leasehold.ticker import tick
 
 

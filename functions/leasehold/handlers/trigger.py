@@ -10,7 +10,7 @@ from functools import cache
 from typing import Any
 
 from leasehold import telemetry, triggers
-from leasehold.app import Leasehold
+from leasehold.lifecycle.app import Leasehold
 
 
 @cache

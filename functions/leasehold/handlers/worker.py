@@ -6,9 +6,9 @@ from functools import cache
 from typing import Any
 
 from leasehold import telemetry
-from leasehold.app import Leasehold
-from leasehold.consumer import process_event
-from leasehold.worker import Worker
+from leasehold.lifecycle.app import Leasehold
+from leasehold.lifecycle.consumer import process_event
+from leasehold.lifecycle.worker import Worker
 
 
 @cache

@@ -4,8 +4,9 @@ One poller thread feeds ``concurrency`` runner threads. It polls one of the pool
 queues at a time, chosen by a smooth weighted
 round-robin (high 6 : normal 3 : low 1 by default): ``high`` is asked first most often, but
 every queue is asked first at its share of polls, so a flood of ``high`` jobs slows ``low``
-down without ever starving it. A polled batch goes through :func:`leasehold.consumer.consume`,
-exactly as Lambda would deliver it (partial batch failures, successes deleted).
+down without ever starving it. A polled batch goes through
+:func:`leasehold.lifecycle.consumer.consume`, exactly as Lambda would deliver it (partial
+batch failures, successes deleted).
 
 Stopping (SIGTERM, Ctrl-C) stops polling and lets in-flight batches finish before exiting.
 """
@@ -18,12 +19,12 @@ from collections.abc import Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 
-from leasehold import fleet
-from leasehold.app import Leasehold
 from leasehold.aws.queues import Message, Received
-from leasehold.consumer import consume
+from leasehold.lifecycle import fleet
+from leasehold.lifecycle.app import Leasehold
+from leasehold.lifecycle.consumer import consume
+from leasehold.lifecycle.worker import Worker
 from leasehold.settings import PRIORITIES
-from leasehold.worker import Worker
 
 log = logging.getLogger(__name__)
 

@@ -25,13 +25,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from leasehold import sweeper, ticker
+from leasehold import ticker
 from leasehold.api.app import handle
 from leasehold.api.context import ApiConfig
-from leasehold.app import Leasehold
 from leasehold.aws import provision
 from leasehold.events import FILE_PREFIX
 from leasehold.leader import LeaderLease
+from leasehold.lifecycle import sweeper
+from leasehold.lifecycle.app import Leasehold
 from leasehold.local import emulator
 from leasehold.local.gateway import Gateway
 from leasehold.settings import Settings

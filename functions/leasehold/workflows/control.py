@@ -7,10 +7,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from leasehold.app import Leasehold
 from leasehold.clock import iso
 from leasehold.core.jobs import Job
 from leasehold.errors import Conflict, NotFound
+from leasehold.lifecycle.app import Leasehold
 from leasehold.workflows.model import Workflow, WorkflowState
 from leasehold.workflows.progress import step_job_id, wind_down, workflow_store
 

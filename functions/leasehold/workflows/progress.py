@@ -17,13 +17,13 @@ from __future__ import annotations
 
 import logging
 
-from leasehold import control, handoff
-from leasehold.app import Leasehold
 from leasehold.core.ids import derived_id
 from leasehold.core.jobs import Job
 from leasehold.core.states import JobState
 from leasehold.errors import Conflict, NotFound
-from leasehold.store import Change, Observer
+from leasehold.lifecycle import control, handoff
+from leasehold.lifecycle.app import Leasehold
+from leasehold.lifecycle.store import Change, Observer
 from leasehold.workflows import inputs
 from leasehold.workflows.model import FAILED, IGNORED, OK, FailurePolicy, Workflow, WorkflowState
 from leasehold.workflows.storage import DynamoWorkflowStore

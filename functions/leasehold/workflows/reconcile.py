@@ -14,10 +14,10 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
-from leasehold.app import Leasehold
 from leasehold.core.jobs import Job
 from leasehold.core.states import JobState
 from leasehold.errors import Conflict, NotFound
+from leasehold.lifecycle.app import Leasehold
 from leasehold.workflows.inputs import ATTRIBUTE as INPUTS
 from leasehold.workflows.model import Workflow, WorkflowState
 from leasehold.workflows.progress import (

@@ -20,11 +20,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from leasehold.app import Leasehold
 from leasehold.core.ids import derived_id, new_id
 from leasehold.core.states import JobState
 from leasehold.errors import IdempotencyConflict
-from leasehold.submission import new_job
+from leasehold.lifecycle.app import Leasehold
+from leasehold.lifecycle.submission import new_job
 from leasehold.workflows import inputs
 from leasehold.workflows.model import Prepared, Workflow, WorkflowSpec, WorkflowState, prepare
 from leasehold.workflows.progress import (

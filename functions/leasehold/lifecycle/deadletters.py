@@ -11,10 +11,10 @@ import json
 import logging
 from dataclasses import dataclass, field
 
-from leasehold import control
-from leasehold.app import Leasehold
 from leasehold.core.states import JobState
 from leasehold.errors import Conflict, NotFound
+from leasehold.lifecycle import control
+from leasehold.lifecycle.app import Leasehold
 from leasehold.listing import JobFilter, list_jobs
 from leasehold.settings import PRIORITIES
 

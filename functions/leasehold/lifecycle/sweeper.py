@@ -9,13 +9,13 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
-from leasehold import handoff
-from leasehold.app import Leasehold
 from leasehold.core.jobs import Job
 from leasehold.core.states import JobState
 from leasehold.errors import Conflict, NotFound
-from leasehold.store import Change, LeaseRef
-from leasehold.worker import bury, retry_change
+from leasehold.lifecycle import handoff
+from leasehold.lifecycle.app import Leasehold
+from leasehold.lifecycle.store import Change, LeaseRef
+from leasehold.lifecycle.worker import bury, retry_change
 from leasehold.workflows.reconcile import reconcile as reconcile_workflows
 
 log = logging.getLogger(__name__)

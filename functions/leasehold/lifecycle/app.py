@@ -9,8 +9,8 @@ from leasehold.aws.clients import Clients
 from leasehold.aws.queues import Queues
 from leasehold.clock import Clock, SystemClock
 from leasehold.core.registry import TaskRegistry, default_registry, load_modules
+from leasehold.lifecycle.store import DynamoJobStore, JobStore
 from leasehold.settings import Settings
-from leasehold.store import DynamoJobStore, JobStore
 
 
 @dataclass

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from leasehold import handoff
-from leasehold.app import Leasehold
 from leasehold.core.jobs import Job
 from leasehold.core.states import JobState
 from leasehold.errors import Conflict, NotFound
-from leasehold.store import Change, ConditionFailed
+from leasehold.lifecycle import handoff
+from leasehold.lifecycle.app import Leasehold
+from leasehold.lifecycle.store import Change, ConditionFailed
 
 
 def get_job(app: Leasehold, job_id: str, tenant: str | None = None) -> Job:

@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from leasehold.app import Leasehold
 from leasehold.aws.dynamo import query, to_av
+from leasehold.lifecycle.app import Leasehold
 
 PARTITION = "worker"
 #: A worker is listed while its last heartbeat is younger than this many heartbeats.

@@ -18,7 +18,7 @@ from aws_lambda_powertools.utilities.batch import (
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
 from leasehold.aws.queues import Queues, Received
-from leasehold.worker import Delivery, Outcome, Worker
+from leasehold.lifecycle.worker import Delivery, Outcome, Worker
 
 log = logging.getLogger(__name__)
 

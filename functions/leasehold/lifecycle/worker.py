@@ -16,8 +16,6 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from leasehold import handoff
-from leasehold.app import Leasehold
 from leasehold.aws.queues import Message
 from leasehold.core.context import JobContext
 from leasehold.core.failures import describe, error
@@ -34,7 +32,9 @@ from leasehold.errors import (
     StaleMessage,
     ValidationError,
 )
-from leasehold.store import Change
+from leasehold.lifecycle import handoff
+from leasehold.lifecycle.app import Leasehold
+from leasehold.lifecycle.store import Change
 
 log = logging.getLogger(__name__)
 

@@ -5,13 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from leasehold import handoff
-from leasehold.app import Leasehold
 from leasehold.core.ids import derived_id, new_id
 from leasehold.core.jobs import Job, Transition
 from leasehold.core.spec import JobSpec, ResolvedSpec, resolve
 from leasehold.core.states import JobState
 from leasehold.errors import IdempotencyConflict
+from leasehold.lifecycle import handoff
+from leasehold.lifecycle.app import Leasehold
 
 #: Marks a job that holds a live-job slot of its tenant (see ``leasehold.tenants``).
 COUNTED = "counted"
