@@ -18,7 +18,6 @@ from typing import Any
 
 from bench.local import fake_credentials, library_app
 from bench.metering import Meter, Usage
-from leasehold import schedules, ticker
 from leasehold.api.app import handle
 from leasehold.api.context import ApiConfig
 from leasehold.aws import provision
@@ -33,6 +32,7 @@ from leasehold.local import emulator
 from leasehold.local.gateway import proxy_event
 from leasehold.settings import PRIORITIES
 from leasehold.tenants import Limits
+from leasehold.time import schedules, ticker
 
 BATCH = 10
 EVENT_BUS = "leasehold-bench-events"

@@ -12,7 +12,6 @@ from moto import mock_aws
 
 from bench.local import TASKS, fake_credentials
 from bench.metering import Meter
-from leasehold import ticker
 from leasehold.aws import provision
 from leasehold.aws.clients import Clients
 from leasehold.core.ids import new_id, shard_of
@@ -25,6 +24,7 @@ from leasehold.lifecycle.submission import submit
 from leasehold.lifecycle.worker import Worker
 from leasehold.local import emulator
 from leasehold.settings import Settings
+from leasehold.time import ticker
 
 #: What the stored jobs are: mostly finished, some waiting far ahead, some running.
 MIX = (("SUCCEEDED", 0.8), ("SCHEDULED", 0.1), ("RUNNING", 0.1))

@@ -12,10 +12,10 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from bench.local import Runtime, wait_succeeded
-from leasehold import schedules
 from leasehold.core.jobs import Job
 from leasehold.core.spec import JobSpec
 from leasehold.lifecycle.submission import submit
+from leasehold.time import schedules
 
 
 def percentile(values: Sequence[float], p: float) -> float:

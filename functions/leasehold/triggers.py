@@ -29,7 +29,7 @@ from leasehold.core.spec import MAX_PAYLOAD_BYTES, check_tenant, check_text, enc
 from leasehold.errors import NotFound, ValidationError
 from leasehold.lifecycle import handoff
 from leasehold.lifecycle.submission import new_job
-from leasehold.templates import JobTemplate
+from leasehold.time.templates import JobTemplate
 
 if TYPE_CHECKING:
     from leasehold.lifecycle.app import Leasehold

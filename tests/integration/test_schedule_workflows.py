@@ -11,12 +11,12 @@ from typing import Any
 
 import pytest
 
-from leasehold import schedules
 from leasehold.clock import FakeClock
 from leasehold.core.registry import TaskRegistry
 from leasehold.errors import ValidationError
 from leasehold.lifecycle.app import Leasehold
-from leasehold.ticker import TickReport, fire_schedule, tick
+from leasehold.time import schedules
+from leasehold.time.ticker import TickReport, fire_schedule, tick
 from leasehold.workflows import (
     Workflow,
     WorkflowDetail,

@@ -8,15 +8,15 @@ from typing import Any
 
 import pytest
 
-from leasehold import schedules
 from leasehold.clock import FakeClock, iso
 from leasehold.core.registry import TaskRegistry
 from leasehold.core.states import JobState
 from leasehold.errors import Conflict, NotFound
 from leasehold.lifecycle.app import Leasehold
 from leasehold.lifecycle.worker import Worker
-from leasehold.schedules import ScheduleState
-from leasehold.ticker import fire_schedule, tick
+from leasehold.time import schedules
+from leasehold.time.schedules import ScheduleState
+from leasehold.time.ticker import fire_schedule, tick
 from tests.integration.helpers import deliver
 
 M = 60_000
@@ -87,7 +87,7 @@ def test_concurrent_ticks_on_the_same_snapshot_create_each_occurrence_once(
     clock.advance(30)
     store = schedules.store_for(app)
     snapshot = store.get(schedule.schedule_id)
-    from leasehold.ticker import TickReport
+    from leasehold.time.ticker import TickReport
 
     a, b = TickReport(), TickReport()
     # Both read the schedule before either wrote it; A finishes first, then B.
@@ -201,7 +201,7 @@ def test_a_user_change_racing_a_tick_cancels_what_the_tick_made_for_the_old_conf
     store = schedules.store_for(app)
     snapshot = store.get(schedule.schedule_id)
     schedules.pause(app, schedule.schedule_id, "acme")  # lands between the read and the fire
-    from leasehold.ticker import TickReport
+    from leasehold.time.ticker import TickReport
 
     fire_schedule(app, store, snapshot, app.now(), 90_000, TickReport())
     assert {j.state for j in jobs_of(app, schedule.schedule_id)} == {JobState.CANCELLED}

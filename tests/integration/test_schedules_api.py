@@ -7,7 +7,7 @@ import pytest
 from leasehold.clock import FakeClock
 from leasehold.core.registry import TaskRegistry
 from leasehold.lifecycle.app import Leasehold
-from leasehold.ticker import tick
+from leasehold.time.ticker import tick
 from tests.integration.api_client import ApiClient
 
 

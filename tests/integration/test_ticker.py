@@ -7,17 +7,17 @@ from typing import Any
 
 import pytest
 
-from leasehold import schedules
 from leasehold.aws.queues import Queues
 from leasehold.clock import FakeClock
 from leasehold.core.ids import new_id, shard_of
 from leasehold.core.registry import TaskRegistry
 from leasehold.core.spec import JobSpec
 from leasehold.core.states import JobState
-from leasehold.leader import LeaderLease
 from leasehold.lifecycle.app import Leasehold
 from leasehold.lifecycle.submission import submit
-from leasehold.ticker import run, tick
+from leasehold.time import schedules
+from leasehold.time.leader import LeaderLease
+from leasehold.time.ticker import run, tick
 from tests.conftest import MakeApp
 
 

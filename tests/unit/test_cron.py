@@ -7,8 +7,8 @@ from datetime import datetime
 import pytest
 
 from leasehold.clock import iso, to_ms
-from leasehold.cron import Timing, parse, zone
 from leasehold.errors import ValidationError
+from leasehold.time.cron import Timing, parse, zone
 
 
 def ms(text: str) -> int:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from leasehold.cron import Timing, parse
-from leasehold.firing import MAX_PER_TICK, MisfirePolicy, OverlapPolicy, Rules, jitter, plan
+from leasehold.time.cron import Timing, parse
+from leasehold.time.firing import MAX_PER_TICK, MisfirePolicy, OverlapPolicy, Rules, jitter, plan
 
 M = 60_000
 H = 60 * M

@@ -13,8 +13,8 @@ from leasehold.clock import FakeClock
 from leasehold.core.registry import TaskRegistry
 from leasehold.errors import ValidationError
 from leasehold.lifecycle.app import Leasehold
-from leasehold.schedules import Schedule, build
 from leasehold.settings import Settings
+from leasehold.time.schedules import Schedule, build
 
 
 @pytest.fixture

@@ -15,7 +15,6 @@ from aws_lambda_powertools.event_handler.api_gateway import Router
 from aws_lambda_powertools.event_handler.openapi.params import Path, Query
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
-from leasehold import schedules
 from leasehold.api import context
 from leasehold.api.errors import BadRequest
 from leasehold.api.jobs import answers, errors, view
@@ -24,7 +23,8 @@ from leasehold.api.workflows import StepIn, WorkflowOut, detail_out
 from leasehold.clock import iso
 from leasehold.errors import ValidationError
 from leasehold.lifecycle.app import Leasehold
-from leasehold.schedules import Schedule
+from leasehold.time import schedules
+from leasehold.time.schedules import Schedule
 from leasehold.workflows import WorkflowDetail
 
 router = Router()

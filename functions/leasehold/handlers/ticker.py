@@ -12,7 +12,7 @@ from typing import Any
 
 from leasehold import telemetry
 from leasehold.lifecycle.app import Leasehold
-from leasehold.ticker import tick
+from leasehold.time.ticker import tick
 
 
 @cache

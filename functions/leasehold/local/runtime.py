@@ -25,17 +25,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from leasehold import ticker
 from leasehold.api.app import handle
 from leasehold.api.context import ApiConfig
 from leasehold.aws import provision
 from leasehold.events import FILE_PREFIX
-from leasehold.leader import LeaderLease
 from leasehold.lifecycle import sweeper
 from leasehold.lifecycle.app import Leasehold
 from leasehold.local import emulator
 from leasehold.local.gateway import Gateway
 from leasehold.settings import Settings
+from leasehold.time import ticker
+from leasehold.time.leader import LeaderLease
 
 log = logging.getLogger(__name__)
 

@@ -21,27 +21,27 @@ from leasehold.core.ids import new_id
 from leasehold.core.jobs import Job
 from leasehold.core.spec import check_number, check_tenant, check_text
 from leasehold.core.states import JobState
-from leasehold.cron import Timing, parse, zone
 from leasehold.errors import Conflict, NotFound, ValidationError
-from leasehold.firing import MisfirePolicy, OverlapPolicy, Rules
 from leasehold.lifecycle import handoff
 from leasehold.lifecycle.submission import new_job
-from leasehold.schedule_runs import (
+from leasehold.time.cron import Timing, parse, zone
+from leasehold.time.firing import MisfirePolicy, OverlapPolicy, Rules
+from leasehold.time.schedule_runs import (
     cancel_pending,
     cancel_run,
     fire_workflow,
     previous_live,
     run_id,
 )
-from leasehold.schedule_runs import (
+from leasehold.time.schedule_runs import (
     job_ids as job_ids,  # re-exported: the API and tests list a schedule's jobs here
 )
-from leasehold.templates import JobTemplate, WorkflowTemplate, resolve_target
+from leasehold.time.templates import JobTemplate, WorkflowTemplate, resolve_target
 from leasehold.workflows import WorkflowDetail, get_workflow
 
 if TYPE_CHECKING:
     from leasehold.lifecycle.app import Leasehold
-    from leasehold.schedule_store import ScheduleStore
+    from leasehold.time.schedule_store import ScheduleStore
 
 MAX_PREVIEW = 100
 MAX_JITTER_SECONDS = 3600
@@ -225,7 +225,7 @@ def build(app: Leasehold, body: Mapping[str, Any], *, tenant: str, now: int,
 
 def store_for(app: Leasehold) -> ScheduleStore:
     # Imported here: the store module needs this module's model at import time.
-    from leasehold.schedule_store import DynamoScheduleStore
+    from leasehold.time.schedule_store import DynamoScheduleStore
 
     return DynamoScheduleStore(app.clients, app.settings)
 

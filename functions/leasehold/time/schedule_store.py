@@ -18,10 +18,10 @@ from leasehold.aws.definitions import SCHEDULES
 from leasehold.aws.dynamo import condition_failed, from_av, query, query_page, to_av
 from leasehold.core.ids import shard_of
 from leasehold.errors import Conflict, NotFound
-from leasehold.firing import MisfirePolicy, OverlapPolicy
-from leasehold.schedules import Schedule, ScheduleState
 from leasehold.settings import Settings
-from leasehold.templates import JobTemplate, WorkflowTemplate
+from leasehold.time.firing import MisfirePolicy, OverlapPolicy
+from leasehold.time.schedules import Schedule, ScheduleState
+from leasehold.time.templates import JobTemplate, WorkflowTemplate
 
 DUE_INDEX = SCHEDULES.indexes[0]
 BY_TENANT_INDEX = SCHEDULES.indexes[1]

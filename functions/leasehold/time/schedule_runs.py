@@ -24,7 +24,7 @@ from leasehold.workflows.progress import workflow_store
 
 if TYPE_CHECKING:
     from leasehold.lifecycle.app import Leasehold
-    from leasehold.schedules import Schedule
+    from leasehold.time.schedules import Schedule
 
 ACTOR = "scheduler"
 

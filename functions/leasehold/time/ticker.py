@@ -18,16 +18,16 @@ import logging
 import threading
 from dataclasses import dataclass, field, replace
 
-from leasehold import firing, schedules
 from leasehold.core.states import JobState
 from leasehold.errors import Conflict, NotFound
-from leasehold.firing import OverlapPolicy
-from leasehold.leader import LeaderLease
 from leasehold.lifecycle import handoff
 from leasehold.lifecycle.app import Leasehold
 from leasehold.lifecycle.store import Change
-from leasehold.schedule_store import ScheduleStore
-from leasehold.schedules import Schedule, ScheduleState
+from leasehold.time import firing, schedules
+from leasehold.time.firing import OverlapPolicy
+from leasehold.time.leader import LeaderLease
+from leasehold.time.schedule_store import ScheduleStore
+from leasehold.time.schedules import Schedule, ScheduleState
 
 log = logging.getLogger(__name__)
 ACTOR = "ticker"

@@ -24,7 +24,7 @@ import hashlib
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from leasehold.cron import Timing
+from leasehold.time.cron import Timing
 
 #: Occurrences one tick handles per schedule; a longer backlog continues at the next tick.
 MAX_PER_TICK = 100

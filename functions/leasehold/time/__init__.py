@@ -1,0 +1,2 @@
+"""Time: cron expressions, firing policy, schedules (model, store, runs, templates), the ticker
+and the leader lease that keeps one ticker loop running."""
