@@ -1,7 +1,8 @@
 """The Leasehold event bus: job state events out, user events in (for triggers).
 
 Every function that changes job state publishes a ``leasehold.job`` event per change to this
-bus (:mod:`leasehold.events`); other systems subscribe with their own rules instead of polling.
+bus (:mod:`leasehold.events.publishing`); other systems subscribe with their own rules
+instead of polling.
 Users put their own events on the same bus, and the trigger rule delivers those (never
 Leasehold's own) to the trigger function.
 
@@ -18,7 +19,7 @@ from aws_cdk import aws_events as events
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
-from leasehold.events import SOURCE as JOB_EVENT_SOURCE
+from leasehold.events.publishing import SOURCE as JOB_EVENT_SOURCE
 
 #: What the trigger rule and the archive match: every event except Leasehold's own job events,
 #: so a job a trigger submits can never trigger itself through its own state events.

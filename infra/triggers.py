@@ -1,7 +1,7 @@
 """Event triggers on AWS: a rule on the Leasehold bus delivers user events to the trigger function.
 
 The rule matches broadly (every event but Leasehold's own job events); the function applies
-each stored trigger's pattern (:func:`leasehold.triggers.dispatch`). Unlike a missed tick, a
+each stored trigger's pattern (:func:`leasehold.events.triggers.dispatch`). Unlike a missed tick, a
 lost event is not made good by the next one, so delivery is retried for longer than the
 ticker's and an event that still fails is kept, with its error, in a DLQ for redrive.
 Retrying is safe: a job's id derives from (trigger, event id), so a redelivery creates nothing.

@@ -23,12 +23,12 @@ from moto import mock_aws
 from infra.monitoring import NAMESPACE, SERVICE
 from infra.stack import API_HANDLER
 from infra.triggers import TRIGGER_HANDLER
-from leasehold import triggers
 from leasehold.aws.definitions import TABLES
 from leasehold.core.registry import TaskRegistry
 from leasehold.core.spec import JobSpec
 from leasehold.core.states import JobState
-from leasehold.events import SOURCE as JOB_EVENT_SOURCE
+from leasehold.events import triggers
+from leasehold.events.publishing import SOURCE as JOB_EVENT_SOURCE
 from leasehold.handlers import api as api_handler
 from leasehold.handlers import trigger as trigger_handler
 from leasehold.lifecycle.app import Leasehold

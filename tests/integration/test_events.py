@@ -7,9 +7,9 @@ from typing import Any
 
 import boto3
 
-from leasehold import events
 from leasehold.core.registry import TaskRegistry
 from leasehold.core.spec import JobSpec
+from leasehold.events import publishing as events
 from leasehold.lifecycle.app import Leasehold
 from leasehold.lifecycle.submission import submit
 from tests.conftest import MakeApp

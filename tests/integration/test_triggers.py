@@ -6,10 +6,10 @@ from typing import Any
 
 import pytest
 
-from leasehold import triggers
 from leasehold.core.registry import TaskRegistry
 from leasehold.core.states import JobState
 from leasehold.errors import NotFound, ValidationError
+from leasehold.events import triggers
 from leasehold.lifecycle.app import Leasehold
 
 

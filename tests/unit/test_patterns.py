@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from leasehold.errors import ValidationError
-from leasehold.triggers import extract, matches, validate_pattern
+from leasehold.events.triggers import extract, matches, validate_pattern
 
 EVENT = {
     "source": "shop.orders", "detail-type": "Order Placed",

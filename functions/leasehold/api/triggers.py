@@ -14,11 +14,11 @@ from aws_lambda_powertools.event_handler.api_gateway import Router
 from aws_lambda_powertools.event_handler.openapi.params import Path
 from pydantic import BaseModel, ConfigDict, Field
 
-from leasehold import triggers
 from leasehold.api import context
 from leasehold.api.jobs import answers, errors
 from leasehold.api.models import Priority
 from leasehold.api.schedules import as_bad_request
+from leasehold.events import triggers
 
 router = Router()
 TriggerId = Annotated[str, Path(min_length=1, max_length=64, pattern=r"^[0-9A-Za-z]+$")]

@@ -111,7 +111,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def run_tail(args: argparse.Namespace) -> int:
-    from leasehold.events import tail
+    from leasehold.events.publishing import tail
 
     try:
         for event in tail(args.log, follow=args.follow):

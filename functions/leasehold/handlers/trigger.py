@@ -1,7 +1,7 @@
 """Lambda entry point for event triggers: an EventBridge rule delivers events here.
 
 The rule may match broadly (e.g. every event on the bus but Leasehold's own job events);
-:func:`leasehold.triggers.dispatch` applies each trigger's own pattern.
+:func:`leasehold.events.triggers.dispatch` applies each trigger's own pattern.
 """
 
 from __future__ import annotations
@@ -9,7 +9,8 @@ from __future__ import annotations
 from functools import cache
 from typing import Any
 
-from leasehold import telemetry, triggers
+from leasehold import telemetry
+from leasehold.events import triggers
 from leasehold.lifecycle.app import Leasehold
 
 

@@ -56,7 +56,7 @@ class Leasehold:
 
         install_workflows(app)
         # Job state events: to EventBridge, or a local log (``event_bus="file:<path>"``).
-        from leasehold.events import install as install_events
+        from leasehold.events.publishing import install as install_events
 
         install_events(app)
         return app

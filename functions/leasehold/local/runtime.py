@@ -28,7 +28,7 @@ from typing import Any, TextIO
 from leasehold.api.app import handle
 from leasehold.api.context import ApiConfig
 from leasehold.aws import provision
-from leasehold.events import FILE_PREFIX
+from leasehold.events.publishing import FILE_PREFIX
 from leasehold.lifecycle import sweeper
 from leasehold.lifecycle.app import Leasehold
 from leasehold.local import emulator

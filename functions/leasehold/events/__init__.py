@@ -1,0 +1,1 @@
+"""Events: job state changes published out (EventBridge or a local log) and event triggers in."""
