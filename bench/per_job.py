@@ -31,7 +31,7 @@ from leasehold.lifecycle.worker import Worker
 from leasehold.local import emulator
 from leasehold.local.gateway import proxy_event
 from leasehold.settings import PRIORITIES
-from leasehold.tenants import Limits
+from leasehold.tenancy.admission import Limits
 from leasehold.time import schedules, ticker
 
 BATCH = 10

@@ -15,7 +15,7 @@ from leasehold.core.registry import TaskRegistry
 from leasehold.core.states import JobState
 from leasehold.lifecycle.app import Leasehold
 from leasehold.local.gateway import proxy_event
-from leasehold.tenants import Limits
+from leasehold.tenancy.admission import Limits
 
 from .api_client import ApiClient
 from .helpers import deliver

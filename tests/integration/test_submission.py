@@ -107,7 +107,7 @@ def test_internal_jobs_hold_no_tenant_slot_and_cost_no_counter_writes(
 
 
 def test_a_counted_job_gives_its_slot_back_once_when_it_finishes(app: Leasehold) -> None:
-    from leasehold.tenants import counts
+    from leasehold.tenancy.admission import counts
 
     from .helpers import deliver
 

@@ -7,7 +7,6 @@ from typing import Annotated
 from aws_lambda_powertools.event_handler.api_gateway import Router
 from aws_lambda_powertools.event_handler.openapi.params import Query
 
-from leasehold import stats
 from leasehold.api import context
 from leasehold.api.jobs import answers, view
 from leasehold.api.models import (
@@ -24,7 +23,8 @@ from leasehold.clock import iso
 from leasehold.core.states import JobState
 from leasehold.errors import ValidationError
 from leasehold.lifecycle import deadletters, fleet
-from leasehold.listing import JobFilter, list_jobs
+from leasehold.tenancy import stats
+from leasehold.tenancy.listing import JobFilter, list_jobs
 
 router = Router()
 

@@ -13,7 +13,7 @@ from aws_lambda_powertools.event_handler.api_gateway import BaseRouter
 from leasehold.core.spec import check_tenant
 from leasehold.errors import LeaseholdError, ValidationError
 from leasehold.lifecycle.app import Leasehold
-from leasehold.tenants import Backlog, Buckets, Limits
+from leasehold.tenancy.admission import Backlog, Buckets, Limits
 
 TENANT_HEADER = "x-leasehold-tenant"
 DEFAULT_TENANT = "default"

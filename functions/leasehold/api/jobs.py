@@ -23,8 +23,8 @@ from leasehold.core.spec import JobSpec, resolve
 from leasehold.core.states import JobState
 from leasehold.lifecycle import control
 from leasehold.lifecycle.submission import submit
-from leasehold.listing import JobFilter, list_jobs
-from leasehold.tenants import admit
+from leasehold.tenancy.admission import admit
+from leasehold.tenancy.listing import JobFilter, list_jobs
 
 router = Router()
 

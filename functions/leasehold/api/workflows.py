@@ -18,7 +18,7 @@ from leasehold.api.errors import BadRequest
 from leasehold.api.jobs import answers, errors
 from leasehold.api.models import JobErrorOut, Priority, RetryIn, _Strict
 from leasehold.errors import ValidationError
-from leasehold.tenants import admit
+from leasehold.tenancy.admission import admit
 from leasehold.workflows import WorkflowState
 from leasehold.workflows.control import summary
 from leasehold.workflows.model import prepare

@@ -48,7 +48,7 @@ class Leasehold:
             rng=rng or random.Random(),
         )
         # Per-tenant live-job and per-state counters (back-pressure and /stats).
-        from leasehold.tenants import count_transition
+        from leasehold.tenancy.admission import count_transition
 
         store.observers.append(count_transition(app))
         # Workflows: a step that finishes counts itself on its dependents and releases them.

@@ -15,8 +15,8 @@ from leasehold.core.states import JobState
 from leasehold.errors import Conflict, NotFound
 from leasehold.lifecycle import control
 from leasehold.lifecycle.app import Leasehold
-from leasehold.listing import JobFilter, list_jobs
 from leasehold.settings import PRIORITIES
+from leasehold.tenancy.listing import JobFilter, list_jobs
 
 log = logging.getLogger(__name__)
 ACTOR = "redrive"

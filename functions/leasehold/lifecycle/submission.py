@@ -13,7 +13,7 @@ from leasehold.errors import IdempotencyConflict
 from leasehold.lifecycle import handoff
 from leasehold.lifecycle.app import Leasehold
 
-#: Marks a job that holds a live-job slot of its tenant (see ``leasehold.tenants``).
+#: Marks a job that holds a live-job slot of its tenant (see ``leasehold.tenancy.admission``).
 COUNTED = "counted"
 
 
