@@ -11,7 +11,7 @@ from infra.monitoring import JOB_METRICS, LATENESS_METRIC, NAMESPACE, SERVICE
 from infra.triggers import TRIGGER_HANDLER
 from leasehold.core.jobs import Job, Transition
 from leasehold.core.states import JobState
-from leasehold.telemetry import metric_for
+from leasehold.handlers.telemetry import metric_for
 from tests.infra.conftest import Synthesized
 
 pytestmark = pytest.mark.infra

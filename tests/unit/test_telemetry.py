@@ -2,7 +2,7 @@ import pytest
 
 from leasehold.core.jobs import Job, Transition
 from leasehold.core.states import JobState
-from leasehold.telemetry import metric_for
+from leasehold.handlers.telemetry import metric_for
 
 S = JobState
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from functools import cache
 from typing import Any
 
-from leasehold import telemetry
 from leasehold.api.app import handle
 from leasehold.api.context import ApiConfig
+from leasehold.handlers import telemetry
 from leasehold.lifecycle.app import Leasehold
 
 

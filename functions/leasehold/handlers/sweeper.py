@@ -6,7 +6,7 @@ from dataclasses import asdict
 from functools import cache
 from typing import Any
 
-from leasehold import telemetry
+from leasehold.handlers import telemetry
 from leasehold.lifecycle.app import Leasehold
 from leasehold.lifecycle.sweeper import sweep
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 from functools import cache
 from typing import Any
 
-from leasehold import telemetry
 from leasehold.events import triggers
+from leasehold.handlers import telemetry
 from leasehold.lifecycle.app import Leasehold
 
 

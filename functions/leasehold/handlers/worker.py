@@ -5,7 +5,7 @@ from __future__ import annotations
 from functools import cache
 from typing import Any
 
-from leasehold import telemetry
+from leasehold.handlers import telemetry
 from leasehold.lifecycle.app import Leasehold
 from leasehold.lifecycle.consumer import process_event
 from leasehold.lifecycle.worker import Worker
