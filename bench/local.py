@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from leasehold.compose import compose
 from leasehold.core.jobs import Job
 from leasehold.core.registry import load_modules
 from leasehold.lifecycle.app import Leasehold
@@ -75,7 +76,7 @@ def library_app(endpoint: str, **overrides: Any) -> Leasehold:
     load_modules((TASKS,))
     settings = Settings(endpoint_url=endpoint, task_modules=(TASKS,), lease_seconds=30.0,
                         **overrides)
-    return Leasehold.from_settings(settings)
+    return compose(settings)
 
 
 @contextmanager

@@ -14,6 +14,7 @@ from bench.local import TASKS, fake_credentials
 from bench.metering import Meter
 from leasehold.aws import provision
 from leasehold.aws.clients import Clients
+from leasehold.compose import compose
 from leasehold.core.ids import new_id, shard_of
 from leasehold.core.registry import load_modules
 from leasehold.core.spec import JobSpec
@@ -44,7 +45,7 @@ def _settings(prefix: str, **overrides: Any) -> Settings:
 def _app(settings: Settings) -> Leasehold:
     clients = Clients(settings)
     provision.create_all(clients, settings)
-    return Leasehold.from_settings(settings, clients=clients)
+    return compose(settings, clients=clients)
 
 
 def _raw(app: Leasehold, job_id: str) -> dict[str, Any]:

@@ -12,6 +12,7 @@ from moto import mock_aws
 from leasehold.aws.clients import Clients
 from leasehold.aws.provision import create_all
 from leasehold.clock import FakeClock
+from leasehold.compose import compose
 from leasehold.core.registry import TaskRegistry
 from leasehold.lifecycle.app import Leasehold
 from leasehold.settings import Settings
@@ -63,7 +64,7 @@ def make_app(aws: None, clock: FakeClock, registry: TaskRegistry) -> MakeApp:
         settings = Settings(**values)  # type: ignore[arg-type]
         clients = Clients(settings)
         create_all(clients, settings)
-        return Leasehold.from_settings(settings, clock=clock, registry=registry,
+        return compose(settings, clock=clock, registry=registry,
                                        clients=clients, rng=random.Random(7))
 
     return make

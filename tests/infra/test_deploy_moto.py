@@ -24,6 +24,7 @@ from infra.monitoring import NAMESPACE, SERVICE
 from infra.stack import API_HANDLER
 from infra.triggers import TRIGGER_HANDLER
 from leasehold.aws.definitions import TABLES
+from leasehold.compose import compose
 from leasehold.core.registry import TaskRegistry
 from leasehold.core.spec import JobSpec
 from leasehold.core.states import JobState
@@ -31,7 +32,6 @@ from leasehold.events import triggers
 from leasehold.events.publishing import SOURCE as JOB_EVENT_SOURCE
 from leasehold.handlers import api as api_handler
 from leasehold.handlers import trigger as trigger_handler
-from leasehold.lifecycle.app import Leasehold
 from leasehold.lifecycle.consumer import consume
 from leasehold.lifecycle.submission import submit
 from leasehold.lifecycle.worker import Worker
@@ -157,7 +157,7 @@ def test_the_deployed_stack_carries_a_job_from_submission_to_success(
     def double(payload: dict[str, int], ctx: Any) -> dict[str, int]:
         return {"value": payload["value"] * 2}
 
-    app = Leasehold.from_settings(settings, registry=registry)
+    app = compose(settings, registry=registry)
     job = submit(app, JobSpec(task="double", payload={"value": 21})).job
     url = app.queues.url("default", "normal")
     # The queue the job went through is the stack's KMS-encrypted queue, not a local one.

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from leasehold.compose import compose
 from leasehold.core.registry import default_registry
 from leasehold.core.spec import JobSpec
 from leasehold.core.states import JobState
@@ -39,7 +40,7 @@ def deployed(app: Leasehold, monkeypatch: pytest.MonkeyPatch) -> Leasehold:
     monkeypatch.setenv("POWERTOOLS_SERVICE_NAME", "leasehold")
     worker_handler._worker.cache_clear()
     sweeper_handler._app.cache_clear()
-    yield Leasehold.from_settings(app.settings.with_(task_modules=("examples.tasks",)),
+    yield compose(app.settings.with_(task_modules=("examples.tasks",)),
                                   registry=default_registry)
     worker_handler._worker.cache_clear()
     sweeper_handler._app.cache_clear()

@@ -30,6 +30,7 @@ from leasehold.aws.clients import Clients
 from leasehold.aws.provision import create_all
 from leasehold.aws.queues import Received
 from leasehold.clock import FakeClock
+from leasehold.compose import compose
 from leasehold.core.context import JobContext
 from leasehold.core.jobs import Job
 from leasehold.core.policy import RetryPolicy
@@ -38,7 +39,6 @@ from leasehold.core.spec import JobSpec
 from leasehold.core.states import JobState
 from leasehold.errors import LeaseholdError, LeaseLost
 from leasehold.lifecycle import sweeper
-from leasehold.lifecycle.app import Leasehold
 from leasehold.lifecycle.consumer import consume
 from leasehold.lifecycle.store import Change
 from leasehold.lifecycle.submission import submit
@@ -79,7 +79,7 @@ class Lifecycle(RuleBasedStateMachine):
                 raise RuntimeError(f"planned failure {ctx.attempt}")
             return ctx.attempt
 
-        self.app = Leasehold.from_settings(settings_, clock=self.clock, registry=registry,
+        self.app = compose(settings_, clock=self.clock, registry=registry,
                                            clients=clients, rng=random.Random(0))
         self.succeeded: Counter[str] = Counter()
         self.grants: dict[str, list[int]] = defaultdict(list)

@@ -100,7 +100,7 @@ def test_the_reconciler_repropagates_a_step_whose_process_died_after_it_finished
     assert reconcile(app).examined == 0  # progress is recent: not looked at yet
     clock.advance(CHECK_SECONDS + 1)
     report = sweep(app)  # the sweeper runs the reconciler
-    assert report.workflows_repaired == 1
+    assert report.repaired["workflows"] == 1
     assert states(app, workflow_id)["b"] == "QUEUED"
     run_until_idle(app)
     assert get_workflow(app, workflow_id).workflow.state is WorkflowState.SUCCEEDED

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from leasehold.clock import FakeClock
+from leasehold.compose import compose
 from leasehold.core.registry import TaskRegistry
 from leasehold.errors import ValidationError
 from leasehold.lifecycle.app import Leasehold
@@ -20,7 +21,7 @@ from leasehold.time.schedules import Schedule, build
 @pytest.fixture
 def offline_app(registry: TaskRegistry, clock: FakeClock) -> Leasehold:
     registry.task("report", pool="default")(lambda payload, ctx: payload)
-    return Leasehold.from_settings(Settings(), clock=clock, registry=registry)
+    return compose(Settings(), clock=clock, registry=registry)
 
 
 def make(app: Leasehold, **body: Any) -> Schedule:

@@ -15,15 +15,13 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from leasehold.clock import iso
 from leasehold.core.jobs import Job
 from leasehold.core.states import JobState
-
-if TYPE_CHECKING:
-    from leasehold.lifecycle.app import Leasehold
-    from leasehold.lifecycle.store import Observer
+from leasehold.lifecycle.app import Leasehold
+from leasehold.lifecycle.store import Observer
 
 log = logging.getLogger(__name__)
 SOURCE = "leasehold.job"
@@ -107,7 +105,7 @@ def install(app: Leasehold, sink: Sink | None = None) -> Sink | None:
     """Publish every job state change of ``app`` (to ``sink``, or as its settings say)."""
     sink = sink or sink_for(app)
     if sink is not None:
-        observers: list[Observer] = app.store.observers  # type: ignore[attr-defined]
+        observers: list[Observer] = app.store.observers
         observers.append(observer(sink, app))
     return sink
 

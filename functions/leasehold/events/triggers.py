@@ -19,7 +19,7 @@ import json
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from leasehold.aws.dynamo import from_av, query, to_av
 from leasehold.clock import iso
@@ -28,11 +28,9 @@ from leasehold.core.jobs import Job
 from leasehold.core.spec import MAX_PAYLOAD_BYTES, check_tenant, check_text, encode_json
 from leasehold.errors import NotFound, ValidationError
 from leasehold.lifecycle import handoff
+from leasehold.lifecycle.app import Leasehold
 from leasehold.lifecycle.submission import new_job
 from leasehold.time.templates import JobTemplate
-
-if TYPE_CHECKING:
-    from leasehold.lifecycle.app import Leasehold
 
 _OPERATORS = {"prefix", "suffix", "equals-ignore-case", "wildcard", "anything-but", "numeric",
               "exists"}

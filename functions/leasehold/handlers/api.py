@@ -7,13 +7,14 @@ from typing import Any
 
 from leasehold.api.app import handle
 from leasehold.api.context import ApiConfig
+from leasehold.compose import compose
 from leasehold.handlers import telemetry
 from leasehold.lifecycle.app import Leasehold
 
 
 @cache
 def _app() -> tuple[Leasehold, ApiConfig]:
-    return telemetry.install(Leasehold.from_settings()), ApiConfig.from_env()
+    return telemetry.install(compose()), ApiConfig.from_env()
 
 
 @telemetry.instrumented

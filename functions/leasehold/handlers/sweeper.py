@@ -6,6 +6,7 @@ from dataclasses import asdict
 from functools import cache
 from typing import Any
 
+from leasehold.compose import compose
 from leasehold.handlers import telemetry
 from leasehold.lifecycle.app import Leasehold
 from leasehold.lifecycle.sweeper import sweep
@@ -13,7 +14,7 @@ from leasehold.lifecycle.sweeper import sweep
 
 @cache
 def _app() -> Leasehold:
-    return telemetry.install(Leasehold.from_settings())
+    return telemetry.install(compose())
 
 
 @telemetry.instrumented

@@ -62,7 +62,7 @@ def install(app: Leasehold) -> Leasehold:
     for target in (metrics, metrics.provider):
         target.namespace = os.environ.get("POWERTOOLS_METRICS_NAMESPACE", target.namespace)
         target.service = os.environ.get("POWERTOOLS_SERVICE_NAME", target.service)
-    app.store.observers.append(observe)  # type: ignore[attr-defined]
+    app.store.observers.append(observe)
     return app
 
 

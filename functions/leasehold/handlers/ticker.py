@@ -10,6 +10,7 @@ from dataclasses import asdict
 from functools import cache
 from typing import Any
 
+from leasehold.compose import compose
 from leasehold.handlers import telemetry
 from leasehold.lifecycle.app import Leasehold
 from leasehold.time.ticker import tick
@@ -17,7 +18,7 @@ from leasehold.time.ticker import tick
 
 @cache
 def _app() -> Leasehold:
-    return telemetry.install(Leasehold.from_settings())
+    return telemetry.install(compose())
 
 
 @telemetry.instrumented

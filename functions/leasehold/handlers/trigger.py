@@ -9,6 +9,7 @@ from __future__ import annotations
 from functools import cache
 from typing import Any
 
+from leasehold.compose import compose
 from leasehold.events import triggers
 from leasehold.handlers import telemetry
 from leasehold.lifecycle.app import Leasehold
@@ -16,7 +17,7 @@ from leasehold.lifecycle.app import Leasehold
 
 @cache
 def _app() -> Leasehold:
-    return telemetry.install(Leasehold.from_settings())
+    return telemetry.install(compose())
 
 
 @telemetry.instrumented

@@ -5,15 +5,15 @@ from __future__ import annotations
 from functools import cache
 from typing import Any
 
+from leasehold.compose import compose
 from leasehold.handlers import telemetry
-from leasehold.lifecycle.app import Leasehold
 from leasehold.lifecycle.consumer import process_event
 from leasehold.lifecycle.worker import Worker
 
 
 @cache
 def _worker() -> Worker:
-    return Worker(telemetry.install(Leasehold.from_settings()))
+    return Worker(telemetry.install(compose()))
 
 
 @telemetry.instrumented

@@ -1,8 +1,14 @@
-"""The composition root: one object that holds the settings, clock, store, queues and tasks."""
+"""The application context: one object that holds the settings, clock, store, queues and tasks.
+
+It is built bare here; :func:`leasehold.compose.compose` builds it with every feature that
+observes the store (tenant counters, workflows, job state events) installed. Features hook in
+from above (store observers, sweeper repairs) so that this layer never imports them.
+"""
 
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from leasehold.aws.clients import Clients
@@ -22,6 +28,9 @@ class Leasehold:
     registry: TaskRegistry
     clock: Clock = field(default_factory=SystemClock)
     rng: random.Random = field(default_factory=random.Random)
+    #: Repair passes the sweeper runs after re-driving leases: name -> pass(app, now), which
+    #: returns how many things it repaired. Features above the lifecycle register them.
+    repairs: dict[str, Callable[[Leasehold, int], int]] = field(default_factory=dict)
 
     @classmethod
     def from_settings(
@@ -37,29 +46,15 @@ class Leasehold:
         clients = clients or Clients(settings)
         registry = registry if registry is not None else default_registry
         load_modules(settings.task_modules)
-        store = DynamoJobStore(clients, settings, observers=[])
-        app = cls(
+        return cls(
             settings=settings,
             clients=clients,
-            store=store,
+            store=DynamoJobStore(clients, settings, observers=[]),
             queues=Queues(clients, settings),
             registry=registry,
             clock=clock or SystemClock(),
             rng=rng or random.Random(),
         )
-        # Per-tenant live-job and per-state counters (back-pressure and /stats).
-        from leasehold.tenancy.admission import count_transition
-
-        store.observers.append(count_transition(app))
-        # Workflows: a step that finishes counts itself on its dependents and releases them.
-        from leasehold.workflows.progress import install as install_workflows
-
-        install_workflows(app)
-        # Job state events: to EventBridge, or a local log (``event_bus="file:<path>"``).
-        from leasehold.events.publishing import install as install_events
-
-        install_events(app)
-        return app
 
     def now(self) -> int:
         return self.clock.now_ms()

@@ -53,6 +53,9 @@ class LeaseRef:
 
 
 class JobStore(Protocol):
+    #: Called after every change the store made (see :data:`Observer`).
+    observers: list[Observer]
+
     def create(self, job: Job) -> tuple[Job, bool]: ...
     def get(self, job_id: str) -> Job: ...
     def lease(self, job_id: str, epoch: int, *, owner: str, expires_at: int, now: int,

@@ -16,7 +16,6 @@ from leasehold.lifecycle import handoff
 from leasehold.lifecycle.app import Leasehold
 from leasehold.lifecycle.store import Change, LeaseRef
 from leasehold.lifecycle.worker import bury, retry_change
-from leasehold.workflows.reconcile import reconcile as reconcile_workflows
 
 log = logging.getLogger(__name__)
 ACTOR = "sweeper"
@@ -30,7 +29,8 @@ class SweepReport:
     dead: int = 0           # poison pills and exhausted attempts
     cancelled: int = 0
     skipped: int = 0        # changed under us (a heartbeat or a finish won): nothing to do
-    workflows_repaired: int = 0
+    #: What each repair pass (``Leasehold.repairs``) repaired.
+    repaired: dict[str, int] = field(default_factory=dict)
     job_ids: list[str] = field(default_factory=list)
 
 
@@ -47,9 +47,10 @@ def sweep(app: Leasehold, *, limit_per_shard: int = 500) -> SweepReport:
                 _recover(app, ref, now, cutoff, report)
             except (Conflict, NotFound):
                 report.skipped += 1
-    # Workflows that made no progress for a while: redo what a process that died between a
-    # step finishing and its dependents being updated left undone (idempotent).
-    report.workflows_repaired = reconcile_workflows(app, now=now).repaired
+    # The features' own repairs (workflows that made no progress for a while, ...): each
+    # redoes what a process that died between two writes left undone, idempotently.
+    for name, repair in app.repairs.items():
+        report.repaired[name] = repair(app, now)
     return report
 
 

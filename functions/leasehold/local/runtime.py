@@ -28,6 +28,7 @@ from typing import Any, TextIO
 from leasehold.api.app import handle
 from leasehold.api.context import ApiConfig
 from leasehold.aws import provision
+from leasehold.compose import compose
 from leasehold.events.publishing import FILE_PREFIX
 from leasehold.lifecycle import sweeper
 from leasehold.lifecycle.app import Leasehold
@@ -153,7 +154,7 @@ class Runtime:
         settings = Settings.from_env(
             endpoint_url=endpoint, task_modules=opts.tasks, pools=opts.pools,
             lease_seconds=opts.lease_seconds, event_bus=event_bus)
-        self.app = Leasehold.from_settings(settings)
+        self.app = compose(settings)
         if self.emulator is not None or os.environ.get("LEASEHOLD_PROVISION"):
             provision.create_all(self.app.clients, settings)
         self.api_config = ApiConfig.from_env({**os.environ, "LEASEHOLD_TRUST_TENANT_HEADER": "1"})

@@ -24,7 +24,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from botocore.exceptions import ClientError
 
@@ -32,11 +32,9 @@ from leasehold.aws.dynamo import condition_failed, from_av, to_av
 from leasehold.core.jobs import Job
 from leasehold.core.states import JobState
 from leasehold.errors import Overloaded, RateLimited
+from leasehold.lifecycle.app import Leasehold
 from leasehold.lifecycle.submission import COUNTED
 from leasehold.settings import PRIORITIES
-
-if TYPE_CHECKING:  # the app registers our observer, so importing it here would be circular
-    from leasehold.lifecycle.app import Leasehold
 
 log = logging.getLogger(__name__)
 

@@ -11,14 +11,12 @@ from __future__ import annotations
 
 import socket
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from botocore.exceptions import ClientError
 
 from leasehold.aws.dynamo import condition_failed
-
-if TYPE_CHECKING:
-    from leasehold.lifecycle.app import Leasehold
+from leasehold.lifecycle.app import Leasehold
 
 
 class LeaderLease:

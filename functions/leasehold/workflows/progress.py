@@ -61,7 +61,7 @@ class StepObserver:
 
 def install(app: Leasehold) -> None:
     """Make ``app``'s store drive workflows (idempotent)."""
-    observers: list[Observer] = app.store.observers  # type: ignore[attr-defined]
+    observers: list[Observer] = app.store.observers
     if not any(isinstance(o, StepObserver) for o in observers):
         observers.append(StepObserver(app))
 

@@ -1,0 +1,41 @@
+"""The composition root: which features observe the store and what the sweeper repairs.
+
+Every entry point (Lambda handlers, the local runtime, the CLI's workers, tests) builds its
+application here, so the features below never import each other to wire themselves in.
+"""
+
+from __future__ import annotations
+
+import random
+
+from leasehold.aws.clients import Clients
+from leasehold.clock import Clock
+from leasehold.core.registry import TaskRegistry
+from leasehold.events.publishing import install as install_events
+from leasehold.lifecycle.app import Leasehold
+from leasehold.settings import Settings
+from leasehold.tenancy.admission import count_transition
+from leasehold.workflows.progress import install as install_workflows
+from leasehold.workflows.reconcile import reconcile as reconcile_workflows
+
+
+def compose(
+    settings: Settings | None = None,
+    *,
+    clock: Clock | None = None,
+    registry: TaskRegistry | None = None,
+    clients: Clients | None = None,
+    rng: random.Random | None = None,
+) -> Leasehold:
+    """The application with every feature installed (arguments as ``Leasehold.from_settings``)."""
+    app = Leasehold.from_settings(settings, clock=clock, registry=registry, clients=clients,
+                                  rng=rng)
+    # Per-tenant live-job and per-state counters (back-pressure and /stats).
+    app.store.observers.append(count_transition(app))
+    # Workflows: a step that finishes counts itself on its dependents and releases them; the
+    # sweeper redoes that for workflows that made no progress for a while.
+    install_workflows(app)
+    app.repairs["workflows"] = lambda app, now: reconcile_workflows(app, now=now).repaired
+    # Job state events: to EventBridge, or a local log (``event_bus="file:<path>"``).
+    install_events(app)
+    return app
