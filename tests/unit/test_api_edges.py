@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import base64
+from decimal import Decimal
+
 import pytest
 
+from leasehold.api.answers import decode_cursor, encode_cursor
 from leasehold.api.context import ApiConfig, Unauthenticated, tenant_of
 from leasehold.api.errors import BadRequest, from_domain
-from leasehold.api.jobs import decode_cursor, encode_cursor
+from leasehold.api.jobs import JOB_CURSOR
 from leasehold.errors import (
     Conflict,
     IdempotencyConflict,
@@ -48,14 +52,24 @@ def test_a_malformed_tenant_header_is_a_validation_error() -> None:
     assert raised.value.field == "tenant"
 
 
-def test_cursor_round_trips_and_always_carries_the_callers_tenant() -> None:
-    cursor = encode_cursor({"tenant": "alice", "created_at": 5, "job_id": "01AB"})
+def test_cursor_round_trips_without_the_tenant() -> None:
+    cursor = encode_cursor({"tenant": "alice", "created_at": Decimal(5), "job_id": "01AB"},
+                           JOB_CURSOR)
     assert cursor is not None
-    assert decode_cursor(cursor, "bob") == {"tenant": "bob", "created_at": 5, "job_id": "01AB"}
-    assert encode_cursor(None) is None
-    for bad in ("", "!!", "bm90IGpzb24", "WzEsMl0"):
-        with pytest.raises(BadRequest):
-            decode_cursor(bad, "bob")
+    assert "alice" not in base64.urlsafe_b64decode(cursor + "==").decode()
+    assert decode_cursor(cursor, JOB_CURSOR) == {"created_at": 5, "job_id": "01AB"}
+    assert encode_cursor(None, JOB_CURSOR) is None
+
+
+@pytest.mark.parametrize("bad", [
+    "", "!!", "bm90IGpzb24", "WzEsMl0",
+    base64.urlsafe_b64encode(b'{"created_at":"5","job_id":"01AB"}').decode(),  # wrong type
+    base64.urlsafe_b64encode(b'{"created_at":5}').decode(),  # a key missing
+])
+def test_a_cursor_this_api_did_not_return_is_a_400_naming_it(bad: str) -> None:
+    with pytest.raises(BadRequest) as raised:
+        decode_cursor(bad, JOB_CURSOR)
+    assert raised.value.field == "cursor"
 
 
 @pytest.mark.parametrize(

@@ -8,7 +8,7 @@ from aws_lambda_powertools.event_handler.api_gateway import Router
 from aws_lambda_powertools.event_handler.openapi.params import Query
 
 from leasehold.api import context
-from leasehold.api.jobs import answers, view
+from leasehold.api.answers import answers, view
 from leasehold.api.models import (
     Health,
     JobPage,

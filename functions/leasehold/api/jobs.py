@@ -2,48 +2,27 @@
 
 from __future__ import annotations
 
-import base64
-import binascii
-import json
-from typing import Annotated, Any
+from typing import Annotated
 
 from aws_lambda_powertools.event_handler import Response, content_types
 from aws_lambda_powertools.event_handler.api_gateway import Router
 from aws_lambda_powertools.event_handler.openapi.params import Path, Query
-from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse
-from pydantic import BaseModel
 
 from leasehold.api import context
-from leasehold.api.errors import BadRequest
-from leasehold.api.models import ErrorOut, JobOut, JobPage, Priority, StateName, SubmitJob
+from leasehold.api.answers import answers, decode_cursor, encode_cursor, errors, view
+from leasehold.api.models import JobOut, JobPage, Priority, StateName, SubmitJob
 from leasehold.clock import to_ms
-from leasehold.core.jobs import Job
 from leasehold.core.policy import RetryPolicy
 from leasehold.core.spec import JobSpec, resolve
 from leasehold.core.states import JobState
 from leasehold.lifecycle import control
+from leasehold.lifecycle.app import Leasehold
 from leasehold.lifecycle.submission import submit
 from leasehold.tenancy.admission import admit
 from leasehold.tenancy.listing import JobFilter, list_jobs
+from leasehold.time import schedules
 
 router = Router()
-
-
-def errors(*statuses: int) -> dict[int, OpenAPIResponse]:
-    """OpenAPI entries for the error answers a route can give (all share one body)."""
-    return {status: {"description": "error",
-                     "content": {"application/json": {"model": ErrorOut}}}
-            for status in statuses}
-
-
-def answers(model: type[BaseModel], *statuses: int) -> dict[int, OpenAPIResponse]:
-    """The 200 answer and the error answers (Powertools drops its default 200 when given any)."""
-    return {200: {"description": "ok", "content": {"application/json": {"model": model}}},
-            **errors(*statuses)}
-
-
-def view(job: Job) -> JobOut:
-    return JobOut.model_validate(job.view())
 
 
 def spec_from(body: SubmitJob, tenant: str) -> JobSpec:
@@ -89,23 +68,20 @@ def get_job(job_id: JobId) -> JobOut:
     return view(control.get_job(app, job_id, context.tenant(router)))
 
 
-def encode_cursor(position: dict[str, Any] | None) -> str | None:
-    if position is None:
-        return None
-    text = json.dumps([position["created_at"], position["job_id"]], separators=(",", ":"))
-    return base64.urlsafe_b64encode(text.encode()).decode().rstrip("=")
+#: A job listing's position (the tenant is the caller's, never in the cursor).
+JOB_CURSOR = {"created_at": int, "job_id": str}
+#: A schedule's runs, from the ``by_schedule`` index.
+RUN_CURSOR = {"schedule_id": str, "scheduled_for": str, "job_id": str}
 
 
-def decode_cursor(cursor: str, tenant: str) -> dict[str, Any]:
-    try:
-        created_at, job_id = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
-        if not isinstance(created_at, int) or not isinstance(job_id, str):
-            raise ValueError(cursor)
-    except (ValueError, TypeError, binascii.Error):
-        raise BadRequest("cursor is not one this API returned", field="cursor") from None
-    # The tenant is not in the cursor: it is always the caller's, so a cursor cannot be
-    # replayed against another tenant's listing.
-    return {"tenant": tenant, "created_at": created_at, "job_id": job_id}
+def jobs_page(app: Leasehold, tenant: str, schedule_id: str, *, limit: int,
+              cursor: str | None) -> JobPage:
+    """``GET /jobs?schedule_id=``: the schedule's runs, newest scheduled time first."""
+    schedules.get(app, schedule_id, tenant)  # another tenant's schedule is a 404
+    after = decode_cursor(cursor, RUN_CURSOR) if cursor else None
+    ids, last = schedules.job_ids(app, schedule_id, limit=limit, cursor=after)
+    jobs = [j for j in app.store.batch_get(ids) if j.tenant == tenant]
+    return JobPage(jobs=[view(j) for j in jobs], next_cursor=encode_cursor(last, RUN_CURSOR))
 
 
 @router.get("/jobs", summary="List your jobs, newest first", tags=["jobs"],
@@ -122,13 +98,11 @@ def list_my_jobs(
     app = context.leasehold(router)
     tenant = context.tenant(router)
     if schedule_id is not None:
-        from leasehold.api.schedules import jobs_page  # it imports this module
-
         return jobs_page(app, tenant, schedule_id, limit=limit, cursor=cursor)
     where = JobFilter(states={JobState(s) for s in state or ()}, task=task, pool=pool)
-    after = decode_cursor(cursor, tenant) if cursor else None
+    after = decode_cursor(cursor, JOB_CURSOR) | {"tenant": tenant} if cursor else None
     jobs, position = list_jobs(app, tenant, limit=limit, where=where, after=after)
-    return JobPage(jobs=[view(j) for j in jobs], next_cursor=encode_cursor(position))
+    return JobPage(jobs=[view(j) for j in jobs], next_cursor=encode_cursor(position, JOB_CURSOR))
 
 
 @router.delete("/jobs/<job_id>", summary="Cancel a job", tags=["jobs"],

@@ -3,11 +3,7 @@ trigger now, preview fire times; and the schedule filter of ``GET /jobs``."""
 
 from __future__ import annotations
 
-import base64
-import binascii
-import json
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
 from aws_lambda_powertools.event_handler import Response, content_types
@@ -16,12 +12,17 @@ from aws_lambda_powertools.event_handler.openapi.params import Path, Query
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
 from leasehold.api import context
-from leasehold.api.errors import BadRequest
-from leasehold.api.jobs import answers, errors, view
-from leasehold.api.models import JobOut, JobPage, Priority, _Strict
+from leasehold.api.answers import (
+    answers,
+    as_bad_request,
+    decode_cursor,
+    encode_cursor,
+    errors,
+    view,
+)
+from leasehold.api.models import JobOut, Priority, _Strict
 from leasehold.api.workflows import StepIn, WorkflowOut, detail_out
 from leasehold.clock import iso
-from leasehold.errors import ValidationError
 from leasehold.lifecycle.app import Leasehold
 from leasehold.time import schedules
 from leasehold.time.schedules import Schedule
@@ -121,34 +122,12 @@ def out(schedule: Schedule) -> ScheduleOut:
     return ScheduleOut.model_validate(schedule.view())
 
 
-@contextmanager
-def as_bad_request() -> Iterator[None]:
-    # An invalid expression, zone or other schedule field is a 400 naming the field.
-    try:
-        yield
-    except ValidationError as exc:
-        raise BadRequest(str(exc), field=exc.field) from exc
-
-
 def _body(body: ScheduleIn) -> dict[str, Any]:
     return body.model_dump(mode="json", exclude_unset=True)
 
 
-def _encode(position: Any) -> str | None:
-    if not position:
-        return None
-    text = json.dumps(position, separators=(",", ":"), sort_keys=True, default=str)
-    return base64.urlsafe_b64encode(text.encode()).decode().rstrip("=")
-
-
-def _decode(cursor: str, keys: set[str]) -> dict[str, Any]:
-    try:
-        position = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
-        if not isinstance(position, dict) or set(position) != keys:
-            raise ValueError(cursor)
-    except (ValueError, TypeError, binascii.Error):
-        raise BadRequest("cursor is not one this API returned", field="cursor") from None
-    return position
+#: A tenant's schedules, from the ``by_tenant`` index of the schedules table.
+SCHEDULE_CURSOR = {"schedule_id": str, "created_at": int}
 
 
 @router.post("/schedules", summary="Create a schedule", status_code=201, tags=["schedules"],
@@ -171,10 +150,10 @@ def list_my_schedules(limit: Annotated[int, Query(ge=1, le=200)] = 50,
     app, tenant = context.leasehold(router), context.tenant(router)
     after = None
     if cursor:
-        after = _decode(cursor, {"schedule_id", "created_at"}) | {"tenant": tenant}
+        after = decode_cursor(cursor, SCHEDULE_CURSOR) | {"tenant": tenant}
     found, last = schedules.list_schedules(app, tenant, limit=limit, cursor=after)
-    position = {k: v for k, v in (last or {}).items() if k != "tenant"}
-    return SchedulePage(schedules=[out(s) for s in found], next_cursor=_encode(position))
+    return SchedulePage(schedules=[out(s) for s in found],
+                        next_cursor=encode_cursor(last, SCHEDULE_CURSOR))
 
 
 @router.get("/schedules/<schedule_id>", summary="Get a schedule", tags=["schedules"],
@@ -232,13 +211,3 @@ def next_fire_times(schedule_id: ScheduleId,
     app = context.leasehold(router)
     times = schedules.preview(app, schedule_id, count, context.tenant(router))
     return FireTimes(schedule_id=schedule_id, times=[iso(t) or "" for t in times])
-
-
-def jobs_page(app: Leasehold, tenant: str, schedule_id: str, *, limit: int,
-              cursor: str | None) -> JobPage:
-    """``GET /jobs?schedule_id=``: the schedule's runs, newest scheduled time first."""
-    schedules.get(app, schedule_id, tenant)  # another tenant's schedule is a 404
-    after = _decode(cursor, {"schedule_id", "scheduled_for", "job_id"}) if cursor else None
-    ids, last = schedules.job_ids(app, schedule_id, limit=limit, cursor=after)
-    jobs = [j for j in app.store.batch_get(ids) if j.tenant == tenant]
-    return JobPage(jobs=[view(j) for j in jobs], next_cursor=_encode(last))

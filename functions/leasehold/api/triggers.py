@@ -15,9 +15,8 @@ from aws_lambda_powertools.event_handler.openapi.params import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from leasehold.api import context
-from leasehold.api.jobs import answers, errors
+from leasehold.api.answers import answers, as_bad_request, errors
 from leasehold.api.models import Priority
-from leasehold.api.schedules import as_bad_request
 from leasehold.events import triggers
 
 router = Router()

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import base64
-import binascii
-import json
 from typing import Annotated, Any, Literal
 
 from aws_lambda_powertools.event_handler import Response, content_types
@@ -14,8 +11,8 @@ from pydantic import BaseModel, Field
 
 from leasehold import workflows
 from leasehold.api import context
+from leasehold.api.answers import answers, decode_cursor, encode_cursor, errors
 from leasehold.api.errors import BadRequest
-from leasehold.api.jobs import answers, errors
 from leasehold.api.models import JobErrorOut, Priority, RetryIn, _Strict
 from leasehold.errors import ValidationError
 from leasehold.tenancy.admission import admit
@@ -24,6 +21,8 @@ from leasehold.workflows.control import summary
 from leasehold.workflows.model import prepare
 
 router = Router()
+#: A tenant's workflows, newest first (the tenant is the caller's, never in the cursor).
+WORKFLOW_CURSOR = {"created_at": int, "workflow_id": str}
 WorkflowId = Annotated[str, Path(min_length=1, max_length=64, pattern=r"^[0-9A-Za-z]+$")]
 WorkflowStateName = Literal["CREATING", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLED"]
 
@@ -136,13 +135,13 @@ def list_my_workflows(
     cursor: Annotated[str | None, Query(min_length=1, max_length=512)] = None,
 ) -> WorkflowPage:
     app, tenant = context.leasehold(router), context.tenant(router)
-    after = _decode(cursor, tenant) if cursor else None
+    after = decode_cursor(cursor, WORKFLOW_CURSOR) | {"tenant": tenant} if cursor else None
     found, last = workflows.list_workflows(
         app, tenant, limit=limit, cursor=after,
         state=None if state is None else WorkflowState(state))
     return WorkflowPage(
         workflows=[WorkflowSummary.model_validate(summary(w)) for w in found],
-        next_cursor=_encode(last))
+        next_cursor=encode_cursor(last, WORKFLOW_CURSOR))
 
 
 @router.delete("/workflows/<workflow_id>", summary="Cancel a workflow and its live steps",
@@ -150,23 +149,3 @@ def list_my_workflows(
 def cancel_workflow(workflow_id: WorkflowId) -> WorkflowOut:
     app = context.leasehold(router)
     return detail_out(workflows.cancel_workflow(app, workflow_id, context.tenant(router)))
-
-
-def _encode(position: Any) -> str | None:
-    if not position:
-        return None
-    text = json.dumps([int(position["created_at"]), position["workflow_id"]],
-                      separators=(",", ":"))
-    return base64.urlsafe_b64encode(text.encode()).decode().rstrip("=")
-
-
-def _decode(cursor: str, tenant: str) -> dict[str, Any]:
-    try:
-        created_at, workflow_id = json.loads(
-            base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
-        if not isinstance(created_at, int) or not isinstance(workflow_id, str):
-            raise ValueError(cursor)
-    except (ValueError, TypeError, binascii.Error):
-        raise BadRequest("cursor is not one this API returned", field="cursor") from None
-    # The tenant is always the caller's: a cursor cannot page through another tenant's list.
-    return {"tenant": tenant, "created_at": created_at, "workflow_id": workflow_id}

@@ -1,0 +1,71 @@
+"""What every router answers with: OpenAPI answer entries, the job view, opaque cursors, and
+domain validation errors turned into 400s. Routers import this, never each other's modules."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any
+
+from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse
+from pydantic import BaseModel
+
+from leasehold.api.errors import BadRequest
+from leasehold.api.models import ErrorOut, JobOut
+from leasehold.core.jobs import Job
+from leasehold.errors import ValidationError
+
+
+def errors(*statuses: int) -> dict[int, OpenAPIResponse]:
+    """OpenAPI entries for the error answers a route can give (all share one body)."""
+    return {status: {"description": "error",
+                     "content": {"application/json": {"model": ErrorOut}}}
+            for status in statuses}
+
+
+def answers(model: type[BaseModel], *statuses: int) -> dict[int, OpenAPIResponse]:
+    """The 200 answer and the error answers (Powertools drops its default 200 when given any)."""
+    return {200: {"description": "ok", "content": {"application/json": {"model": model}}},
+            **errors(*statuses)}
+
+
+def view(job: Job) -> JobOut:
+    return JobOut.model_validate(job.view())
+
+
+@contextmanager
+def as_bad_request() -> Iterator[None]:
+    """An invalid schedule, trigger or workflow field is a 400 naming the field."""
+    try:
+        yield
+    except ValidationError as exc:
+        raise BadRequest(str(exc), field=exc.field) from exc
+
+
+def encode_cursor(position: Mapping[str, Any] | None, keys: Mapping[str, type]) -> str | None:
+    """An opaque cursor for a listing's next page: the ``keys`` of its last position."""
+    if not position:
+        return None
+    # DynamoDB numbers arrive as Decimal: each key is stored as the type it is read back as.
+    text = json.dumps({key: kind(position[key]) for key, kind in keys.items()},
+                      separators=(",", ":"), sort_keys=True)
+    return base64.urlsafe_b64encode(text.encode()).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str, keys: Mapping[str, type]) -> dict[str, Any]:
+    """The position in a cursor this API returned; anything else is a 400 naming ``cursor``.
+
+    The tenant is never in a cursor: the caller adds its own, so a cursor cannot be replayed
+    against another tenant's listing.
+    """
+    try:
+        position = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
+        if not isinstance(position, dict) or set(position) != set(keys) or not all(
+                type(position[key]) is kind for key, kind in keys.items()):
+            raise ValueError(cursor)
+    except (ValueError, TypeError, binascii.Error, UnicodeDecodeError):
+        raise BadRequest("cursor is not one this API returned", field="cursor") from None
+    return position
