@@ -10,7 +10,7 @@ ahead: its steps are released at once and cannot wait in SQS with ``DelaySeconds
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from leasehold.aws.definitions import BY_SCHEDULE_INDEX
 from leasehold.aws.dynamo import query_page, to_av
@@ -19,12 +19,10 @@ from leasehold.core.ids import derived_id
 from leasehold.core.states import JobState
 from leasehold.errors import Conflict, NotFound
 from leasehold.lifecycle import control
+from leasehold.lifecycle.app import Leasehold
+from leasehold.time.schedule_model import Schedule
 from leasehold.workflows import cancel_workflow, start_prepared
 from leasehold.workflows.progress import workflow_store
-
-if TYPE_CHECKING:
-    from leasehold.lifecycle.app import Leasehold
-    from leasehold.time.schedules import Schedule
 
 ACTOR = "scheduler"
 

@@ -20,7 +20,7 @@ from leasehold.core.ids import shard_of
 from leasehold.errors import Conflict, NotFound
 from leasehold.settings import Settings
 from leasehold.time.firing import MisfirePolicy, OverlapPolicy
-from leasehold.time.schedules import Schedule, ScheduleState
+from leasehold.time.schedule_model import Schedule, ScheduleState
 from leasehold.time.templates import JobTemplate, WorkflowTemplate
 
 DUE_INDEX = SCHEDULES.indexes[0]

@@ -1,20 +1,17 @@
-"""Schedules: the model, its validation (errors name the field) and what users do with them.
+"""Schedules: validation (errors name the field) and what users and the ticker do with them.
 
-A schedule stores what it fires (a resolved job template, or a whole workflow resolved
-likewise), its timing (expression, zone, bounds), its misfire and overlap policies, and a
-cursor ``next_fire_at`` that only the ticker advances. Every write replaces the whole item on
-the condition of its ``version``; ``config_version`` changes only when a user changes the
-schedule, and is part of each run's id, so runs fired under an old configuration never block
-the new one.
+The model is :mod:`leasehold.time.schedule_model`; the table, :mod:`~leasehold.time.
+schedule_store`; the runs a schedule starts, :mod:`~leasehold.time.schedule_runs`. Every
+write replaces the whole item on the condition of its ``version``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from datetime import datetime
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from leasehold.clock import iso, to_ms
 from leasehold.core.ids import new_id
@@ -23,9 +20,21 @@ from leasehold.core.spec import check_number, check_tenant, check_text
 from leasehold.core.states import JobState
 from leasehold.errors import Conflict, NotFound, ValidationError
 from leasehold.lifecycle import handoff
+from leasehold.lifecycle.app import Leasehold
 from leasehold.lifecycle.submission import new_job
-from leasehold.time.cron import Timing, parse, zone
-from leasehold.time.firing import MisfirePolicy, OverlapPolicy, Rules
+from leasehold.time.cron import parse, zone
+from leasehold.time.firing import MisfirePolicy, OverlapPolicy
+from leasehold.time.schedule_model import (
+    FIELDS,
+    MAX_CATCH_UP,
+    MAX_JITTER_SECONDS,
+    MAX_PREVIEW,
+    TARGET_FIELDS,
+    TEMPLATE_FIELDS,
+    TIMING_FIELDS,
+    Schedule,
+    ScheduleState,
+)
 from leasehold.time.schedule_runs import (
     cancel_pending,
     cancel_run,
@@ -36,103 +45,9 @@ from leasehold.time.schedule_runs import (
 from leasehold.time.schedule_runs import (
     job_ids as job_ids,  # re-exported: the API and tests list a schedule's jobs here
 )
-from leasehold.time.templates import JobTemplate, WorkflowTemplate, resolve_target
+from leasehold.time.schedule_store import DynamoScheduleStore, ScheduleStore
+from leasehold.time.templates import resolve_target
 from leasehold.workflows import WorkflowDetail, get_workflow
-
-if TYPE_CHECKING:
-    from leasehold.lifecycle.app import Leasehold
-    from leasehold.time.schedule_store import ScheduleStore
-
-MAX_PREVIEW = 100
-MAX_JITTER_SECONDS = 3600
-MAX_CATCH_UP = 1000
-#: Fields that change when (or what) the schedule fires: changing one re-plans its future.
-TIMING_FIELDS = frozenset({"cron", "timezone", "start_at", "end_at"})
-TEMPLATE_FIELDS = frozenset({"task", "payload", "pool", "priority", "max_attempts",
-                             "timeout_seconds", "labels"})
-#: What the schedule fires: a job (the template fields) or a whole workflow, not both.
-TARGET_FIELDS = TEMPLATE_FIELDS | {"workflow"}
-POLICY_FIELDS = frozenset({"misfire_policy", "overlap_policy", "starting_deadline_seconds",
-                           "max_catch_up", "max_runs", "jitter_seconds", "name"})
-FIELDS = TIMING_FIELDS | TARGET_FIELDS | POLICY_FIELDS
-
-
-class ScheduleState(StrEnum):
-    ACTIVE = "ACTIVE"
-    PAUSED = "PAUSED"
-    #: No fire times left (past ``end_at`` or ``max_runs`` reached).
-    COMPLETED = "COMPLETED"
-
-
-@dataclass(frozen=True, kw_only=True)
-class Schedule:
-    schedule_id: str
-    tenant: str
-    name: str
-    cron: str
-    timezone: str
-    #: Exactly one of these: the job each occurrence fires, or the workflow it starts.
-    template: JobTemplate | None = None
-    workflow: WorkflowTemplate | None = None
-    misfire_policy: MisfirePolicy = MisfirePolicy.FIRE_ONCE
-    overlap_policy: OverlapPolicy = OverlapPolicy.ALLOW
-    starting_deadline_seconds: float = 300.0
-    max_catch_up: int = 10
-    start_at: int | None = None
-    end_at: int | None = None
-    max_runs: int | None = None
-    jitter_seconds: float = 0.0
-    state: ScheduleState = ScheduleState.ACTIVE
-    next_fire_at: int | None = None
-    run_count: int = 0
-    skipped_count: int = 0
-    last_fired_at: int | None = None
-    #: The last run's id: a job's, or a workflow's for a workflow schedule.
-    last_job_id: str | None = None
-    created_at: int = 0
-    updated_at: int = 0
-    version: int = 1
-    config_version: int = 1
-    extra: Mapping[str, Any] = field(default_factory=dict)
-
-    def timing(self) -> Timing:
-        return Timing(parse(self.cron), self.timezone, start_at=self.start_at,
-                      end_at=self.end_at, anchor=self.created_at)
-
-    def rules(self) -> Rules:
-        return Rules(
-            schedule_id=self.schedule_id, timing=self.timing(), misfire=self.misfire_policy,
-            overlap=self.overlap_policy,
-            starting_deadline_ms=int(self.starting_deadline_seconds * 1000),
-            max_catch_up=self.max_catch_up, max_runs=self.max_runs,
-            jitter_ms=int(self.jitter_seconds * 1000),
-        )
-
-    def view(self) -> dict[str, Any]:
-        """The schedule as the API and CLI show it (times as ISO-8601 UTC)."""
-        job = self.template
-        return {
-            "schedule_id": self.schedule_id, "tenant": self.tenant, "name": self.name,
-            "cron": self.cron, "timezone": self.timezone,
-            "task": job and job.task, "payload": job and job.payload, "pool": job and job.pool,
-            "priority": job and job.priority, "max_attempts": job and job.max_attempts,
-            "timeout_seconds": job and job.timeout_seconds,
-            "labels": dict(job.labels) if job else None,
-            "workflow": self.workflow.view() if self.workflow else None,
-            "misfire_policy": self.misfire_policy.value,
-            "overlap_policy": self.overlap_policy.value,
-            "starting_deadline_seconds": self.starting_deadline_seconds,
-            "max_catch_up": self.max_catch_up, "start_at": iso(self.start_at),
-            "end_at": iso(self.end_at), "max_runs": self.max_runs,
-            "jitter_seconds": self.jitter_seconds, "state": self.state.value,
-            "next_fire_at": iso(self.next_fire_at), "run_count": self.run_count,
-            "skipped_count": self.skipped_count, "last_fired_at": iso(self.last_fired_at),
-            "last_job_id": None if self.workflow else self.last_job_id,
-            "last_workflow_id": self.last_job_id if self.workflow else None,
-            "created_at": iso(self.created_at),
-            "updated_at": iso(self.updated_at), "version": self.version,
-        }
-
 
 # -- validation ----------------------------------------------------------------------------
 
@@ -224,9 +139,6 @@ def build(app: Leasehold, body: Mapping[str, Any], *, tenant: str, now: int,
 # -- what users do -------------------------------------------------------------------------
 
 def store_for(app: Leasehold) -> ScheduleStore:
-    # Imported here: the store module needs this module's model at import time.
-    from leasehold.time.schedule_store import DynamoScheduleStore
-
     return DynamoScheduleStore(app.clients, app.settings)
 
 
