@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from leasehold.aws.faults import Fault, FaultInjector
 from leasehold.aws.queues import Received
 from leasehold.lifecycle.app import Leasehold
 from leasehold.lifecycle.consumer import consume
+from leasehold.lifecycle.submission import COUNTED
 from leasehold.lifecycle.worker import Worker
 from leasehold.settings import PRIORITIES
 
@@ -39,3 +41,27 @@ def deliver(app: Leasehold, worker: Worker | None = None, pool: str = "default",
 def dlq_bodies(app: Leasehold, pool: str = "default", priority: str = "normal") -> list[str]:
     url = app.queues.dlq_url(pool, priority)
     return [m.body for m in app.queues.receive(url, max_messages=10)]
+
+
+def inject(app: Leasehold, *faults: Fault, seed: int = 0) -> FaultInjector:
+    """Install ``faults`` on the app's DynamoDB and SQS clients (the calls still reach moto)."""
+    injector = FaultInjector(list(faults), seed=seed)
+    injector.install(app.clients.dynamodb)
+    injector.install(app.clients.sqs)
+    return injector
+
+
+def tenant_live(app: Leasehold, tenant: str = "default") -> int:
+    """The tenant's live-job counter as admission sees it."""
+    item = app.clients.dynamodb.get_item(TableName=app.settings.tenants_table,
+                                         Key={"tenant": {"S": tenant}}, ConsistentRead=True)
+    return int(item.get("Item", {}).get("live", {"N": "0"})["N"])
+
+
+def live_counted_jobs(app: Leasehold, tenant: str = "default") -> int:
+    """The tenant's jobs that hold a live slot, counted from the table itself."""
+    jobs = app.store.batch_get([
+        item["job_id"]["S"] for item in app.clients.dynamodb.scan(
+            TableName=app.settings.jobs_table, ProjectionExpression="job_id")["Items"]])
+    return sum(1 for job in jobs if job.tenant == tenant and job.state.live
+               and job.extra.get(COUNTED))

@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Any
 import boto3
 from botocore.config import Config
 
+from leasehold.aws.faults import FaultInjector
+from leasehold.aws.faults import from_env as faults_from_env
 from leasehold.settings import Settings
 
 if TYPE_CHECKING:
@@ -32,9 +34,12 @@ _CONFIG = Config(
 class Clients:
     """Lazily built, thread-safe boto3 clients for one set of settings."""
 
-    def __init__(self, settings: Settings, session: boto3.Session | None = None) -> None:
+    def __init__(self, settings: Settings, session: boto3.Session | None = None, *,
+                 faults: FaultInjector | None = None) -> None:
         self.settings = settings
         self._session = session
+        #: Injected faults (tests, or ``LEASEHOLD_FAULTS`` in the local runtime), if any.
+        self.faults = faults if faults is not None else faults_from_env()
         self._clients: dict[str, Any] = {}
         self._lock = threading.Lock()
 
@@ -42,12 +47,15 @@ class Clients:
         with self._lock:
             if service not in self._clients:
                 session = self._session or boto3.session.Session()
-                self._clients[service] = session.client(
+                client = session.client(
                     service,  # type: ignore[call-overload]
                     region_name=self.settings.region,
                     endpoint_url=self.settings.endpoint_url,
                     config=_CONFIG,
                 )
+                if self.faults is not None:
+                    self.faults.install(client)
+                self._clients[service] = client
             return self._clients[service]
 
     @property

@@ -1,0 +1,226 @@
+"""Fault injection at the botocore layer: every call still reaches the real service (moto).
+
+Nothing here mocks a store. A fault hooks a client's botocore events, so the request is
+really sent and really executed; only what the caller sees (or whether it is sent) changes:
+
+* ``lose``: the call lands and its response is lost; botocore retries it, as after a
+  connection reset, and the retry meets the write its first try made.
+* ``lose-raise``: the call lands and the caller gets a 500 (as when the retries run out).
+* ``throttle``: the call is refused with a throttling error before it reaches the service;
+  botocore backs off and retries (a fault with ``times`` >= the client's attempts outlasts
+  the retries, and the caller sees the error).
+* ``fail``: the call is refused before it reaches the service with an error botocore does
+  not retry (what a caller sees once the retries of any error ran out).
+* ``crash``: the process dies just before the call: in-process an :class:`InjectedCrash`, a
+  ``BaseException`` that no ``except Exception`` swallows; with ``exit_on_crash`` the process
+  really exits (the local runtime, whose supervisor restarts it).
+
+The local runtime and its workers read ``LEASEHOLD_FAULTS`` (see :func:`parse`), e.g.
+``dynamodb.UpdateItem:lose:0.05,dynamodb.*:throttle:0.02,sqs.SendMessage:lose:0.05``,
+seeded by ``LEASEHOLD_FAULTS_SEED``, and install them on every client they build.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import random
+import threading
+from collections import Counter
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from botocore.awsrequest import AWSResponse
+
+from leasehold.errors import ValidationError
+
+log = logging.getLogger(__name__)
+
+KINDS = ("lose", "lose-raise", "throttle", "fail", "crash")
+#: Exit status of a process killed by a ``crash`` fault (the supervisor restarts it).
+CRASH_EXIT_STATUS = 75
+
+
+class InjectedCrash(BaseException):
+    """The process died here (an injected fault)."""
+
+
+@dataclass(kw_only=True)
+class Fault:
+    #: ``service.Operation``; ``*`` for any operation (``dynamodb.*``) or any call (``*``);
+    #: several joined by ``|`` (``dynamodb.PutItem|dynamodb.UpdateItem``).
+    target: str
+    kind: str
+    #: The chance that one matching call is hit.
+    rate: float = 1.0
+    #: How many calls to hit at most (None: no limit).
+    times: int | None = 1
+    #: Only calls whose parameters (the request's JSON body) satisfy this.
+    when: Callable[[Mapping[str, Any]], bool] | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValidationError("faults", f"kind {self.kind!r} is not one of {KINDS}")
+        if not 0 <= self.rate <= 1:
+            raise ValidationError("faults", f"rate {self.rate} is not between 0 and 1")
+
+    def matches(self, operation: str) -> bool:
+        service, _, name = operation.partition(".")
+        for target in self.target.split("|"):
+            want_service, _, want_name = target.partition(".")
+            if target == "*" or (want_service == service and want_name in ("*", name)):
+                return True
+        return False
+
+
+class _Body:
+    def __init__(self, data: bytes) -> None:
+        self._data = data
+
+    def stream(self, **_: Any) -> Iterator[bytes]:
+        yield self._data
+
+
+def _operation(event_name: str) -> str:
+    # "before-send.dynamodb.UpdateItem" -> "dynamodb.UpdateItem"
+    parts = event_name.split(".")
+    return f"{parts[1]}.{parts[2]}" if len(parts) >= 3 else event_name
+
+
+def _params(body: Any) -> Mapping[str, Any]:
+    if isinstance(body, bytes | str) and body:
+        try:
+            value = json.loads(body)
+        except ValueError:
+            return {}
+        return value if isinstance(value, dict) else {}
+    return {}
+
+
+class FaultInjector:
+    """Injects :class:`Fault` s into the clients it is installed on; counts what it did."""
+
+    def __init__(self, faults: list[Fault], *, seed: int | None = None,
+                 exit_on_crash: bool = False) -> None:
+        self.faults = list(faults)
+        self.exit_on_crash = exit_on_crash
+        self.injected: Counter[tuple[str, str]] = Counter()
+        self._uses: dict[int, int] = {}  # per fault (by identity): calls it hit
+        #: After a crash the process is dead: in-process, every later call dies too, so no
+        #: ``finally`` block can write what a killed process never would.
+        self.dead = False
+        self._rng = random.Random(seed)
+        self._lock = threading.Lock()
+
+    def install(self, client: Any) -> Any:
+        events = client.meta.events
+        # First, so that they run before moto's in-process stubber answers the request.
+        events.register_first("before-send", self._before_send)
+        events.register_first("needs-retry", self._needs_retry)
+        events.register_first("before-parse", self._before_parse)
+        return client
+
+    def _hit(self, kinds: tuple[str, ...], operation: str, body: Any) -> Fault | None:
+        with self._lock:
+            for fault in self.faults:
+                if fault.kind not in kinds or not fault.matches(operation):
+                    continue
+                if fault.times is not None and self._uses.get(id(fault), 0) >= fault.times:
+                    continue
+                if fault.when is not None and not fault.when(_params(body)):
+                    continue
+                if fault.rate < 1 and self._rng.random() >= fault.rate:
+                    continue
+                self._uses[id(fault)] = self._uses.get(id(fault), 0) + 1
+                self.injected[(operation, fault.kind)] += 1
+                return fault
+        return None
+
+    # -- botocore handlers ---------------------------------------------------------------
+
+    def revive(self) -> None:
+        """The process restarted (in-process tests): calls go through again."""
+        self.dead = False
+
+    def _before_send(self, request: Any, event_name: str, **_: Any) -> AWSResponse | None:
+        operation = _operation(event_name)
+        if self.dead:
+            raise InjectedCrash(operation)
+        fault = self._hit(("throttle", "fail", "crash"), operation, request.body)
+        if fault is None:
+            return None
+        if fault.kind == "crash":
+            log.warning("injected fault: process dies before %s", operation)
+            if self.exit_on_crash:
+                os._exit(CRASH_EXIT_STATUS)
+            self.dead = True
+            raise InjectedCrash(operation)
+        # Every before-send handler runs, and moto's in-process stubber would still execute
+        # the request: point it at a host no backend serves, so the call really never lands.
+        request.url = "https://fault-injected.invalid/"
+        code = "ThrottlingException" if fault.kind == "throttle" else "InjectedFailure"
+        body = {"__type": code, "message": f"injected {fault.kind} on {operation}"}
+        return AWSResponse(request.url, 400, {}, _Body(json.dumps(body).encode()))
+
+    def _needs_retry(self, response: Any, request_dict: Mapping[str, Any], event_name: str,
+                     caught_exception: Any = None, **_: Any) -> int | None:
+        if caught_exception is not None or response is None:
+            return None
+        http_response, _parsed = response
+        if http_response.status_code >= 300:
+            return None
+        if self._hit(("lose",), _operation(event_name), request_dict.get("body")) is None:
+            return None
+        return 0  # retry at once: the write landed, the caller never saw that it did
+
+    def _before_parse(self, response_dict: dict[str, Any], event_name: str,
+                      **_: Any) -> None:
+        if response_dict.get("status_code", 500) >= 300:
+            return
+        operation = _operation(event_name)
+        # before-parse does not see the request, so lose-raise faults match on the operation.
+        if self._hit(("lose-raise",), operation, None) is None:
+            return
+        response_dict["status_code"] = 500
+        response_dict["headers"] = {}
+        response_dict["body"] = json.dumps({
+            "__type": "InternalServerError",
+            "message": f"injected: the response of {operation} was lost after it landed",
+        }).encode()
+
+
+def parse(spec: str) -> list[Fault]:
+    """Faults from ``service.Operation:kind[:rate][:xTIMES]`` entries, comma separated.
+
+    Without ``xTIMES`` an environment fault has no limit (it is a rate over the whole run).
+    """
+    faults = []
+    for entry in filter(None, (part.strip() for part in spec.split(","))):
+        parts = entry.split(":")
+        if len(parts) < 2:
+            raise ValidationError("LEASEHOLD_FAULTS", f"{entry!r} is not target:kind[:rate]")
+        rate, times = 1.0, None
+        for extra in parts[2:]:
+            try:
+                if extra.startswith("x"):
+                    times = int(extra[1:])
+                else:
+                    rate = float(extra)
+            except ValueError:
+                raise ValidationError("LEASEHOLD_FAULTS",
+                                      f"{extra!r} in {entry!r} is not a rate or xTIMES") from None
+        faults.append(Fault(target=parts[0], kind=parts[1], rate=rate, times=times))
+    return faults
+
+
+def from_env(env: Mapping[str, str] | None = None) -> FaultInjector | None:
+    """The injector ``LEASEHOLD_FAULTS`` asks for (None when unset): processes exit on crash."""
+    env = os.environ if env is None else env
+    spec = env.get("LEASEHOLD_FAULTS", "").strip()
+    if not spec:
+        return None
+    seed = env.get("LEASEHOLD_FAULTS_SEED")
+    return FaultInjector(parse(spec), seed=None if seed is None else int(seed) + os.getpid(),
+                         exit_on_crash=True)
