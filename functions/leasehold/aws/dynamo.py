@@ -1,13 +1,16 @@
 """The few DynamoDB mechanics every table module shares.
 
-Attribute-value codecs, paged index queries, batched reads, and telling a failed condition
-from any other error. The table modules (``store``, ``schedule_store``, ``workflows.storage``,
-...) hold what their writes mean; this module holds only how DynamoDB is spoken to.
+Attribute-value codecs, paged index queries, batched reads, transactions retried through
+conflicts, and telling a failed condition from any other error. The table modules
+(``store``, ``schedule_store``, ``workflows.storage``, ...) hold what their writes mean; this
+module holds only how DynamoDB is spoken to.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+import random
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
@@ -85,3 +88,82 @@ def batch_get(ddb: Any, table: str, key: str, ids: Sequence[str]) -> list[dict[s
                 found[item[key]] = item
             request = response.get("UnprocessedKeys") or {}
     return [found[i] for i in ids if i in found]
+
+
+#: Why DynamoDB cancels a transaction that may simply be tried again.
+_TRANSIENT_CANCELLATIONS = frozenset({
+    "TransactionConflict", "ThrottlingError", "ProvisionedThroughputExceeded"})
+
+
+class Cancelled(Exception):
+    """A transaction was cancelled by a failed condition.
+
+    ``codes[i]`` is why item ``i`` was cancelled (``"None"``: its condition held) and
+    ``items[i]`` the item as DynamoDB saw it (with ``ReturnValuesOnConditionCheckFailure``).
+    """
+
+    def __init__(self, codes: list[str], items: list[dict[str, Any] | None]) -> None:
+        super().__init__(", ".join(codes))
+        self.codes = codes
+        self.items = items
+
+    def failed(self, index: int) -> bool:
+        return index < len(self.codes) and self.codes[index] == "ConditionalCheckFailed"
+
+
+def transact_write(ddb: Any, items: Sequence[Mapping[str, Any]], *, attempts: int = 8,
+                   sleep: Callable[[float], None] = time.sleep) -> None:
+    """``TransactWriteItems``, tried again while it is cancelled only by conflicts with other
+    transactions or throttling (botocore retries neither). A failed condition raises
+    :class:`Cancelled`.
+
+    botocore sends one ``ClientRequestToken`` for all its retries of a call, and DynamoDB
+    applies a repeated token once for ten minutes. Our own tries here are new calls, and a
+    retried call whose first try landed is seen by its conditions anyway (moto ignores the
+    token): every transaction we write conditions its main item, so it can never apply twice.
+    """
+    for attempt in range(attempts):
+        try:
+            ddb.transact_write_items(TransactItems=list(items))
+            return
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") != "TransactionCanceledException":
+                raise
+            reasons = exc.response.get("CancellationReasons") or []
+            codes = [str(reason.get("Code", "None")) for reason in reasons]
+            if "ConditionalCheckFailed" in codes:
+                raise Cancelled(codes, [from_av(reason["Item"]) if reason.get("Item") else None
+                                        for reason in reasons]) from None
+            if attempt == attempts - 1 or not set(codes) & _TRANSIENT_CANCELLATIONS:
+                raise
+            sleep(random.uniform(0, min(1.0, 0.02 * 2 ** attempt)))
+
+
+def update_request(table: str, key: Mapping[str, Any], *, sets: Mapping[str, Any],
+                   removes: Sequence[str], increments: Mapping[str, int],
+                   condition: Sequence[str], names: Mapping[str, str],
+                   values: Mapping[str, Any]) -> dict[str, Any]:
+    """An ``UpdateItem`` request (also a transaction's ``Update``): SET ``sets``, add
+    ``increments`` (from 0 when absent), REMOVE ``removes``, all conditioned on ``condition``;
+    the item as it was comes back when the condition fails."""
+    names = dict(names)
+    values = dict(values)
+    parts = []
+    for i, (name, value) in enumerate(sets.items()):
+        names[f"#s{i}"] = name
+        values[f":s{i}"] = value
+        parts.append(f"#s{i} = :s{i}")
+    for i, (name, amount) in enumerate(increments.items()):
+        names[f"#i{i}"] = name
+        values[f":i{i}"] = amount
+        values[":zero"] = 0
+        parts.append(f"#i{i} = if_not_exists(#i{i}, :zero) + :i{i}")
+    expression = "SET " + ", ".join(parts)
+    unique = list(dict.fromkeys(removes))
+    if unique:
+        names.update({f"#r{i}": name for i, name in enumerate(unique)})
+        expression += " REMOVE " + ", ".join(f"#r{i}" for i in range(len(unique)))
+    return {"TableName": table, "Key": dict(key), "UpdateExpression": expression,
+            "ConditionExpression": " AND ".join(condition),
+            "ExpressionAttributeNames": names, "ExpressionAttributeValues": to_av(values),
+            "ReturnValuesOnConditionCheckFailure": "ALL_OLD"}

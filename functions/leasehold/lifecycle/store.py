@@ -8,6 +8,7 @@ QUEUED/RUNNING jobs carry ``lease_shard``) so that no caller can forget them.
 from __future__ import annotations
 
 import logging
+import secrets
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -16,7 +17,17 @@ from botocore.exceptions import ClientError
 
 from leasehold.aws.clients import Clients
 from leasehold.aws.definitions import BY_TENANT_INDEX, DUE_INDEX, LEASES_INDEX
-from leasehold.aws.dynamo import batch_get, from_av, old_item, query, query_page, to_av
+from leasehold.aws.dynamo import (
+    Cancelled,
+    batch_get,
+    from_av,
+    old_item,
+    query,
+    query_page,
+    to_av,
+    transact_write,
+    update_request,
+)
 from leasehold.core.ids import shard_of
 from leasehold.core.jobs import Job, Transition, job_from_item, job_to_item
 from leasehold.core.states import INITIAL, JobState, check
@@ -40,8 +51,11 @@ class Change:
     bump_epoch: bool = False
     #: Only the lease holder may make this change.
     owner: str | None = None
-    #: Refuse when a cancel was requested (a success must not hide a cancel).
+    #: Refuse when a cancel was requested (a success or a retry must not hide a cancel).
     unless_cancel_requested: bool = False
+    #: Only while the lease (or hand-off deadline) still ends before this time: a sweeper's
+    #: change must lose to a heartbeat that landed after it read the row.
+    expired_before: int | None = None
 
 
 @dataclass(frozen=True)
@@ -55,8 +69,11 @@ class LeaseRef:
 class JobStore(Protocol):
     #: Called after every change the store made (see :data:`Observer`).
     observers: list[Observer]
+    #: Writes that must commit with a transition, in one transaction (see :data:`Companion`).
+    companions: list[Companion]
 
-    def create(self, job: Job) -> tuple[Job, bool]: ...
+    def create(self, job: Job, *, also: Sequence[Mapping[str, Any]] = ()
+               ) -> tuple[Job, bool]: ...
     def get(self, job_id: str) -> Job: ...
     def lease(self, job_id: str, epoch: int, *, owner: str, expires_at: int, now: int,
               actor: str) -> Job: ...
@@ -75,6 +92,15 @@ class JobStore(Protocol):
 #: Called after every change the store made: (the job as it is now, the state it left or None
 #: when it was created). Events and workflows hook in here; an observer must not raise.
 Observer = Callable[[Job, JobState | None], None]
+
+#: Items that must be written in the same transaction as a transition, or not at all (a
+#: tenant's live-job slot given back when its job finishes): given the job as the caller saw
+#: it and the target state, the ``TransactWriteItems`` entries to add (usually none).
+Companion = Callable[[Job, JobState], list[dict[str, Any]]]
+
+#: A random token each creation writes on its row, so that a retried put whose first try
+#: landed recognises its own row instead of taking it for an idempotent replay.
+WRITE_TOKEN = "write_token"
 
 
 class _Refused(Exception):
@@ -97,6 +123,7 @@ class DynamoJobStore:
         self.table = self.settings.jobs_table
         self._clients = clients
         self.observers: list[Observer] = observers if observers is not None else []
+        self.companions: list[Companion] = []
 
     def _notify(self, job: Job, source: JobState | None) -> Job:
         for observer in self.observers:
@@ -112,23 +139,44 @@ class DynamoJobStore:
 
     # -- creation and reads -------------------------------------------------------------
 
-    def create(self, job: Job) -> tuple[Job, bool]:
-        """Put a new job; if the id exists, return the stored one and ``False``."""
+    def create(self, job: Job, *, also: Sequence[Mapping[str, Any]] = ()
+               ) -> tuple[Job, bool]:
+        """Put a new job; if the id exists, return the stored one and ``False``.
+
+        ``also``: items written in the same transaction (the tenant's slot an admission
+        takes). If one of their conditions fails, nothing is written and
+        :class:`~leasehold.aws.dynamo.Cancelled` is raised for the caller to read.
+        """
         check_initial(job.state)
-        item = job_to_item(job) | self._index_keys(job.job_id, job.state, job)
+        token = secrets.token_hex(8)
+        item = job_to_item(job) | self._index_keys(job.job_id, job.state, job) | {
+            WRITE_TOKEN: token}
+        put = {"TableName": self.table, "Item": to_av(item),
+               "ConditionExpression": "attribute_not_exists(job_id)",
+               "ReturnValuesOnConditionCheckFailure": "ALL_OLD"}
         try:
-            self._ddb.put_item(
-                TableName=self.table,
-                Item=to_av(item),
-                ConditionExpression="attribute_not_exists(job_id)",
-                ReturnValuesOnConditionCheckFailure="ALL_OLD",
-            )
+            if also:
+                transact_write(self._ddb, [{"Put": put}, *also])
+            else:
+                self._ddb.put_item(**put)
+        except Cancelled as cancelled:
+            if not cancelled.failed(0):
+                raise
+            return self._existing(job.job_id, cancelled.items[0], token)
         except ClientError as exc:
             old = old_item(exc)
             if old is None:
                 raise
-            return job_from_item(from_av(old)) if old else self.get(job.job_id), False
+            return self._existing(job.job_id, from_av(old) if old else None, token)
         return self._notify(job, None), True
+
+    def _existing(self, job_id: str, item: Mapping[str, Any] | None, token: str
+                  ) -> tuple[Job, bool]:
+        stored = job_from_item(item) if item else self.get(job_id)
+        if stored.extra.get(WRITE_TOKEN) == token:
+            # Our own put: its response was lost and the retry met it. The job is new.
+            return self._notify(stored, None), True
+        return stored, False
 
     def get(self, job_id: str) -> Job:
         response = self._ddb.get_item(
@@ -169,12 +217,18 @@ class DynamoJobStore:
             values[":owner"] = change.owner
         if change.unless_cancel_requested:
             condition.append("attribute_not_exists(cancel_requested)")
+        if change.expired_before is not None:
+            condition.append("lease_expires_at < :expired_before")
+            values[":expired_before"] = change.expired_before
         increments = dict(change.increment)
         if change.bump_epoch:
             increments["epoch"] = 1
         expected_epoch = job.epoch + (1 if change.bump_epoch else 0)
+        companions = [item for companion in self.companions
+                      for item in companion(job, change.target)]
         try:
-            new = self._update(job.job_id, sets, removes, increments, condition, values)
+            new = self._update(job.job_id, sets, removes, increments, condition, values,
+                               companions)
         except _Refused as refused:
             return self._explain(job.job_id, refused.current, change, now, expected_epoch,
                                  conflict)
@@ -284,31 +338,22 @@ class DynamoJobStore:
 
     def _update(self, job_id: str, sets: Mapping[str, Any], removes: Sequence[str],
                 increments: Mapping[str, int], condition: Sequence[str],
-                values: Mapping[str, Any]) -> Job:
-        names = {"#state": "state"}
-        values = dict(values)
-        parts = []
-        for i, (name, value) in enumerate(sets.items()):
-            names[f"#s{i}"] = name
-            values[f":s{i}"] = value
-            parts.append(f"#s{i} = :s{i}")
-        for i, (name, amount) in enumerate(increments.items()):
-            names[f"#i{i}"] = name
-            values[f":i{i}"] = amount
-            values[":zero"] = 0
-            parts.append(f"#i{i} = if_not_exists(#i{i}, :zero) + :i{i}")
-        expression = "SET " + ", ".join(parts)
-        if removes:
-            for i, name in enumerate(dict.fromkeys(removes)):
-                names[f"#r{i}"] = name
-            expression += " REMOVE " + ", ".join(f"#r{i}" for i in range(len(set(removes))))
+                values: Mapping[str, Any],
+                companions: Sequence[Mapping[str, Any]] = ()) -> Job:
+        update = update_request(self.table, {"job_id": {"S": job_id}}, sets=sets,
+                                removes=removes, increments=increments, condition=condition,
+                                names={"#state": "state"}, values=values)
+        if companions:
+            try:
+                transact_write(self._ddb, [{"Update": update}, *companions])
+            except Cancelled as cancelled:
+                if not cancelled.failed(0):
+                    raise
+                item = cancelled.items[0]
+                raise _Refused(job_from_item(item) if item else None) from None
+            return self.get(job_id)  # a transaction returns no attributes
         try:
-            response = self._ddb.update_item(
-                TableName=self.table, Key={"job_id": {"S": job_id}},
-                UpdateExpression=expression, ConditionExpression=" AND ".join(condition),
-                ExpressionAttributeNames=names, ExpressionAttributeValues=to_av(values),
-                ReturnValues="ALL_NEW", ReturnValuesOnConditionCheckFailure="ALL_OLD",
-            )
+            response = self._ddb.update_item(ReturnValues="ALL_NEW", **update)
         except ClientError as exc:
             old = old_item(exc)
             if old is None:
@@ -327,7 +372,9 @@ class DynamoJobStore:
             and last is not None and last.at == now and last.actor == change.actor
             and last.target == change.target.value
         ):
-            return current  # the write landed; only its response was lost
+            # The write landed and only its response was lost: the change is committed, so
+            # every observer hears of it now (it did not, when the first try "failed").
+            return self._notify(current, JobState(last.source) if last.source else None)
         raise conflict(
             f"job {job_id} is {current.state} at epoch {current.epoch}",
             job_id=job_id, current=current,
