@@ -14,7 +14,7 @@ from leasehold.core.registry import TaskRegistry
 from leasehold.events.publishing import install as install_events
 from leasehold.lifecycle.app import Leasehold
 from leasehold.settings import Settings
-from leasehold.tenancy.admission import count_transition
+from leasehold.tenancy.counters import slot_writes
 from leasehold.workflows.progress import install as install_workflows
 from leasehold.workflows.reconcile import reconcile as reconcile_workflows
 
@@ -30,8 +30,9 @@ def compose(
     """The application with every feature installed (arguments as ``Leasehold.from_settings``)."""
     app = Leasehold.from_settings(settings, clock=clock, registry=registry, clients=clients,
                                   rng=rng)
-    # Per-tenant live-job and per-state counters (back-pressure and /stats).
-    app.store.observers.append(count_transition(app))
+    # A tenant's live-job slot goes back, and its outcome is counted (back-pressure and
+    # /stats), in the same transaction that ends the job.
+    app.store.companions.append(slot_writes(app.settings))
     # Workflows: a step that finishes counts itself on its dependents and releases them; the
     # sweeper redoes that for workflows that made no progress for a while.
     install_workflows(app)

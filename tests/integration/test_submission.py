@@ -60,10 +60,10 @@ def test_concurrent_replays_produce_exactly_one_job_and_no_orphan(
     original = app.store.create
     results: list[Any] = []
 
-    def create_after_rival(job: Any) -> Any:
+    def create_after_rival(job: Any, **kwargs: Any) -> Any:
         monkeypatch.setattr(app.store, "create", original)
         results.append(submit(app, spec))  # the rival wins the put
-        return original(job)
+        return original(job, **kwargs)
 
     monkeypatch.setattr(app.store, "create", create_after_rival)
     mine = submit(app, spec)
@@ -107,11 +107,12 @@ def test_internal_jobs_hold_no_tenant_slot_and_cost_no_counter_writes(
 
 
 def test_a_counted_job_gives_its_slot_back_once_when_it_finishes(app: Leasehold) -> None:
-    from leasehold.tenancy.admission import counts
+    from leasehold.tenancy.admission import Limits, submit_admitted
+    from leasehold.tenancy.counters import counts
 
     from .helpers import deliver
 
-    job = submit(app, JobSpec(task="echo", tenant="acme"), counted=True).job
+    job = submit_admitted(app, JobSpec(task="echo", tenant="acme"), "default", Limits()).job
     assert counts(app, "acme")[1] == 1
     deliver(app)
     assert app.store.get(job.job_id).state is JobState.SUCCEEDED

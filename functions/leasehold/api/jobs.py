@@ -17,8 +17,7 @@ from leasehold.core.spec import JobSpec, resolve
 from leasehold.core.states import JobState
 from leasehold.lifecycle import control
 from leasehold.lifecycle.app import Leasehold
-from leasehold.lifecycle.submission import submit
-from leasehold.tenancy.admission import admit
+from leasehold.tenancy.admission import submit_admitted
 from leasehold.tenancy.listing import JobFilter, list_jobs
 from leasehold.time import schedules
 
@@ -55,8 +54,7 @@ def submit_job(body: SubmitJob) -> Response[JobOut]:
     spec = spec_from(body, tenant)
     # Validate before admission so bad input spends no token and writes nothing.
     resolved = resolve(spec, app.registry, pools=app.settings.pools, now_ms=app.now())
-    with admit(app, tenant, resolved.pool, api.limits, api.backlog, api.buckets):
-        result = submit(app, spec, counted=True)
+    result = submit_admitted(app, spec, resolved.pool, api.limits, api.backlog, api.buckets)
     return Response(status_code=201 if result.created else 200,
                     content_type=content_types.APPLICATION_JSON, body=view(result.job))
 

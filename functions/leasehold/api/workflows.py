@@ -15,7 +15,7 @@ from leasehold.api.answers import answers, decode_cursor, encode_cursor, errors
 from leasehold.api.errors import BadRequest
 from leasehold.api.models import JobErrorOut, Priority, RetryIn, _Strict
 from leasehold.errors import ValidationError
-from leasehold.tenancy.admission import admit
+from leasehold.tenancy import admission
 from leasehold.workflows import WorkflowState
 from leasehold.workflows.control import summary
 from leasehold.workflows.model import prepare
@@ -113,8 +113,8 @@ def start_workflow(body: WorkflowIn) -> Response[WorkflowOut]:
     except ValidationError as exc:
         raise BadRequest(str(exc), field=exc.field) from exc
     first_pool = prepared.steps[spec.steps[0].id].pool
-    with admit(app, tenant, first_pool, api.limits, api.backlog):
-        started = workflows.start_workflow(app, spec)
+    admission.check(app, tenant, first_pool, api.limits, api.backlog, api.buckets)
+    started = workflows.start_workflow(app, spec)
     detail = workflows.get_workflow(app, started.workflow.workflow_id)
     return Response(status_code=201 if started.created else 200,
                     content_type=content_types.APPLICATION_JSON, body=detail_out(detail))

@@ -261,7 +261,7 @@ def dispatch(app: Leasehold, event: Mapping[str, Any], *, tenant: str | None = N
                       job_id=job_id, actor="trigger",
                       extra={"trigger_id": trigger.trigger_id})
         stored, created = app.store.create(job)
-        if created:
+        if created:  # also when our put's response was lost (the store recognised its row)
             handoff.send(app.queues, stored, now)
         jobs.append(stored)
     return jobs

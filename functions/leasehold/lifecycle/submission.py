@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,22 +54,23 @@ def new_job(app: Leasehold, spec: ResolvedSpec, now: int, *, job_id: str | None 
     )
 
 
-def submit(app: Leasehold, spec: JobSpec, *, counted: bool = False) -> Submitted:
+def submit(app: Leasehold, spec: JobSpec, *, counted: bool = False,
+           also: Sequence[Mapping[str, Any]] = ()) -> Submitted:
     """Validate, write and hand off a job.
 
-    ``counted``: the job holds one of its tenant's live-job slots (the API's admission took
-    it); the slot is given back when the job finishes. Internal submissions are not counted.
+    ``counted``: the job holds one of its tenant's live-job slots, taken by the admission
+    write in ``also`` (committed with the row, or not at all); the slot is given back when
+    the job finishes. Internal submissions are not counted.
     """
     now = app.now()
     resolved = resolve(spec, app.registry, pools=app.settings.pools, now_ms=now)
     job, created = app.store.create(
-        new_job(app, resolved, now, extra={COUNTED: True} if counted else None))
-    if not created:
-        if job.spec_hash != resolved.spec_hash or job.tenant != resolved.tenant:
-            raise IdempotencyConflict(
-                f"idempotency key {resolved.idempotency_key!r} was used for another job spec",
-                job_id=job.job_id,
-            )
-        return Submitted(job, created=False)
-    handoff.send(app.queues, job, now)
-    return Submitted(job, created=True)
+        new_job(app, resolved, now, extra={COUNTED: True} if counted else None), also=also)
+    if not created and (job.spec_hash != resolved.spec_hash or job.tenant != resolved.tenant):
+        raise IdempotencyConflict(
+            f"idempotency key {resolved.idempotency_key!r} was used for another job spec",
+            job_id=job.job_id,
+        )
+    if created:  # also when our put's response was lost (the store recognised its row)
+        handoff.send(app.queues, job, now)
+    return Submitted(job, created=created)

@@ -1,14 +1,12 @@
-"""Per-tenant back-pressure and counters, one item per tenant in the ``tenants`` table.
+"""Admission: per-tenant back-pressure, decided in the same write that creates the job.
 
 * A token bucket (``tokens``, ``refilled_at``) throttles submissions, and ``live`` counts the
-  tenant's non-terminal jobs. Admission spends a token and reserves a live slot in ONE write,
-  conditional on the ``refilled_at`` it computed from and on ``live < cap``: concurrent API
-  instances never spend the same token twice, and a burst cannot overshoot the cap because
-  the slot is taken *before* the job row is written.
-* The store observer gives the slot back when a counted job (one the API admitted) reaches a
-  terminal state, and counts the outcome in ``count_<STATE>`` for ``/stats``. It writes only
-  when the live count changes, never on the transitions in between (lease, retry, re-drive):
-  every write here lands on the tenant's one item, and per-job requests are what users pay.
+  tenant's non-terminal API jobs, one item per tenant in the ``tenants`` table. Admission
+  spends a token and takes a live slot in ONE transaction with the job row's put, conditional
+  on the ``refilled_at`` it computed from and on ``live < cap``: concurrent API instances
+  never spend the same token twice, a burst cannot overshoot the cap, and no crash, lost
+  response or throttle can leave a slot without its job or a job without its slot.
+* The slot is given back in the transaction that ends the job (:mod:`.counters`).
 * A global backlog limit (visible messages in the pool's queues) answers 503 before any of it.
 """
 
@@ -19,21 +17,18 @@ import math
 import os
 import threading
 import time
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
-from contextvars import ContextVar
+from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
 from botocore.exceptions import ClientError
 
-from leasehold.aws.dynamo import condition_failed, from_av, to_av
-from leasehold.core.jobs import Job
-from leasehold.core.states import JobState
+from leasehold.aws.dynamo import Cancelled, condition_failed, from_av, to_av
+from leasehold.core.spec import JobSpec
 from leasehold.errors import Overloaded, RateLimited
 from leasehold.lifecycle.app import Leasehold
-from leasehold.lifecycle.submission import COUNTED
+from leasehold.lifecycle.submission import Submitted, submit
 from leasehold.settings import PRIORITIES
 
 log = logging.getLogger(__name__)
@@ -63,17 +58,6 @@ class Limits:
         return cls(**values)
 
 
-@dataclass
-class _Slot:
-    tenant: str
-    used: bool = False
-
-
-# The slot a submission reserved, so the creation observer (same thread, inside
-# ``store.create``) counts the new job against it instead of adding a second time.
-_reserved: ContextVar[_Slot | None] = ContextVar("leasehold_reserved_slot", default=None)
-
-
 #: What an API instance last saw of a tenant's bucket: (tokens, refilled_at). A correct guess
 #: saves the read; a wrong one fails the write's condition, which returns the real item.
 Buckets = dict[str, tuple[float, int | None]]
@@ -84,126 +68,115 @@ def _bucket(item: Mapping[str, Any], limits: Limits) -> tuple[float, int | None]
     return (float(item.get("tokens", limits.burst)), None if old is None else int(old))
 
 
-def take_slot(app: Leasehold, tenant: str, limits: Limits, buckets: Buckets | None = None,
-              *, attempts: int = 5) -> float:
-    """Spend one token and reserve one live-job slot in one conditional write.
+def _spend(app: Leasehold, tenant: str, limits: Limits, state: tuple[float, int | None], *,
+           slot: bool) -> tuple[dict[str, Any], tuple[float, int]]:
+    """The tenant update that spends a token (and takes a live slot), and the bucket after it.
 
-    Raises :class:`RateLimited` when the bucket is empty or the tenant is at its live-job cap.
-    Returns the tokens left.
+    Raises :class:`RateLimited` when the bucket is empty.
     """
-    ddb = app.clients.dynamodb
-    table = app.settings.tenants_table
-    buckets = {} if buckets is None else buckets
+    tokens, old = state
+    now = app.now()
+    elapsed = 0.0 if old is None else max(0, now - old) / 1000
+    available = min(limits.burst, tokens + elapsed * limits.rate)
+    if available < 1:
+        raise RateLimited(
+            f"tenant {tenant!r} is over its rate of {limits.rate:g} submissions/s",
+            retry_after=max(1, math.ceil((1 - available) / limits.rate)))
+    stamp = max(now, old or 0)  # never move time backwards (clock skew between hosts)
+    left = round(available - 1, 6)
+    values: dict[str, Any] = {":t": Decimal(str(left)), ":now": stamp, ":cap": limits.max_live}
+    fresh = "attribute_not_exists(refilled_at)" if old is None else "refilled_at = :old"
+    if old is not None:
+        values[":old"] = old
+    expression = "SET tokens = :t, refilled_at = :now"
+    if slot:
+        expression += " ADD live :one"
+        values[":one"] = 1
+    update = {
+        "TableName": app.settings.tenants_table, "Key": {"tenant": {"S": tenant}},
+        "UpdateExpression": expression,
+        "ConditionExpression": f"{fresh} AND (attribute_not_exists(live) OR live < :cap)",
+        "ExpressionAttributeValues": to_av(values),
+        "ReturnValuesOnConditionCheckFailure": "ALL_OLD"}
+    return update, (left, stamp)
+
+
+def _refused(item: Mapping[str, Any], tenant: str, limits: Limits) -> tuple[float, int | None]:
+    """Why the tenant update's condition failed: the cap (raised), or another request spent a
+    token since our view of the bucket (its state, to try again with)."""
+    if int(item.get("live", 0)) >= limits.max_live:
+        raise RateLimited(f"tenant {tenant!r} has {limits.max_live} live jobs, its limit; "
+                          "wait for some to finish", retry_after=5)
+    return _bucket(item, limits)
+
+
+def _state(app: Leasehold, tenant: str, limits: Limits, buckets: Buckets
+           ) -> tuple[float, int | None]:
     state = buckets.get(tenant)
-    for _ in range(attempts):
-        if state is None:
-            state = _bucket(from_av(ddb.get_item(
-                TableName=table, Key={"tenant": {"S": tenant}},
-                ConsistentRead=True).get("Item", {})), limits)
-        tokens, old = state
-        now = app.now()
-        elapsed = 0.0 if old is None else max(0, now - old) / 1000
-        available = min(limits.burst, tokens + elapsed * limits.rate)
-        if available < 1:
-            buckets.pop(tenant, None)  # re-read next time: other instances may refill it
-            raise RateLimited(
-                f"tenant {tenant!r} is over its rate of {limits.rate:g} submissions/s",
-                retry_after=max(1, math.ceil((1 - available) / limits.rate)))
-        stamp = max(now, old or 0)  # never move time backwards (clock skew between hosts)
-        left = round(available - 1, 6)
-        values: dict[str, Any] = {":t": Decimal(str(left)), ":now": stamp, ":one": 1,
-                                  ":cap": limits.max_live}
-        if old is None:
-            fresh = "attribute_not_exists(refilled_at)"
-        else:
-            fresh = "refilled_at = :old"
-            values[":old"] = old
-        try:
-            ddb.update_item(
-                TableName=table, Key={"tenant": {"S": tenant}},
-                UpdateExpression="SET tokens = :t, refilled_at = :now ADD live :one",
-                ConditionExpression=f"{fresh} AND (attribute_not_exists(live) OR live < :cap)",
-                ExpressionAttributeValues=to_av(values),
-                ReturnValuesOnConditionCheckFailure="ALL_OLD")
-        except ClientError as exc:
-            if not condition_failed(exc):
-                raise
-            item = from_av(exc.response.get("Item") or {})  # type: ignore[arg-type]
-            if int(item.get("live", 0)) >= limits.max_live:
-                raise RateLimited(
-                    f"tenant {tenant!r} has {limits.max_live} live jobs, its limit; "
-                    "wait for some to finish", retry_after=5) from None
-            state = _bucket(item, limits)  # another request spent a token: use what it left
-            continue
-        buckets[tenant] = (left, stamp)
-        return left
-    raise RateLimited(f"tenant {tenant!r} is submitting too fast", retry_after=1)
+    if state is None:
+        state = _bucket(from_av(app.clients.dynamodb.get_item(
+            TableName=app.settings.tenants_table, Key={"tenant": {"S": tenant}},
+            ConsistentRead=True).get("Item", {})), limits)
+    return state
 
 
-def _add(app: Leasehold, tenant: str, deltas: Mapping[str, int]) -> None:
-    deltas = {k: v for k, v in deltas.items() if v}
-    if not deltas:
-        return
-    names = {f"#a{i}": name for i, name in enumerate(deltas)}
-    values = {f":v{i}": amount for i, amount in enumerate(deltas.values())}
-    app.clients.dynamodb.update_item(
-        TableName=app.settings.tenants_table, Key={"tenant": {"S": tenant}},
-        UpdateExpression="ADD " + ", ".join(f"#a{i} :v{i}" for i in range(len(deltas))),
-        ExpressionAttributeNames=names, ExpressionAttributeValues=to_av(values))
+def submit_admitted(app: Leasehold, spec: JobSpec, pool: str, limits: Limits,
+                    backlog: Backlog | None = None, buckets: Buckets | None = None,
+                    *, attempts: int = 5) -> Submitted:
+    """Admission for one job and its creation: backlog (503), rate (429), live cap (429).
 
-
-@contextmanager
-def admit(app: Leasehold, tenant: str, pool: str, limits: Limits,
-          backlog: Backlog | None = None, buckets: Buckets | None = None) -> Iterator[None]:
-    """Admission for one submission: backlog (503), rate (429), live cap (429).
-
-    The reserved live slot is released again unless the body created a job.
+    An idempotent replay of a job that exists is answered without spending anything, even
+    at the cap.
     """
     if backlog is not None:
         backlog.check(app, pool, limits)
-    take_slot(app, tenant, limits, buckets)
-    slot = _Slot(tenant)
-    token = _reserved.set(slot)
-    try:
-        yield
-    finally:
-        _reserved.reset(token)
-        if not slot.used:
-            _add(app, tenant, {"live": -1})
+    buckets = {} if buckets is None else buckets
+    state = _state(app, spec.tenant, limits, buckets)
+    for _ in range(attempts):
+        try:
+            update, after = _spend(app, spec.tenant, limits, state, slot=True)
+        except RateLimited:
+            buckets.pop(spec.tenant, None)  # re-read next time: other instances may refill it
+            raise
+        try:
+            result = submit(app, spec, counted=True, also=[{"Update": update}])
+        except Cancelled as cancelled:
+            state = _refused(cancelled.items[1] or {}, spec.tenant, limits)
+            continue
+        if result.created:
+            buckets[spec.tenant] = after
+        return result
+    raise RateLimited(f"tenant {spec.tenant!r} is submitting too fast", retry_after=1)
 
 
-def count_transition(app: Leasehold) -> Any:
-    """A store observer keeping a tenant's ``live`` slots and outcome counts in step."""
+def check(app: Leasehold, tenant: str, pool: str, limits: Limits,
+          backlog: Backlog | None = None, buckets: Buckets | None = None,
+          *, attempts: int = 5) -> None:
+    """Admission that takes no slot (a workflow, whose steps hold none): backlog, rate, cap.
 
-    def observe(job: Job, source: JobState | None) -> None:
-        if not job.extra.get(COUNTED):
-            return  # internal jobs (schedules, workflow steps, library calls) hold no slot
-        if source is None:
-            slot = _reserved.get()
-            if slot is not None and slot.tenant == job.tenant and not slot.used:
-                slot.used = True  # the admission already took the slot
-            else:
-                _add(app, job.tenant, {"live": 1})
-        elif source.live and job.state.terminal:
-            _add(app, job.tenant, {"live": -1, f"count_{job.state.value}": 1})
-        elif source.terminal and job.state.live:  # a manual retry takes a slot again
-            _add(app, job.tenant, {"live": 1, f"count_{source.value}": -1})
-
-    return observe
-
-
-def counts(app: Leasehold, tenant: str) -> tuple[dict[str, int], int]:
-    """Finished jobs by outcome, and live jobs, of one tenant (counters, never a scan).
-
-    Only jobs submitted through the API are counted; live jobs are not split by state (that
-    would cost a write on every transition; queue depths show QUEUED and RUNNING per pool).
+    A lost response here spends a second token, never a slot.
     """
-    item = from_av(app.clients.dynamodb.get_item(
-        TableName=app.settings.tenants_table, Key={"tenant": {"S": tenant}},
-        ConsistentRead=True).get("Item", {}))
-    by_state = {state.value: max(0, int(item.get(f"count_{state.value}", 0)))
-                for state in JobState if state.terminal}
-    return by_state, max(0, int(item.get("live", 0)))
+    if backlog is not None:
+        backlog.check(app, pool, limits)
+    buckets = {} if buckets is None else buckets
+    state = _state(app, tenant, limits, buckets)
+    for _ in range(attempts):
+        try:
+            update, after = _spend(app, tenant, limits, state, slot=False)
+        except RateLimited:
+            buckets.pop(tenant, None)
+            raise
+        try:
+            app.clients.dynamodb.update_item(**update)
+        except ClientError as exc:
+            if not condition_failed(exc):
+                raise
+            state = _refused(from_av(exc.response.get("Item") or {}),  # type: ignore[arg-type]
+                             tenant, limits)
+            continue
+        buckets[tenant] = after
+        return
+    raise RateLimited(f"tenant {tenant!r} is submitting too fast", retry_after=1)
 
 
 class Backlog:

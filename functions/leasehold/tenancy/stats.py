@@ -10,7 +10,7 @@ from typing import Any
 from leasehold.aws.definitions import queues
 from leasehold.clock import to_datetime
 from leasehold.lifecycle.app import Leasehold
-from leasehold.tenancy.admission import counts
+from leasehold.tenancy.counters import counts
 
 log = logging.getLogger(__name__)
 
