@@ -121,6 +121,13 @@ class Queues:
                 Entries=[{"Id": str(i), "ReceiptHandle": h} for i, h in enumerate(chunk)],
             )
 
+    def visible(self, pool: str, priority: str) -> int:
+        """Messages waiting in one queue (approximate, as SQS counts them)."""
+        attributes = self._sqs.get_queue_attributes(
+            QueueUrl=self.url(pool, priority),
+            AttributeNames=["ApproximateNumberOfMessages"])["Attributes"]
+        return int(attributes.get("ApproximateNumberOfMessages", 0))
+
     def extend(self, url: str, receipt_handle: str, seconds: int) -> None:
         self._sqs.change_message_visibility(
             QueueUrl=url, ReceiptHandle=receipt_handle, VisibilityTimeout=min(seconds, 43_200)

@@ -7,7 +7,7 @@ leases, never with the size of the table.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from leasehold.core.jobs import Job
 from leasehold.core.states import JobState
@@ -19,12 +19,15 @@ from leasehold.lifecycle.worker import bury, retry_change
 
 log = logging.getLogger(__name__)
 ACTOR = "sweeper"
+#: The epoch in which the sweeper last re-sent a QUEUED job's message.
+RESENT_EPOCH = "resent_epoch"
 
 
 @dataclass
 class SweepReport:
     examined: int = 0
     redispatched: int = 0   # QUEUED, hand-off lost: sent again
+    waiting: int = 0        # QUEUED, hand-off overdue but its queue has a backlog: not re-sent
     recovered: int = 0      # RUNNING, worker lost: queued again (a crash recovery)
     dead: int = 0           # poison pills and exhausted attempts
     cancelled: int = 0
@@ -40,11 +43,12 @@ def sweep(app: Leasehold, *, limit_per_shard: int = 500) -> SweepReport:
     # seconds behind ours never loses a lease it still believes it holds.
     cutoff = now - int(app.settings.skew_grace_seconds * 1000)
     report = SweepReport()
+    backlog = _Backlog(app)
     for shard in range(app.settings.shards):
         for ref in app.store.expired_leases(shard, cutoff, limit_per_shard):
             report.examined += 1
             try:
-                _recover(app, ref, now, cutoff, report)
+                _recover(app, ref, now, cutoff, report, backlog)
             except (Conflict, NotFound):
                 report.skipped += 1
     # The features' own repairs (workflows that made no progress for a while, ...): each
@@ -54,34 +58,73 @@ def sweep(app: Leasehold, *, limit_per_shard: int = 500) -> SweepReport:
     return report
 
 
-def _recover(app: Leasehold, ref: LeaseRef, now: int, cutoff: int, report: SweepReport) -> None:
+class _Backlog:
+    """Whether a queue has messages waiting, asked once per queue per sweep."""
+
+    def __init__(self, app: Leasehold) -> None:
+        self._app = app
+        self._seen: dict[tuple[str, str], bool] = {}
+
+    def waiting(self, pool: str, priority: str) -> bool:
+        key = (pool, priority)
+        if key not in self._seen:
+            self._seen[key] = self._app.queues.visible(pool, priority) > 0
+        return self._seen[key]
+
+
+def _recover(app: Leasehold, ref: LeaseRef, now: int, cutoff: int, report: SweepReport,
+             backlog: _Backlog) -> None:
     job = app.store.get(ref.job_id)
     if job.epoch != ref.epoch or job.state is not ref.state or \
             job.lease_expires_at is None or job.lease_expires_at >= cutoff:
         report.skipped += 1
         return
     if job.state is JobState.QUEUED:
-        change = Change(
-            target=JobState.QUEUED, actor=ACTOR, reason="hand-off overdue, re-sent",
-            bump_epoch=True,
-            set={"run_at": now, "lease_expires_at": handoff.handoff_deadline(now, app.settings)},
-        )
-        new = app.store.transition(job, change, now=now)
-        handoff.send(app.queues, new, now)
-        report.redispatched += 1
+        _redispatch(app, job, now, cutoff, report, backlog)
     else:
-        _recover_running(app, job, now, report)
+        _recover_running(app, job, now, cutoff, report)
     report.job_ids.append(job.job_id)
 
 
-def _recover_running(app: Leasehold, job: Job, now: int, report: SweepReport) -> None:
+def _redispatch(app: Leasehold, job: Job, now: int, cutoff: int, report: SweepReport,
+                backlog: _Backlog) -> None:
+    """A QUEUED job past its hand-off deadline: its message was lost, or is still waiting.
+
+    The message is sent again with the same epoch (a duplicate is fenced: only one lease can
+    win), once per epoch; after that only while the queue is empty, i.e. when the message
+    cannot be waiting behind a backlog. Either way the deadline moves a full period on, so
+    under a long backlog a job is looked at once per ``handoff_seconds`` and its message
+    exists at most twice.
+    """
+    resend = job.extra.get(RESENT_EPOCH) != job.epoch or \
+        not backlog.waiting(job.pool, job.priority)
+    change = Change(
+        target=JobState.QUEUED, actor=ACTOR, expired_before=cutoff,
+        reason="hand-off overdue, re-sent" if resend else "hand-off overdue, still queued",
+        set={"lease_expires_at": handoff.handoff_deadline(now, app.settings),
+             RESENT_EPOCH: job.epoch},
+    )
+    new = app.store.transition(job, change, now=now)
+    if resend:
+        handoff.send(app.queues, new, now)
+        report.redispatched += 1
+    else:
+        report.waiting += 1
+
+
+def _recover_running(app: Leasehold, job: Job, now: int, cutoff: int,
+                     report: SweepReport) -> None:
     crashes = job.crash_count + 1
     message = f"lease expired on attempt {job.attempt}: the worker was lost"
     error_item = {"type": "LeaseExpired", "message": message, "traceback": "",
                   "types": ["LeaseExpired"]}
+    # Every change here is conditioned on the lease still being expired, so a heartbeat that
+    # lands after our read wins; and retries or burials refuse a job whose cancel was
+    # requested meanwhile (the next sweep honours the cancel).
     if job.cancel_requested:
         app.store.transition(job, Change(target=JobState.CANCELLED, actor=ACTOR,
                                          reason="cancel requested; worker lost",
+                                         expired_before=cutoff,
                                          set={"finished_at": now}), now=now)
         report.cancelled += 1
         return
@@ -93,14 +136,16 @@ def _recover_running(app: Leasehold, job: Job, now: int, report: SweepReport) ->
     if reason is not None:
         dead = app.store.transition(
             job, Change(target=JobState.DEAD, actor=ACTOR, reason=reason,
-                        increment={"crash_count": 1},
+                        increment={"crash_count": 1}, expired_before=cutoff,
+                        unless_cancel_requested=True,
                         set={"error": error_item, "finished_at": now}), now=now)
         bury(app, dead, reason)
         report.dead += 1
         return
     new = app.store.transition(
-        job, retry_change(app, now, now, ACTOR, owner=None, error_item=error_item,
-                          reason="lease expired (crash recovery)", increment={"crash_count": 1}),
+        job, replace(retry_change(app, now, now, ACTOR, owner=None, error_item=error_item,
+                                  reason="lease expired (crash recovery)",
+                                  increment={"crash_count": 1}), expired_before=cutoff),
         now=now)
     handoff.send(app.queues, new, now)
     report.recovered += 1

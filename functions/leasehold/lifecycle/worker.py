@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from botocore.exceptions import BotoCoreError, ClientError
+
 from leasehold.aws.queues import Message
 from leasehold.core.context import JobContext
 from leasehold.core.failures import describe, error
@@ -41,6 +43,8 @@ log = logging.getLogger(__name__)
 #: The most a worker waits for a message that arrived before its job is due (SQS delays are
 #: whole seconds, so one second is the most it should ever be, plus some clock skew).
 MAX_EARLY_WAIT_SECONDS = 2.0
+#: Tries to record an attempt's outcome through errors botocore gave up on.
+FINISH_TRIES = 4
 
 
 class Outcome(StrEnum):
@@ -74,6 +78,10 @@ class _Attempt:
     finished: bool = False
     lease_lost: bool = False
     timed_out: bool = False
+    #: When the lease ends unless a heartbeat extends it (epoch ms, the app's clock).
+    lease_ends: int = 0
+    #: Heartbeats that failed in a row (throttled, unreachable): retried within the lease.
+    failed_beats: int = 0
     #: The row as the last heartbeat saw it (``None``: as leased).
     view: Job | None = None
 
@@ -106,14 +114,10 @@ class Worker:
                                   expires_at=now + lease_ms, now=now, actor=self.worker_id)
         except (StaleMessage, NotFound):
             return Outcome.STALE
+        if job.cancel_requested:  # flagged before this lease: never start it
+            return self._cancel(job, owner, now)
         attempt = self._run(job, owner, delivery)
-        if attempt.lease_lost:
-            outcome = Outcome.LEASE_LOST
-        else:
-            try:
-                outcome = self._finish(job, owner, attempt)
-            except LeaseLost:
-                outcome = Outcome.LEASE_LOST
+        outcome = Outcome.LEASE_LOST if attempt.lease_lost else self._record(job, owner, attempt)
         log.info("job %s attempt %d: %s", job.job_id, job.attempt, outcome.value,
                  extra={"job_id": job.job_id, "tenant": job.tenant, "task": job.task,
                         "attempt": job.attempt, "outcome": outcome.value})
@@ -123,7 +127,7 @@ class Worker:
 
     def _run(self, job: Job, owner: str, delivery: Delivery) -> _Attempt:
         app = self.app
-        state = _Attempt()
+        state = _Attempt(lease_ends=job.lease_expires_at or app.now())
         view = [job]  # the latest view of the row, replaced by each heartbeat
         lock = threading.Lock()
         timeout = job.timeout_seconds
@@ -139,8 +143,8 @@ class Worker:
             with lock:
                 if state.lease_lost:
                     return
-                sets: dict[str, Any] = {
-                    "lease_expires_at": app.now() + int(app.settings.lease_seconds * 1000)}
+                ends = app.now() + int(app.settings.lease_seconds * 1000)
+                sets: dict[str, Any] = {"lease_expires_at": ends}
                 if progress is not None:
                     sets["progress"] = encode_json("progress", progress, 16 * 1024)
                 try:
@@ -150,6 +154,19 @@ class Worker:
                     state.lease_lost = True
                     ctx.cancel("lease lost")
                     return
+                except Exception:
+                    # Throttled past botocore's retries, or DynamoDB unreachable: the lease
+                    # still holds until it ends, so keep the attempt and try again soon. Only
+                    # a lease that really ran out stops the handler (the sweeper takes over).
+                    state.failed_beats += 1
+                    log.warning("heartbeat of %s failed (%d in a row)", job.job_id,
+                                state.failed_beats, exc_info=True)
+                    if app.now() >= state.lease_ends:
+                        state.lease_lost = True
+                        ctx.cancel("lease lost")
+                    return
+                state.failed_beats = 0
+                state.lease_ends = ends
                 if view[0].cancel_requested:
                     ctx.cancel("cancel requested")
             if delivery.queue_url and delivery.receipt_handle:
@@ -181,7 +198,9 @@ class Worker:
         interval = max(0.05, app.settings.lease_seconds / 3)
         while True:
             remaining = timeout - (time.monotonic() - started)
-            runner.join(max(0.0, min(interval, remaining)))
+            # After a failed heartbeat, try again well within what is left of the lease.
+            wait = interval if not state.failed_beats else min(interval / 2, 1.0)
+            runner.join(max(0.0, min(wait, remaining)))
             if not runner.is_alive():
                 break
             if time.monotonic() - started >= timeout:
@@ -201,9 +220,29 @@ class Worker:
 
     # -- finishing ----------------------------------------------------------------------
 
-    def _finish(self, job: Job, owner: str, attempt: _Attempt) -> Outcome:
-        view = attempt.view or job
+    def _record(self, job: Job, owner: str, attempt: _Attempt) -> Outcome:
+        """Write the outcome, trying again through errors other than a lost lease.
+
+        The attempt's work is done: giving up here would leave the job RUNNING until its
+        lease expires and the sweeper runs it again. Every try writes the same change at the
+        same ``now``, so a try whose response was lost is recognised by the next one.
+        """
         now = self.app.now()
+        for tries in range(1, FINISH_TRIES + 1):
+            try:
+                return self._finish(job, owner, attempt, now)
+            except LeaseLost:
+                return Outcome.LEASE_LOST
+            except (ClientError, BotoCoreError):
+                if tries == FINISH_TRIES:
+                    raise
+                log.warning("recording the outcome of %s failed (try %d); trying again",
+                            job.job_id, tries, exc_info=True)
+                time.sleep(0.1 * 2 ** tries)
+        raise AssertionError("unreachable")
+
+    def _finish(self, job: Job, owner: str, attempt: _Attempt, now: int) -> Outcome:
+        view = attempt.view or job
         if attempt.timed_out:
             failure: JobError | None = error(
                 AttemptTimeout.__name__,
@@ -232,12 +271,21 @@ class Worker:
         try:
             self.app.store.transition(job, change, now=now, conflict=LeaseLost)
         except LeaseLost as exc:
-            current = exc.context.get("current")
-            if isinstance(current, Job) and current.cancel_requested and \
-                    current.epoch == job.epoch and current.lease_owner == owner:
-                return self._cancel(current, owner, now)
-            raise
+            return self._cancelled_meanwhile(exc, job, owner, now)
         return Outcome.SUCCEEDED
+
+    def _cancelled_meanwhile(self, exc: LeaseLost, job: Job, owner: str, now: int) -> Outcome:
+        """Our finish was refused: a cancel requested after our last heartbeat wins over it
+        (success, retry or burial alike); anything else means the lease was lost."""
+        current = exc.context.get("current")
+        if not isinstance(current, Job) or current.epoch != job.epoch:
+            raise exc
+        if current.state is JobState.CANCELLED:
+            return Outcome.CANCELLED  # the sweeper honoured the cancel while we ran on
+        if current.state is JobState.RUNNING and current.cancel_requested and \
+                current.lease_owner == owner:
+            return self._cancel(current, owner, now)
+        raise exc
 
     def _cancel(self, job: Job, owner: str, now: int) -> Outcome:
         change = Change(target=JobState.CANCELLED, actor=self.worker_id,
@@ -256,15 +304,22 @@ class Worker:
                       "traceback": failure.traceback, "types": list(failure.types)}
         if not decision.retry:
             change = Change(target=JobState.DEAD, actor=self.worker_id, reason=decision.reason,
-                            owner=owner, set={"error": error_item, "finished_at": now})
-            dead = app.store.transition(job, change, now=now, conflict=LeaseLost)
+                            owner=owner, unless_cancel_requested=True,
+                            set={"error": error_item, "finished_at": now})
+            try:
+                dead = app.store.transition(job, change, now=now, conflict=LeaseLost)
+            except LeaseLost as exc:
+                return self._cancelled_meanwhile(exc, job, owner, now)
             bury(app, dead, decision.reason)
             return Outcome.DEAD
         run_at = now + int(decision.delay_seconds * 1000)
-        new = app.store.transition(job, retry_change(app, run_at, now, self.worker_id,
-                                                     owner=owner, error_item=error_item,
-                                                     reason=decision.reason),
-                                   now=now, conflict=LeaseLost)
+        try:
+            new = app.store.transition(job, retry_change(app, run_at, now, self.worker_id,
+                                                         owner=owner, error_item=error_item,
+                                                         reason=decision.reason),
+                                       now=now, conflict=LeaseLost)
+        except LeaseLost as exc:
+            return self._cancelled_meanwhile(exc, job, owner, now)
         handoff.send(app.queues, new, now)
         return Outcome.RETRYING
 
@@ -272,7 +327,11 @@ class Worker:
 def retry_change(app: Leasehold, run_at: int, now: int, actor: str, *, owner: str | None,
                  error_item: dict[str, Any] | None, reason: str,
                  increment: dict[str, int] | None = None) -> Change:
-    """Back to QUEUED with a new epoch (or SCHEDULED when SQS cannot hold the delay)."""
+    """Back to QUEUED with a new epoch (or SCHEDULED when SQS cannot hold the delay).
+
+    Refused when a cancel was requested: a retry must never carry a cancel into the next
+    attempt, where nobody would look at it.
+    """
     sets: dict[str, Any] = {"run_at": run_at}
     if error_item is not None:
         sets["error"] = error_item
@@ -280,9 +339,10 @@ def retry_change(app: Leasehold, run_at: int, now: int, actor: str, *, owner: st
         sets["lease_expires_at"] = handoff.handoff_deadline(run_at, app.settings)
         return Change(target=JobState.QUEUED, actor=actor, reason=reason, owner=owner,
                       bump_epoch=True, set=sets, increment=increment or {},
-                      remove=("lease_owner",))
+                      remove=("lease_owner",), unless_cancel_requested=True)
     return Change(target=JobState.SCHEDULED, actor=actor, reason=reason, owner=owner,
-                  set=sets, increment=increment or {}, remove=("lease_owner",))
+                  set=sets, increment=increment or {}, remove=("lease_owner",),
+                  unless_cancel_requested=True)
 
 
 def bury(app: Leasehold, job: Job, reason: str) -> None:

@@ -66,7 +66,10 @@ def promote_due(app: Leasehold, *, lookahead_seconds: float = LOOKAHEAD_SECONDS,
                     continue
                 change = Change(
                     target=JobState.QUEUED, actor=ACTOR, reason="due", bump_epoch=True,
-                    set={"lease_expires_at": handoff.handoff_deadline(job.run_at, app.settings)},
+                    # From now, not from run_at: after a ticker outage a deadline counted from
+                    # a run_at long past would make the sweeper re-send the job at once.
+                    set={"lease_expires_at": handoff.handoff_deadline(max(job.run_at, now),
+                                                                      app.settings)},
                 )
                 new = app.store.transition(job, change, now=now)
             except (Conflict, NotFound):
