@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from botocore.awsrequest import AWSResponse
+from botocore.awsrequest import AWSResponse, HTTPHeaders
 
 from leasehold.errors import ValidationError
 
@@ -162,7 +162,7 @@ class FaultInjector:
         request.url = "https://fault-injected.invalid/"
         code = "ThrottlingException" if fault.kind == "throttle" else "InjectedFailure"
         body = {"__type": code, "message": f"injected {fault.kind} on {operation}"}
-        return AWSResponse(request.url, 400, {}, _Body(json.dumps(body).encode()))
+        return AWSResponse(request.url, 400, HTTPHeaders(), _Body(json.dumps(body).encode()))
 
     def _needs_retry(self, response: Any, request_dict: Mapping[str, Any], event_name: str,
                      caught_exception: Any = None, **_: Any) -> int | None:
