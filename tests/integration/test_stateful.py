@@ -1,19 +1,28 @@
-"""Random interleavings of deliveries, duplicates, crashes, zombies, sweeps and clock jumps.
+"""Random interleavings of deliveries, duplicates, crashes, zombies, sweeps and clock jumps,
+under injected DynamoDB faults: lost responses and throttles on any write, and errors past
+the retries; with tenants' admissions, cancels, manual retries, long backoffs through the
+ticker, and workflows.
 
 After every step: no job lost, none SUCCEEDED twice, every lease grant fenced by a newer epoch
-than the last, attempts never above their limit. At the end everything drains to a terminal
-state.
+than the last, attempts never above their limit, every tenant's live count equal to its live
+jobs. At the end everything drains to a terminal state, each job ran a bounded number of
+times, and every tenant's counters are exact.
+
+``make soak`` runs it with a larger budget (``LEASEHOLD_SOAK_EXAMPLES``).
 """
 
 from __future__ import annotations
 
+import itertools
 import json
+import os
 import random
 import uuid
 from collections import Counter, defaultdict
 from typing import Any
 
 import pytest
+from aws_lambda_powertools.utilities.batch.exceptions import BatchProcessingError
 from botocore.exceptions import ClientError
 from hypothesis import HealthCheck, event, settings
 from hypothesis import strategies as st
@@ -27,6 +36,7 @@ from hypothesis.stateful import (
 from moto import mock_aws
 
 from leasehold.aws.clients import Clients
+from leasehold.aws.faults import Fault, FaultInjector
 from leasehold.aws.provision import create_all
 from leasehold.aws.queues import Received
 from leasehold.clock import FakeClock
@@ -37,13 +47,17 @@ from leasehold.core.policy import RetryPolicy
 from leasehold.core.registry import TaskRegistry
 from leasehold.core.spec import JobSpec
 from leasehold.core.states import JobState
-from leasehold.errors import LeaseholdError, LeaseLost
-from leasehold.lifecycle import sweeper
+from leasehold.errors import LeaseholdError, LeaseLost, RateLimited
+from leasehold.lifecycle import control, sweeper
 from leasehold.lifecycle.consumer import consume
 from leasehold.lifecycle.store import Change
-from leasehold.lifecycle.submission import submit
+from leasehold.lifecycle.submission import COUNTED, submit
 from leasehold.lifecycle.worker import Delivery, Worker
 from leasehold.settings import Settings
+from leasehold.tenancy.admission import Limits, submit_admitted
+from leasehold.time import ticker
+from leasehold.workflows import parse_workflow, start_workflow
+from leasehold.workflows.progress import step_job_id
 
 # The whole state machine is one pytest test: under a loaded CI machine it can pass the
 # suite's per-test timeout, which would fail it for time alone.
@@ -51,6 +65,12 @@ pytestmark = pytest.mark.timeout(1200)
 
 MAX_ATTEMPTS = 4
 LEASE_S = 30.0
+TENANTS = ("acme", "zeta")
+LIMITS = Limits(rate=1000, burst=1000, max_live=4)
+WRITES = "|".join(f"dynamodb.{op}" for op in (
+    "PutItem", "UpdateItem", "TransactWriteItems", "DeleteItem"))
+#: What a caller sees when a write fails past botocore's retries (and what it does: retry).
+FAILED = (ClientError, LeaseholdError, BatchProcessingError)
 
 
 class Lifecycle(RuleBasedStateMachine):
@@ -62,10 +82,13 @@ class Lifecycle(RuleBasedStateMachine):
         settings_ = Settings(
             jobs_table=f"{prefix}-jobs", schedules_table=f"{prefix}-sch",
             tenants_table=f"{prefix}-ten", coordination_table=f"{prefix}-co",
+            workflows_table=f"{prefix}-wf",
             queue_prefix=prefix, shards=2, lease_seconds=LEASE_S, handoff_seconds=120,
             skew_grace_seconds=2, max_crash_recoveries=3,
         )
-        clients = Clients(settings_)
+        # Faults on every client (throttles retried at once: same path, no real backoff).
+        self.injector = FaultInjector([], seed=0, throttle_delay=0)
+        clients = Clients(settings_, faults=self.injector)
         create_all(clients, settings_)
         self.clock = FakeClock()
         registry = TaskRegistry()
@@ -79,6 +102,11 @@ class Lifecycle(RuleBasedStateMachine):
                 raise RuntimeError(f"planned failure {ctx.attempt}")
             return ctx.attempt
 
+        # Retries beyond the SQS delay limit: SCHEDULED, promoted by the ticker.
+        registry.task("slow", retry=RetryPolicy(min_backoff_seconds=1000,
+                                                 max_backoff_seconds=1100),
+                      max_attempts=MAX_ATTEMPTS)(work)
+
         self.app = compose(settings_, clock=self.clock, registry=registry,
                                            clients=clients, rng=random.Random(0))
         self.succeeded: Counter[str] = Counter()
@@ -87,6 +115,8 @@ class Lifecycle(RuleBasedStateMachine):
         self.latest: dict[str, Job] = {}
         self.app.store.observers.append(self._observe)  # type: ignore[attr-defined]
         self.jobs: list[str] = []
+        self.keys = itertools.count()  # idempotency keys: job ids the same on every replay
+        self.manual_retries: Counter[str] = Counter()
         self.seen_bodies: list[str] = []
         self.zombies: list[tuple[Job, str]] = []
         self.url = self.app.queues.url("default", "normal")
@@ -111,22 +141,97 @@ class Lifecycle(RuleBasedStateMachine):
         for failures in fail_first:
             self.submit_job(failures, lose_send=False)
 
-    @rule(fail_first=st.integers(0, MAX_ATTEMPTS + 1), lose_send=st.booleans())
-    def submit_job(self, fail_first: int, lose_send: bool) -> None:
+    @rule(fail_first=st.integers(0, MAX_ATTEMPTS + 1), lose_send=st.booleans(),
+          task=st.sampled_from(["work", "work", "slow"]),
+          tenant=st.sampled_from((None, *TENANTS)))
+    def submit_job(self, fail_first: int, lose_send: bool, task: str = "work",
+                   tenant: str | None = None) -> None:
+        """A library submission, or (with a tenant) an API one that takes a live slot. A
+        caller whose submission failed retries it with its idempotency key."""
+        spec = JobSpec(task=task, payload={"fail_first": fail_first},
+                       idempotency_key=f"k{next(self.keys)}", tenant=tenant or "default")
+        original = self.app.queues.send
         if lose_send:  # the row is written, the SQS send fails: the outbox case
-            original = self.app.queues.send
-
             def broken(*args: Any, **kwargs: Any) -> None:
                 raise ClientError({"Error": {"Code": "InternalError", "Message": "x"}}, "Send")
 
             self.app.queues.send = broken  # type: ignore[method-assign]
-            try:
-                job = submit(self.app, JobSpec(task="work", payload={"fail_first": fail_first}))
-            finally:
-                self.app.queues.send = original  # type: ignore[method-assign]
-        else:
-            job = submit(self.app, JobSpec(task="work", payload={"fail_first": fail_first})).job
-        self.jobs.append(job.job.job_id if hasattr(job, "job") else job.job_id)
+        try:
+            for _ in range(3):
+                try:
+                    if tenant is None:
+                        job = submit(self.app, spec).job
+                    else:
+                        job = submit_admitted(self.app, spec, "default", LIMITS).job
+                    break
+                except RateLimited:
+                    return  # 429: over the tenant's cap, nothing written
+                except FAILED:
+                    event("a submission failed: the caller retries with its key")
+            else:
+                return
+        finally:
+            self.app.queues.send = original  # type: ignore[method-assign]
+        if job.job_id not in self.jobs:
+            self.jobs.append(job.job_id)
+
+    @rule(data=st.data())
+    def start_a_workflow(self, data: st.DataObject) -> None:
+        """Two steps, b after a: b is WAITING until a succeeds (or is cancelled with it)."""
+        fail_first = data.draw(st.integers(0, MAX_ATTEMPTS + 1))
+        spec = parse_workflow({"idempotency_key": f"w{next(self.keys)}", "steps": [
+            {"id": "a", "task": "work", "payload": {"fail_first": fail_first}},
+            {"id": "b", "task": "work", "payload": {"fail_first": 0}, "depends_on": ["a"]},
+        ]}, tenant="default")
+        try:
+            started = start_workflow(self.app, spec)
+        except FAILED:
+            return  # the repair pass finishes a half-started workflow, or nothing was written
+        for step in ("a", "b"):
+            job_id = step_job_id(started.workflow.workflow_id, step)
+            if job_id in self.latest and job_id not in self.jobs:
+                self.jobs.append(job_id)
+
+    @precondition(lambda self: self.jobs)
+    @rule(data=st.data())
+    def cancel_a_job(self, data: st.DataObject) -> None:
+        job_id = data.draw(st.sampled_from(self.jobs))
+        try:
+            control.cancel(self.app, job_id)
+        except FAILED:
+            event("cancel refused or failed")
+
+    @precondition(lambda self: any(j.state in (JobState.DEAD, JobState.CANCELLED)
+                                   for j in self.latest.values()))
+    @rule(data=st.data())
+    def retry_a_finished_job(self, data: st.DataObject) -> None:
+        job_id = data.draw(st.sampled_from(sorted(
+            j.job_id for j in self.latest.values()
+            if j.state in (JobState.DEAD, JobState.CANCELLED))))
+        try:
+            control.retry(self.app, job_id)
+        except FAILED:
+            return
+        self.manual_retries[job_id] += 1
+
+    @rule(lose=st.sampled_from([0.0, 0.0, 0.2, 0.5]), throttle=st.sampled_from([0.0, 0.2]))
+    def weather(self, lose: float, throttle: float) -> None:
+        """From now on, each DynamoDB write may land and lose its response (botocore retries
+        it), or be throttled first."""
+        self.injector.faults[:] = [
+            Fault(target=WRITES, kind="lose", rate=lose, times=None),
+            Fault(target=WRITES, kind="throttle", rate=throttle, times=None)]
+
+    @rule()
+    def next_write_fails_past_its_retries(self) -> None:
+        self.injector.faults.append(Fault(target=WRITES, kind="fail", times=1))
+
+    @rule()
+    def tick(self) -> None:
+        try:
+            ticker.promote_due(self.app)
+        except FAILED:
+            event("tick failed")
 
     @rule(crashes=st.lists(st.booleans(), min_size=1, max_size=5))
     def deliver(self, crashes: list[bool]) -> None:
@@ -138,7 +243,10 @@ class Lifecycle(RuleBasedStateMachine):
         for message in batch:
             if message not in healthy:
                 self._crash_after_lease(message)
-        consume(Worker(self.app), healthy)
+        try:
+            consume(Worker(self.app), healthy)
+        except FAILED:
+            event("a batch failed")  # Lambda retries it once its messages show again
 
     def _crash_after_lease(self, message: Received) -> None:
         body = json.loads(message.body)
@@ -148,7 +256,7 @@ class Lifecycle(RuleBasedStateMachine):
             job = self.app.store.lease(body["job_id"], body["epoch"], owner=owner,
                                        expires_at=now + int(LEASE_S * 1000), now=now,
                                        actor="crashed")
-        except LeaseholdError:
+        except FAILED:
             return
         self.zombies.append((job, owner))
 
@@ -156,7 +264,10 @@ class Lifecycle(RuleBasedStateMachine):
     @rule(data=st.data())
     def duplicate_delivery(self, data: st.DataObject) -> None:
         body = data.draw(st.sampled_from(self.seen_bodies))
-        Worker(self.app).process(Delivery(body))
+        try:
+            Worker(self.app).process(Delivery(body))
+        except FAILED:
+            event("a duplicate delivery failed")
 
     def _superseded(self) -> list[tuple[Job, str]]:
         return [(job, owner) for job, owner in self.zombies
@@ -175,6 +286,8 @@ class Lifecycle(RuleBasedStateMachine):
                 job, Change(target=JobState.SUCCEEDED, actor="zombie", owner=owner,
                             unless_cancel_requested=True,
                             set={"result": '"zombie"', "finished_at": now}), now=now)
+        except ClientError:
+            return
         except LeaseholdError:
             event("zombie finish refused" if self.grants[job.job_id][-1] != job.epoch
                   else "late finish refused (job moved on)")
@@ -193,7 +306,7 @@ class Lifecycle(RuleBasedStateMachine):
             self.app.store.update_running(
                 job, owner=owner, set={"lease_expires_at": self.app.now() + 30_000},
                 conflict=LeaseLost)
-        except LeaseLost:
+        except (LeaseLost, ClientError):
             event("zombie heartbeat refused")
             return
         event("heartbeat accepted")
@@ -201,14 +314,20 @@ class Lifecycle(RuleBasedStateMachine):
 
     @rule()
     def sweep(self) -> None:
-        sweeper.sweep(self.app)
+        self._sweep()
+
+    def _sweep(self) -> None:
+        try:
+            sweeper.sweep(self.app)
+        except FAILED:
+            event("a sweep failed")  # the next one picks up where it stopped
 
     @rule()
     def leases_expire_and_the_sweeper_runs(self) -> None:
         self.clock.advance(LEASE_S + self.app.settings.skew_grace_seconds + 1)
-        sweeper.sweep(self.app)
+        self._sweep()
 
-    @rule(seconds=st.sampled_from([1, 5, 20, 40, 130]))
+    @rule(seconds=st.sampled_from([1, 5, 20, 40, 130, 1100]))
     def advance_clock(self, seconds: int) -> None:
         self.clock.advance(seconds)
 
@@ -221,6 +340,20 @@ class Lifecycle(RuleBasedStateMachine):
             assert epochs == sorted(set(epochs)), epochs  # each grant at a newer epoch
 
     @invariant()
+    def every_tenant_counts_exactly_its_live_jobs(self) -> None:
+        for tenant in TENANTS:
+            live = sum(1 for job in self.latest.values()
+                       if job.tenant == tenant and job.extra.get(COUNTED) and job.state.live)
+            assert self._tenant(tenant).get("live", 0) == live, (tenant, live)
+
+    def _tenant(self, tenant: str) -> dict[str, int]:
+        item = self.app.clients.dynamodb.get_item(
+            TableName=self.app.settings.tenants_table, Key={"tenant": {"S": tenant}},
+            ConsistentRead=True).get("Item", {})
+        return {k: int(float(v["N"])) for k, v in item.items()
+                if "N" in v and k != "tokens"}
+
+    @invariant()
     def no_job_is_lost_and_attempts_stay_in_bounds(self) -> None:
         assert set(self.latest) == set(self.jobs)
         for job in self.latest.values():
@@ -228,17 +361,23 @@ class Lifecycle(RuleBasedStateMachine):
 
     def _check(self, job: Job) -> None:
         assert job.attempt <= job.max_attempts
+        # Each run is an attempt: a job runs at most its attempts, per manual retry.
+        assert self.runs[job.job_id] <= job.max_attempts * (1 + self.manual_retries[job.job_id])
         if job.state in (JobState.QUEUED, JobState.RUNNING):
             # In the leases index: the sweeper will find it if its message is lost.
             assert job.lease_expires_at is not None
+        elif job.state is JobState.SCHEDULED:
+            assert job.run_at > 0  # in the due index: the ticker will promote it
         else:
-            assert job.state.terminal, job.state
+            assert job.state.terminal or job.state is JobState.WAITING, job.state
 
     def _drain(self) -> None:
-        for _ in range(40):
-            if all(job.state.terminal for job in self.latest.values()):
+        self.injector.faults.clear()  # the weather clears; everything must settle
+        for _ in range(60):
+            if all(job.state.terminal for job in self.app.store.batch_get(self.jobs)):
                 break
             self.clock.advance(max(LEASE_S, self.app.settings.handoff_seconds) + 5)
+            ticker.promote_due(self.app)
             sweeper.sweep(self.app)
             while batch := self.app.queues.receive(self.url, max_messages=10):
                 consume(Worker(self.app), batch)
@@ -253,10 +392,18 @@ class Lifecycle(RuleBasedStateMachine):
                 assert self.succeeded[job.job_id] == 1
             assert job.attempt <= job.max_attempts
         self.nothing_succeeds_twice_and_leases_are_fenced()
+        for tenant in TENANTS:  # no slot leaked, every outcome counted once
+            counted = [j for j in jobs if j.tenant == tenant and j.extra.get(COUNTED)]
+            counters = self._tenant(tenant)
+            assert counters.get("live", 0) == 0
+            for state in (JobState.SUCCEEDED, JobState.DEAD, JobState.CANCELLED):
+                assert counters.get(f"count_{state.value}", 0) == \
+                    sum(1 for j in counted if j.state is state), (tenant, state, counters)
 
 
 TestLifecycle = Lifecycle.TestCase
 TestLifecycle.settings = settings(
-    max_examples=30, stateful_step_count=25, deadline=None,
+    max_examples=int(os.environ.get("LEASEHOLD_SOAK_EXAMPLES", "20")),
+    stateful_step_count=int(os.environ.get("LEASEHOLD_SOAK_STEPS", "25")), deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
 )

@@ -39,6 +39,8 @@ from leasehold.errors import ValidationError
 log = logging.getLogger(__name__)
 
 KINDS = ("lose", "lose-raise", "throttle", "fail", "crash")
+#: Marks the refusals this module makes up (never sent on the wire).
+FAULT_HEADER = "x-leasehold-injected-fault"
 #: Exit status of a process killed by a ``crash`` fault (the supervisor restarts it).
 CRASH_EXIT_STATUS = 75
 
@@ -103,9 +105,12 @@ class FaultInjector:
     """Injects :class:`Fault` s into the clients it is installed on; counts what it did."""
 
     def __init__(self, faults: list[Fault], *, seed: int | None = None,
-                 exit_on_crash: bool = False) -> None:
+                 exit_on_crash: bool = False, throttle_delay: float | None = None) -> None:
         self.faults = list(faults)
         self.exit_on_crash = exit_on_crash
+        #: Seconds botocore waits before retrying an injected throttle (None: its own backoff,
+        #: as on AWS; 0 keeps long randomised test runs fast and deterministic).
+        self.throttle_delay = throttle_delay
         self.injected: Counter[tuple[str, str]] = Counter()
         self._uses: dict[int, int] = {}  # per fault (by identity): calls it hit
         #: After a crash the process is dead: in-process, every later call dies too, so no
@@ -162,15 +167,18 @@ class FaultInjector:
         request.url = "https://fault-injected.invalid/"
         code = "ThrottlingException" if fault.kind == "throttle" else "InjectedFailure"
         body = {"__type": code, "message": f"injected {fault.kind} on {operation}"}
-        return AWSResponse(request.url, 400, HTTPHeaders(), _Body(json.dumps(body).encode()))
+        headers = HTTPHeaders()
+        headers[FAULT_HEADER] = fault.kind
+        return AWSResponse(request.url, 400, headers, _Body(json.dumps(body).encode()))
 
     def _needs_retry(self, response: Any, request_dict: Mapping[str, Any], event_name: str,
-                     caught_exception: Any = None, **_: Any) -> int | None:
+                     caught_exception: Any = None, **_: Any) -> float | None:
         if caught_exception is not None or response is None:
             return None
         http_response, _parsed = response
         if http_response.status_code >= 300:
-            return None
+            injected = http_response.headers.get(FAULT_HEADER)
+            return self.throttle_delay if injected == "throttle" else None
         if self._hit(("lose",), _operation(event_name), request_dict.get("body")) is None:
             return None
         return 0  # retry at once: the write landed, the caller never saw that it did

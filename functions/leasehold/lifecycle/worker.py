@@ -238,7 +238,7 @@ class Worker:
                     raise
                 log.warning("recording the outcome of %s failed (try %d); trying again",
                             job.job_id, tries, exc_info=True)
-                time.sleep(0.1 * 2 ** tries)
+                self.app.clock.sleep(0.1 * 2 ** tries)
         raise AssertionError("unreachable")
 
     def _finish(self, job: Job, owner: str, attempt: _Attempt, now: int) -> Outcome:
