@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 PYTEST_WORKERS ?= 2
 
-.PHONY: dev test lint typecheck unit bench bench-quick synth clean
+.PHONY: dev test lint typecheck unit soak bench bench-quick synth clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Leasehold needs Python 3.11+"'
@@ -31,6 +31,14 @@ typecheck: $(STAMP)
 
 unit: $(STAMP)
 	$(PY) -m pytest -q tests/unit
+
+# The fault-injecting state machine with a larger budget than `make test` gives it
+# (SOAK_EXAMPLES examples of SOAK_STEPS steps; about 15 s per example on 2 cores).
+SOAK_EXAMPLES ?= 200
+SOAK_STEPS ?= 40
+soak: $(STAMP)
+	LEASEHOLD_SOAK_EXAMPLES=$(SOAK_EXAMPLES) LEASEHOLD_SOAK_STEPS=$(SOAK_STEPS) \
+		$(PY) -m pytest -p no:cacheprovider -q -o timeout=0 tests/integration/test_stateful.py
 
 clean:
 	rm -rf $(VENV) cdk.out .pytest_cache .mypy_cache .ruff_cache .hypothesis
