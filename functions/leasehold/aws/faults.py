@@ -140,6 +140,7 @@ class FaultInjector:
                     continue
                 self._uses[id(fault)] = self._uses.get(id(fault), 0) + 1
                 self.injected[(operation, fault.kind)] += 1
+                log.warning("injected fault: %s on %s", fault.kind, operation)
                 return fault
         return None
 
