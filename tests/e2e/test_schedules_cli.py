@@ -97,4 +97,4 @@ def test_trigger_runs_the_job_now_and_jobs_lists_it(runtime: Runtime, cli: Cli) 
 def test_a_bad_expression_is_refused_naming_the_field(cli: Cli) -> None:
     refused = cli("create", "--cron", "every tuesday", "--task", "echo")
     assert refused.code == 1
-    assert "400" in refused.err and "cron" in refused.err
+    assert "422" in refused.err and "cron" in refused.err
