@@ -75,7 +75,7 @@ def test_create_list_preview_pause_and_delete_a_schedule(cli: Cli) -> None:
     assert cli("resume", schedule_id).json()["state"] == "ACTIVE"
 
     deleted = cli("delete", schedule_id, json_out=False)
-    assert (deleted.code, deleted.out.strip()) == (0, "deleted"), deleted.err
+    assert (deleted.code, deleted.out.strip()) == (0, f"deleted {schedule_id}"), deleted.err
     gone = cli("get", schedule_id)
     assert gone.code == 1 and "404" in gone.err
     assert schedule_id not in listed(cli)
