@@ -111,3 +111,10 @@ def test_output_into_a_closed_pipe_ends_quietly(tmp_path: Path) -> None:
     err = process.stderr.read().decode()
     assert process.wait(30) == 141
     assert "BrokenPipeError" not in err and "Traceback" not in err, err
+
+
+def test_the_tail_marker_source_matches_the_runtime() -> None:
+    from leasehold.cli.events import RUNTIME_SOURCE
+    from leasehold.events.publishing import RUNTIME_SOURCE as WRITTEN
+
+    assert RUNTIME_SOURCE == WRITTEN

@@ -15,7 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from leasehold.cli.parsing import command, group
-from leasehold.events.publishing import RUNTIME_SOURCE, tail
+
+#: ``leasehold.events.publishing.RUNTIME_SOURCE``, spelt here so that every `leasehold`
+#: command does not import boto3 (a quarter of a second) to parse its arguments.
+RUNTIME_SOURCE = "leasehold.dev"
 
 DEFAULT_LOG = str(Path(os.environ.get("LEASEHOLD_STATE_DIR", ".leasehold")) / "events.jsonl")
 
@@ -69,6 +72,8 @@ def _line(args: argparse.Namespace, event: dict[str, Any]) -> str:
 def backlog(args: argparse.Namespace, path: Path) -> tuple[list[dict[str, Any]], int]:
     """The events to print first (the current run's, or all with --all; the last -n of them)
     and the byte offset to follow from."""
+    from leasehold.events.publishing import tail
+
     shown: deque[dict[str, Any]] = deque(maxlen=max(0, args.lines) or None)
     earlier = False
     size = path.stat().st_size
@@ -86,6 +91,8 @@ def backlog(args: argparse.Namespace, path: Path) -> tuple[list[dict[str, Any]],
 
 
 def run_tail(args: argparse.Namespace) -> int:
+    from leasehold.events.publishing import tail
+
     path = Path(args.log)
     first: list[dict[str, Any]] = []
     start = 0

@@ -92,6 +92,14 @@ def more(page: dict[str, Any]) -> str:
     return f"\n\nmore: --cursor {cursor}" if cursor else ""
 
 
+def tree(workflow: dict[str, Any]) -> str:
+    """A workflow's graph as text. Imported when drawn: ``leasehold.workflows`` brings boto3,
+    which every command would otherwise load just to parse its arguments."""
+    from leasehold.workflows.tree import render
+
+    return render(workflow)
+
+
 def emit(args: argparse.Namespace, data: Any, text: str) -> None:
     print(json.dumps(data, indent=2) if args.json else text)
 

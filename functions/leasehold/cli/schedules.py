@@ -19,9 +19,9 @@ from leasehold.cli.output import (
     short,
     show_job,
     table,
+    tree,
 )
 from leasehold.cli.parsing import command, group
-from leasehold.workflows.tree import render
 
 ID = "01JABCDEF0123456789ABCDEFG"
 
@@ -171,7 +171,7 @@ def run(args: argparse.Namespace) -> int:
     elif args.action == "jobs":
         text = jobs_table(reply["jobs"]) + more(reply)
     elif args.action == "trigger":
-        text = render(reply) if "workflow_id" in reply else show_job(reply)
+        text = tree(reply) if "workflow_id" in reply else show_job(reply)
     else:
         text = show(reply)
     emit(args, reply, text)

@@ -8,9 +8,8 @@ from typing import Any
 
 from leasehold.cli.client import ApiError, Client
 from leasehold.cli.inputs import read_file
-from leasehold.cli.output import UsageError, emit, fail
+from leasehold.cli.output import UsageError, emit, fail, tree
 from leasehold.cli.parsing import command, group
-from leasehold.workflows.tree import render
 
 TERMINAL = {"SUCCEEDED", "FAILED", "CANCELLED"}
 ID = "01JABCDEF0123456789ABCDEFG"
@@ -76,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
             reply = _follow(client, args, reply)
     except (ApiError, UsageError) as exc:
         return fail(exc)
-    emit(args, reply, render(reply))
+    emit(args, reply, tree(reply))
     # --wait is for scripts: the exit status says whether the workflow succeeded.
     return 1 if getattr(args, "wait", False) and reply["state"] != "SUCCEEDED" else 0
 
@@ -85,7 +84,7 @@ def _follow(client: Client, args: argparse.Namespace, reply: Any) -> Any:
     """Poll until the workflow finishes, redrawing the tree when it changes (text mode)."""
     shown = ""
     while reply["state"] not in TERMINAL:
-        text = render(reply)
+        text = tree(reply)
         if text != shown and not args.json:
             print(text + "\n", flush=True)
             shown = text
