@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -43,7 +44,7 @@ def test_state_survives_a_restart_and_fresh_starts_empty(tmp_path: Path) -> None
         assert first.stop() == 0, "".join(first.output[-20:])
     assert any(line.startswith("Saved ") for line in first.output), first.output[-5:]
 
-    second = start_runtime("--workers", "1", env=env)
+    second = start_runtime("--workers", "1", "--save-seconds", "0.5", env=env)
     try:
         assert "item(s) loaded" in banner(second, "state")
         assert second.job(done)["state"] == "SUCCEEDED"
@@ -68,14 +69,23 @@ def test_state_survives_a_restart_and_fresh_starts_empty(tmp_path: Path) -> None
         assert tail(log, "--all", "--task", "fail", "-n", "100").stdout.count(dead) >= 3
         assert tail(log, "--all", "--tenant", "nobody", "-n", "100").stdout.count("Job ") == 0
         assert len(tail(log, "--all", "-n", "2").stdout.splitlines()) == 2
+
+        # Killed, not stopped: what the last autosave held survives.
+        survivor = second.submit({"task": "echo", "payload": "killed"})["job_id"]
+        second.wait_for([survivor])
+        saved = state / "state.json"
+        deadline = time.monotonic() + 10
+        while survivor not in saved.read_text() and time.monotonic() < deadline:
+            time.sleep(0.2)
     finally:
-        assert second.stop() == 0, "".join(second.output[-20:])
+        second.process.kill()  # SIGKILL: no drain, no final save
+        second.process.wait(30)
 
     fresh = start_runtime("--workers", "1", "--fresh", env=env)
     try:
         assert "started empty" in banner(fresh, "state")
         assert fresh.call("GET", "/jobs").body["jobs"] == []
-        assert (state / "state.json.old").exists()
+        assert survivor in (state / "state.json.old").read_text()  # autosaved, moved aside
     finally:
         assert fresh.stop() == 0
 

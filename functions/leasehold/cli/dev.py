@@ -47,6 +47,9 @@ def register(subparsers: Any) -> None:
                           "e.g. --state-dir /tmp/lh")
     dev.add_argument("--fresh", action="store_true",
                      help="start empty: move the saved state and event log aside (*.old)")
+    dev.add_argument("--save-seconds", type=float, default=60.0,
+                     help="also save the state this often while running, so a killed runtime "
+                          "loses at most this much (0: only on stop), e.g. --save-seconds 10")
     dev.add_argument("--in-memory", action="store_true",
                      help="keep nothing: neither load nor save the state (benchmarks, demos)")
     dev.add_argument("--lease-seconds", type=float, default=30.0,
@@ -112,7 +115,8 @@ def run_dev(args: argparse.Namespace) -> int:
         heartbeat_seconds=args.heartbeat_seconds, drain_seconds=args.drain_seconds,
         leader_lease_seconds=args.leader_lease_seconds,
         event_log=args.event_log or str(Path(args.state_dir) / "events.jsonl"),
-        state_dir=None if args.in_memory else args.state_dir, fresh=args.fresh)
+        state_dir=None if args.in_memory else args.state_dir, fresh=args.fresh,
+        save_seconds=args.save_seconds)
     if args.lookahead_seconds is not None:
         options.lookahead_seconds = args.lookahead_seconds
     runtime = Runtime(options)

@@ -73,6 +73,9 @@ class RuntimeOptions:
     state_dir: str | None = ".leasehold"
     #: Start empty: the saved state and event log are moved aside (``*.old``), not deleted.
     fresh: bool = False
+    #: Also save this often while running, so a runtime that is killed (not stopped) loses
+    #: at most this much; 0 saves only on stop.
+    save_seconds: float = 60.0
     #: Extra environment for the workers and the API (limits, test knobs).
     env: dict[str, str] = field(default_factory=dict)
 
@@ -132,6 +135,7 @@ class Runtime:
         self.app: Leasehold | None = None
         self.lease: AnnouncedLease | None = None
         self.loaded = 0
+        self._saving = threading.Lock()
 
     # -- start ----------------------------------------------------------------------------
 
@@ -175,6 +179,8 @@ class Runtime:
                 self.children.append(_Child(pool, self._spawn(pool)))
         self._thread(self._supervise, "supervisor")
         self._thread(self._sweep, "sweeper")
+        if self._state() is not None and opts.save_seconds > 0:
+            self._thread(self._autosave, "autosave")
         self.lease = AnnouncedLease(self.app, lease_seconds=opts.leader_lease_seconds,
                                     out=self.out)
         self._thread(self._tick, "ticker")
@@ -201,19 +207,24 @@ class Runtime:
         assert self.app is not None
         return state.load(self.app, directory)
 
-    def _save_state(self) -> None:
+    def _save_state(self, *, quiet: bool = False) -> None:
         directory = self._state()
         if directory is None or self.app is None:
             return
-        try:
-            count = state.save(self.app, directory)
-        except Exception:
-            log.exception("could not save the local state")
-            print(f"Could not save the state to {directory}: it is lost.", file=self.out,
-                  flush=True)
-            return
-        print(f"Saved {count} item(s) to {directory / state.STATE_FILE}; `leasehold dev` "
-              "loads them next time (--fresh starts empty).", file=self.out, flush=True)
+        with self._saving:  # the autosave and the final save never write the file together
+            try:
+                count = state.save(self.app, directory)
+            except Exception:
+                log.exception("could not save the local state")
+                print(f"Could not save the state to {directory}.", file=self.out, flush=True)
+                return
+        if not quiet:
+            print(f"Saved {count} item(s) to {directory / state.STATE_FILE}; `leasehold dev` "
+                  "loads them next time (--fresh starts empty).", file=self.out, flush=True)
+
+    def _autosave(self) -> None:
+        while not self.stopping.wait(self.options.save_seconds):
+            self._save_state(quiet=True)
 
     def _thread(self, target: Any, name: str) -> None:
         thread = threading.Thread(target=target, name=name, daemon=True)
@@ -263,7 +274,9 @@ class Runtime:
     def _state_line(self) -> str:
         directory = self._state()
         if directory is not None:
-            kept = f"{directory / state.STATE_FILE}: saved when you stop, loaded at start"
+            every = self.options.save_seconds
+            kept = (f"{directory / state.STATE_FILE}: saved when you stop"
+                    + (f" (and every {every:g}s)" if every > 0 else "") + ", loaded at start")
             loaded = f"{self.loaded} item(s) loaded" if self.loaded else "started empty"
             return f"{kept} ({loaded}; --fresh starts empty)"
         if self.emulator is not None:
