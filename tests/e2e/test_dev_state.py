@@ -95,3 +95,15 @@ def test_events_tail_says_when_its_log_is_missing(tmp_path: Path) -> None:
     assert missing.returncode == 1
     assert missing.stderr.startswith(f"error: no event log at {tmp_path / 'nothing.jsonl'}")
     assert "leasehold dev" in missing.stderr and "Traceback" not in missing.stderr
+
+
+def test_an_unreadable_state_is_refused_and_left_as_it_was(tmp_path: Path) -> None:
+    saved = tmp_path / "state.json"
+    saved.write_text('{"version": 0}')
+    done = subprocess.run([sys.executable, "-m", "leasehold.cli", "dev", "--port", "0",
+                           "--state-dir", str(tmp_path)], cwd=ROOT, capture_output=True,
+                          text=True, timeout=60, check=False)
+    assert done.returncode == 1
+    assert f"{saved} was not written by this version" in done.stderr
+    assert "--fresh" in done.stderr
+    assert saved.read_text() == '{"version": 0}'  # not overwritten by the empty tables

@@ -27,3 +27,4 @@ def test_the_banner_names_the_state_file(tmp_path: Path) -> None:
 def test_another_endpoint_keeps_its_own_data() -> None:
     said = line(False, endpoint="http://localhost:4566")
     assert said == "kept by http://localhost:4566"
+

@@ -136,6 +136,9 @@ class Runtime:
         self.lease: AnnouncedLease | None = None
         self.loaded = 0
         self._saving = threading.Lock()
+        #: Set once the saved state is loaded: a runtime whose load failed must not write its
+        #: empty tables over the file it could not read.
+        self._may_save = False
 
     # -- start ----------------------------------------------------------------------------
 
@@ -168,6 +171,7 @@ class Runtime:
         if self.emulator is not None or os.environ.get("LEASEHOLD_PROVISION"):
             provision.create_all(self.app.clients, settings)
         self.loaded = self._load_state(event_bus)
+        self._may_save = True
         if event_bus.startswith(FILE_PREFIX):
             # A line that says a new run began: `events tail` shows what came before it as
             # an earlier run's, never as live.
@@ -209,7 +213,7 @@ class Runtime:
 
     def _save_state(self, *, quiet: bool = False) -> None:
         directory = self._state()
-        if directory is None or self.app is None:
+        if directory is None or self.app is None or not self._may_save:
             return
         with self._saving:  # the autosave and the final save never write the file together
             try:
