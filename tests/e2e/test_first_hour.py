@@ -189,6 +189,15 @@ def test_cancel_of_a_running_job_says_the_cancel_was_requested(
     assert final["state"] == "CANCELLED"
 
 
+def test_a_run_at_in_the_past_is_run_now_and_the_cli_says_so(
+        readme_runtime: Runtime, capsys: pytest.CaptureFixture[str]) -> None:
+    _, out = cli(readme_runtime, capsys, "submit", "echo", '"late"', "--run-at",
+                 "2020-01-01T00:00:00Z", "--wait")
+    assert "SUCCEEDED" in out
+    assert ("warning       run_at 2020-01-01T00:00:00.000Z is in the past; the job runs now"
+            in out.splitlines())
+
+
 def test_workers_triggers_and_schedules_print_tables(
         readme_runtime: Runtime, capsys: pytest.CaptureFixture[str]) -> None:
     _, out = cli(readme_runtime, capsys, "workers")
