@@ -131,7 +131,9 @@ def test_the_readmes_shell_examples_run_as_written(readme_runtime: Runtime,
     runtime = readme_runtime
     port = runtime.url.rsplit(":", 1)[1]
     cli = f"{shlex.quote(sys.executable)} -m leasehold.cli"
-    env = {**os.environ, "LEASEHOLD_URL": runtime.url}
+    # `events tail` reads the log where `leasehold dev` runs; this runtime keeps it elsewhere.
+    log = next(x for x in runtime.output if x.strip().startswith("events:")).split()[1]
+    env = {**os.environ, "LEASEHOLD_URL": runtime.url, "LEASEHOLD_EVENT_LOG": log}
     commands = examples((ROOT / "README.md").read_text())
     ran = 0
     for command in commands:
@@ -153,6 +155,7 @@ def test_the_readmes_shell_examples_run_as_written(readme_runtime: Runtime,
     schedules = runtime.call("GET", "/schedules?limit=50").body["schedules"]
     assert {s.get("task") for s in schedules} >= {"report", "ping"}
     assert runtime.call("GET", "/workflows?state=SUCCEEDED").body["workflows"]
+    assert runtime.call("GET", "/triggers").body["triggers"]
 
 
 def test_every_skipped_line_is_one_the_readme_still_has() -> None:
