@@ -10,7 +10,13 @@ import json
 import sys
 from typing import Any
 
-from leasehold.cli.output import UsageError
+
+class UsageError(Exception):
+    """An argument the CLI cannot use; the message names it."""
+
+    def __init__(self, argument: str, message: str) -> None:
+        self.argument = argument
+        super().__init__(f"{argument}: {message}")
 
 
 def read_file(argument: str, path: str) -> Any:

@@ -8,9 +8,8 @@ import time
 from typing import Any
 
 from leasehold.cli.client import ApiError, Client
-from leasehold.cli.inputs import read_json
+from leasehold.cli.inputs import UsageError, read_json
 from leasehold.cli.output import (
-    UsageError,
     emit,
     fail,
     jobs_table,

@@ -9,14 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from leasehold.cli.client import ApiError
-
-
-class UsageError(Exception):
-    """An argument the CLI cannot use; the message names it."""
-
-    def __init__(self, argument: str, message: str) -> None:
-        self.argument = argument
-        super().__init__(f"{argument}: {message}")
+from leasehold.cli.inputs import UsageError
 
 
 def table(rows: Sequence[Sequence[Any]], headers: Sequence[str]) -> str:

@@ -8,9 +8,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from leasehold.cli.client import ApiError, Client
-from leasehold.cli.inputs import read_file, read_json
+from leasehold.cli.inputs import UsageError, read_file, read_json
 from leasehold.cli.output import (
-    UsageError,
     emit,
     fail,
     fields,

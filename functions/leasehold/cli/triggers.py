@@ -7,8 +7,8 @@ import json
 from typing import Any
 
 from leasehold.cli.client import ApiError, Client
-from leasehold.cli.inputs import read_json
-from leasehold.cli.output import UsageError, emit, fail, fields, short, table
+from leasehold.cli.inputs import UsageError, read_json
+from leasehold.cli.output import emit, fail, fields, short, table
 from leasehold.cli.parsing import command, group
 
 

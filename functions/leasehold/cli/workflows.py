@@ -7,8 +7,8 @@ import time
 from typing import Any
 
 from leasehold.cli.client import ApiError, Client
-from leasehold.cli.inputs import read_file
-from leasehold.cli.output import UsageError, emit, fail, tree
+from leasehold.cli.inputs import UsageError, read_file
+from leasehold.cli.output import emit, fail, tree
 from leasehold.cli.parsing import command, group
 
 TERMINAL = {"SUCCEEDED", "FAILED", "CANCELLED"}
