@@ -111,8 +111,10 @@ class JobOut(BaseModel):
 
 
 class SubmittedJob(JobOut):
-    #: What the API did differently from what was asked (a run_at in the past runs now).
-    warnings: list[str] = Field(default_factory=list)
+    warnings: list[str] = Field(
+        default_factory=list,
+        description="what the API did differently from what was asked, e.g. a run_at in "
+                    "the past: the job runs now")
 
 
 class JobPage(BaseModel):
