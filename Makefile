@@ -5,6 +5,10 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 PYTEST_WORKERS ?= 2
+# `make dev PORT=9000 ARGS="--workers 4 --fresh"`: the API port and any other `leasehold dev`
+# options (`leasehold dev --help` lists them).
+PORT ?= 8080
+ARGS ?=
 
 .PHONY: dev test lint typecheck unit soak bench bench-quick synth clean
 
@@ -17,7 +21,7 @@ $(STAMP): pyproject.toml
 	@touch $(STAMP)
 
 dev: $(STAMP)
-	$(VENV)/bin/leasehold dev
+	$(VENV)/bin/leasehold dev --port $(PORT) $(ARGS)
 
 test: $(STAMP) lint typecheck
 	JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION=1 $(PY) -m pytest -n $(PYTEST_WORKERS) \

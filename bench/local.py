@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import urllib.error
@@ -86,7 +87,9 @@ def runtime(*, workers: int, concurrency: int = 4, batch_size: int = 10,
     process = subprocess.Popen(
         [sys.executable, "-m", "leasehold.cli", "dev", "--port", "0",
          "--workers", str(workers), "--concurrency", str(concurrency),
-         "--batch-size", str(batch_size), "--tasks", TASKS, "--drain-seconds", "5", *extra],
+         "--batch-size", str(batch_size), "--tasks", TASKS, "--drain-seconds", "5",
+         # A benchmark's jobs and events are not the developer's: kept nowhere, logged aside.
+         "--in-memory", "--state-dir", tempfile.mkdtemp(prefix="leasehold-bench-"), *extra],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         env=clean_env(**UNLIMITED))
     started = Runtime(process)

@@ -4,13 +4,36 @@ from __future__ import annotations
 
 from typing import Any
 
-from leasehold import JobContext, task
+from leasehold import JobContext, RetryPolicy, task
+from leasehold.core.spec import MAX_RESULT_BYTES
 
 
-@task("echo")
+# Its result is its payload, so its payload gets the result limit: a larger one is refused
+# at submit instead of failing the job after it ran.
+@task("echo", max_payload_bytes=MAX_RESULT_BYTES)
 def echo(payload: Any, ctx: JobContext) -> Any:
     """Returns its payload."""
     return payload
+
+
+@task("ping")
+def ping(payload: Any, ctx: JobContext) -> str:
+    """Answers ``pong``: the smallest job, for trying schedules."""
+    return "pong"
+
+
+@task("report", timeout_seconds=600)
+def report(payload: Any, ctx: JobContext) -> dict[str, Any]:
+    """Stands in for a nightly report: ``{"kind": "daily"}`` names which."""
+    return {"report": (payload or {}).get("kind", "daily"), "for": ctx.job_id}
+
+
+@task("send-email", max_attempts=5, timeout_seconds=30,
+      retry=RetryPolicy(min_backoff_seconds=2, max_backoff_seconds=600))
+def send_email(payload: Any, ctx: JobContext) -> dict[str, Any]:
+    """Stands in for sending ``{"to": ...}`` a message (it sends nothing). The idempotency key
+    is stable across attempts: a real sender passes it on so a retry never sends twice."""
+    return {"sent": True, "to": (payload or {}).get("to"), "key": ctx.idempotency_key}
 
 
 @task("sleep", timeout_seconds=3600)

@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import urllib.error
@@ -97,10 +98,14 @@ class Runtime:
 
 
 def start_runtime(*args: str, env: dict[str, str] | None = None) -> Runtime:
+    # Its state and event log go to a fresh temporary directory, never the repository's
+    # .leasehold/ (which is the developer's own `leasehold dev` state).
+    state = tempfile.mkdtemp(prefix="leasehold-e2e-")
     process = subprocess.Popen(
         [sys.executable, "-m", "leasehold.cli", "dev", "--port", "0", *FAST, *args],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        env={**os.environ, "LEASEHOLD_SKEW_GRACE_SECONDS": "1", **(env or {})})
+        env={**os.environ, "LEASEHOLD_SKEW_GRACE_SECONDS": "1", "LEASEHOLD_STATE_DIR": state,
+             **(env or {})})
     runtime = Runtime(process)
     assert process.stdout is not None
     deadline = time.monotonic() + 60

@@ -67,7 +67,7 @@ def test_a_workflow_schedule_round_trips_and_its_runs_name_it(
     assert patched.body["task"] == "ok"
 
 
-def test_an_invalid_workflow_schedule_is_a_400_naming_the_field(api: ApiClient) -> None:
+def test_an_invalid_workflow_schedule_is_a_422_naming_the_field(api: ApiClient) -> None:
     for body, field in [
         ({"task": "ok", "workflow": {"steps": STEPS}}, "workflow"),
         ({"workflow": {"steps": [{"id": "a", "task": "ok", "depends_on": ["a"]}]}},
@@ -75,7 +75,7 @@ def test_an_invalid_workflow_schedule_is_a_400_naming_the_field(api: ApiClient) 
         ({"workflow": {"steps": [{"id": "a", "task": "missing"}]}}, "workflow.steps[0].task"),
     ]:
         reply = api.post("/schedules", {"cron": "@daily", **body}, tenant="acme")
-        assert (reply.status, reply.body["error"]["field"]) == (400, field), reply.body
+        assert (reply.status, reply.body["error"]["field"]) == (422, field), reply.body
     assert api.get("/schedules", tenant="acme").body["schedules"] == []
 
 

@@ -52,11 +52,11 @@ def test_schedule_lifecycle_over_the_api(api: ApiClient, clock: FakeClock) -> No
     ({"cron": "@daily", "timezone": "Moon/Base", "task": "report"}, "timezone"),
     ({"cron": "@daily", "task": "nope"}, "task"),
 ])
-def test_an_invalid_schedule_is_a_400_naming_the_field(
+def test_an_invalid_schedule_is_a_422_naming_the_field(
     api: ApiClient, body: dict[str, str], field: str
 ) -> None:
     reply = api.post("/schedules", body, tenant="acme")
-    assert reply.status == 400 and reply.body["error"]["field"] == field
+    assert reply.status == 422 and reply.body["error"]["field"] == field
 
 
 def test_a_posted_event_fires_matching_triggers(api: ApiClient) -> None:
@@ -71,4 +71,4 @@ def test_a_posted_event_fires_matching_triggers(api: ApiClient) -> None:
     assert api.post("/events", event, tenant="acme").body == first.body  # redelivery
     assert api.post("/events", {**event, "source": "crm"}, tenant="acme").body["job_ids"] == []
     bad = api.post("/triggers", {"pattern": {"source": "shop"}, "task": "report"}, tenant="acme")
-    assert bad.status == 400 and bad.body["error"]["field"] == "pattern"
+    assert bad.status == 422 and bad.body["error"]["field"] == "pattern"

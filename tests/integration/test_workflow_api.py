@@ -52,10 +52,10 @@ def test_a_started_workflow_shows_its_graph_and_finishes(api: ApiClient) -> None
     ([{"id": "a", "task": "nope"}], "steps[0].task", "step 'a': unknown task"),
     ([{"id": f"s{i}", "task": "ok"} for i in range(501)], "steps", "at most 500 steps"),
 ])
-def test_an_invalid_workflow_is_a_400_naming_the_step_and_writes_nothing(
+def test_an_invalid_workflow_is_a_422_naming_the_step_and_writes_nothing(
         api: ApiClient, steps: list[dict[str, Any]], field: str, message: str) -> None:
     reply = api.post("/workflows", {"steps": steps})
-    assert reply.status == 400
+    assert reply.status == 422
     assert reply.body["error"]["field"] == field
     assert message in reply.body["error"]["message"]
     scan = api.app.clients.dynamodb.scan

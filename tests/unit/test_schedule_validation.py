@@ -77,3 +77,10 @@ def test_an_update_keeps_what_it_does_not_name(offline_app: Leasehold) -> None:
                     base=base)
     assert (changed.cron, changed.timezone, changed.template) == (
         "@hourly", "Asia/Tokyo", base.template)
+
+
+def test_a_time_out_of_range_is_refused_in_dates(offline_app: Leasehold) -> None:
+    with pytest.raises(ValidationError) as raised:
+        make(offline_app, end_at=10**15)
+    assert raised.value.field == "end_at"
+    assert "9999-12-31T23:59:59Z" in str(raised.value) and "e+" not in str(raised.value)

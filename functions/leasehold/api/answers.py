@@ -1,13 +1,13 @@
-"""What every router answers with: OpenAPI answer entries, the job view, opaque cursors, and
-domain validation errors turned into 400s. Routers import this, never each other's modules."""
+"""What every router answers with: OpenAPI answer entries, the job view and opaque cursors.
+Routers import this, never each other's modules. Domain validation errors need no wrapping:
+:mod:`leasehold.api.errors` answers every one with 422 naming the field."""
 
 from __future__ import annotations
 
 import base64
 import binascii
 import json
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from typing import Any
 
 from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse
@@ -16,7 +16,7 @@ from pydantic import BaseModel
 from leasehold.api.errors import BadRequest
 from leasehold.api.models import ErrorOut, JobOut
 from leasehold.core.jobs import Job
-from leasehold.errors import ValidationError
+from leasehold.core.states import JobState
 
 
 def errors(*statuses: int) -> dict[int, OpenAPIResponse]:
@@ -32,17 +32,15 @@ def answers(model: type[BaseModel], *statuses: int) -> dict[int, OpenAPIResponse
             **errors(*statuses)}
 
 
-def view(job: Job) -> JobOut:
-    return JobOut.model_validate(job.view())
-
-
-@contextmanager
-def as_bad_request() -> Iterator[None]:
-    """An invalid schedule, trigger or workflow field is a 400 naming the field."""
-    try:
-        yield
-    except ValidationError as exc:
-        raise BadRequest(str(exc), field=exc.field) from exc
+def view(job: Job, now: int | None = None) -> JobOut:
+    """The job as the API shows it; given ``now``, a job still waiting for its ``run_at``
+    says how long (``due_in_seconds``), so a schedule's runs handed off ahead of time do not
+    read as ready work."""
+    shown = job.view()
+    waiting = job.state in (JobState.SCHEDULED, JobState.QUEUED)  # a retry's backoff too
+    if now is not None and waiting and job.run_at > now:
+        shown["due_in_seconds"] = round((job.run_at - now) / 1000, 1)
+    return JobOut.model_validate(shown)
 
 
 def encode_cursor(position: Mapping[str, Any] | None, keys: Mapping[str, type]) -> str | None:

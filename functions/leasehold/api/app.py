@@ -16,6 +16,7 @@ from aws_lambda_powertools.event_handler.api_gateway import Router
 from leasehold import __version__
 from leasehold.api import admin, errors, jobs, schedules, triggers, workflows
 from leasehold.api.context import ApiConfig
+from leasehold.api.surrogates import lone_surrogate
 from leasehold.core.spec import MAX_PAYLOAD_BYTES
 from leasehold.lifecycle.app import Leasehold
 
@@ -57,15 +58,16 @@ def openapi_json() -> str:
     return json.dumps(document, indent=2, sort_keys=True) + "\n"
 
 
-def _early(status: int, code: str, message: str) -> dict[str, Any]:
+def _early(status: int, code: str, message: str, field: str | None = None) -> dict[str, Any]:
     """An error answered before routing, in the same shape as :mod:`leasehold.api.errors`."""
     return {"statusCode": status, "headers": {"Content-Type": content_types.APPLICATION_JSON},
-            "body": json.dumps({"error": {"code": code, "message": message, "field": None}}),
+            "body": json.dumps({"error": {"code": code, "message": message, "field": field}}),
             "isBase64Encoded": False}
 
 
 def _unreadable(event: Mapping[str, Any]) -> dict[str, Any] | None:
-    """413 for a body over the limit, 400 for one that is not UTF-8 text."""
+    """413 for a body over the limit, 400 for one that is not UTF-8 text (lone surrogates
+    included: they cannot be stored)."""
     body = event.get("body") or ""
     size = len(body) * 3 // 4 if event.get("isBase64Encoded") else len(body.encode())
     if size > MAX_BODY_BYTES:
@@ -73,9 +75,13 @@ def _unreadable(event: Mapping[str, Any]) -> dict[str, Any] | None:
                       f"the body is {size} bytes; the limit is {MAX_BODY_BYTES}")
     if event.get("isBase64Encoded") and body:
         try:
-            base64.b64decode(body).decode("utf-8")
+            body = base64.b64decode(body).decode("utf-8")
         except (ValueError, UnicodeDecodeError):
             return _early(400, "bad_request", "the body is not UTF-8 JSON")
+    where = lone_surrogate(body)
+    if where is not None:
+        return _early(400, "bad_request", f"{where}: holds a lone surrogate (such as \\ud800), "
+                                          "which is not text", where)
     return None
 
 

@@ -1,7 +1,13 @@
 """The one place that maps errors to HTTP: ``{"error": {"code", "message", "field"}}``.
 
-400 unreadable request, 401 no identity, 404 not found, 409 conflicts, 413 too large,
-422 invalid values, 429 rate or live-job limit (Retry-After), 503 overloaded (Retry-After).
+One rule for every route: 400 when the request cannot be read (not JSON, not UTF-8, a lone
+surrogate, a cursor this API did not issue), 401 no identity, 404 not found (also an unknown
+route), 405 a known path with another method (with ``Allow``), 409 conflicts, 413 too large,
+422 a readable request with an invalid value (wrong JSON type, unknown field or task, bad
+cron, a cycle), 429 rate or live-job limit (Retry-After), 503 overloaded (Retry-After).
+
+``field`` names the value with one syntax everywhere: object keys joined by dots, list
+items by index in brackets (``steps[0].task``, ``labels.env``, ``state[1]``).
 """
 
 from __future__ import annotations
@@ -9,6 +15,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response, content_types
@@ -73,9 +80,16 @@ def from_domain(exc: LeaseholdError) -> Response:
     return error_response(status, exc.code, str(exc), getattr(exc, "field", None), headers)
 
 
+def field_path(parts: Iterable[str | int]) -> str | None:
+    """``("steps", 0, "task")`` -> ``steps[0].task``: the one field syntax of every answer."""
+    path = ""
+    for part in parts:
+        path += f"[{part}]" if isinstance(part, int) else (f".{part}" if path else str(part))
+    return path or None
+
+
 def _field(loc: Any) -> str | None:
-    parts = [str(p) for p in (loc or ()) if p not in ("body", "query", "path", "header")]
-    return ".".join(parts) or None
+    return field_path(p for p in (loc or ()) if p not in ("body", "query", "path", "header"))
 
 
 def from_validation(exc: RequestValidationError) -> Response:
@@ -102,11 +116,33 @@ def install(resolver: APIGatewayRestResolver) -> None:
     def _validation(exc: RequestValidationError) -> Response:
         return from_validation(exc)
 
+    allowed = _allowed_methods(resolver)
+
     @resolver.not_found
     def _not_found(exc: NotFoundError) -> Response:
+        event = resolver.current_event
+        methods = allowed(event.path)
+        if methods:
+            return error_response(
+                405, "method_not_allowed",
+                f"{event.http_method} is not allowed on {event.path}; use {', '.join(methods)}",
+                headers={"Allow": ", ".join(methods)})
         return error_response(404, "not_found", "no such route")
 
     @resolver.exception_handler(Exception)
     def _unexpected(exc: Exception) -> Response:
         log.exception("unhandled error", exc_info=exc)
         return error_response(500, "internal", "internal error")
+
+
+def _allowed_methods(resolver: APIGatewayRestResolver) -> Callable[[str], list[str]]:
+    """The methods a path answers. Read from the resolver's own route table (the routes it
+    matched against), so routes left out of the OpenAPI document count too; if Powertools
+    ever renames that table, paths fall back to a plain 404 (the 405 tests fail first)."""
+
+    def allowed(path: str) -> list[str]:
+        routes = [*getattr(resolver, "_static_routes", ()),
+                  *getattr(resolver, "_dynamic_routes", ())]
+        return sorted({route.method for route in routes if route.rule.match(path)})
+
+    return allowed

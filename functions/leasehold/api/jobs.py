@@ -10,8 +10,8 @@ from aws_lambda_powertools.event_handler.openapi.params import Path, Query
 
 from leasehold.api import context
 from leasehold.api.answers import answers, decode_cursor, encode_cursor, errors, view
-from leasehold.api.models import JobOut, JobPage, Priority, StateName, SubmitJob
-from leasehold.clock import to_ms
+from leasehold.api.models import JobOut, JobPage, Priority, StateName, SubmitJob, SubmittedJob
+from leasehold.clock import iso, to_ms
 from leasehold.core.policy import RetryPolicy
 from leasehold.core.spec import JobSpec, resolve
 from leasehold.core.states import JobState
@@ -43,27 +43,33 @@ JobId = Annotated[str, Path(min_length=1, max_length=64, pattern=r"^[0-9A-Za-z]+
 @router.post(
     "/jobs", summary="Submit a job", status_code=201, tags=["jobs"],
     responses={201: {"description": "created",
-                     "content": {"application/json": {"model": JobOut}}},
+                     "content": {"application/json": {"model": SubmittedJob}}},
                200: {"description": "idempotent replay: the job the first submission made",
-                     "content": {"application/json": {"model": JobOut}}},
+                     "content": {"application/json": {"model": SubmittedJob}}},
                **errors(400, 401, 409, 413, 422, 429, 503)},
 )
-def submit_job(body: SubmitJob) -> Response[JobOut]:
+def submit_job(body: SubmitJob) -> Response[SubmittedJob]:
     app, api = context.leasehold(router), context.config(router)
     tenant = context.tenant(router)
     spec = spec_from(body, tenant)
+    now = app.now()
     # Validate before admission so bad input spends no token and writes nothing.
-    resolved = resolve(spec, app.registry, pools=app.settings.pools, now_ms=app.now())
+    resolved = resolve(spec, app.registry, pools=app.settings.pools, now_ms=now)
     result = submit_admitted(app, spec, resolved.pool, api.limits, api.backlog, api.buckets)
+    warnings = []
+    if spec.run_at_ms is not None and spec.run_at_ms < now:
+        warnings.append(f"run_at {iso(spec.run_at_ms)} is in the past; the job runs now")
+    shown = SubmittedJob(**view(result.job, app.now()).model_dump(by_alias=True),
+                         warnings=warnings)
     return Response(status_code=201 if result.created else 200,
-                    content_type=content_types.APPLICATION_JSON, body=view(result.job))
+                    content_type=content_types.APPLICATION_JSON, body=shown)
 
 
 @router.get("/jobs/<job_id>", summary="Get a job", tags=["jobs"],
             responses=answers(JobOut, 400, 401, 404, 422))
 def get_job(job_id: JobId) -> JobOut:
     app = context.leasehold(router)
-    return view(control.get_job(app, job_id, context.tenant(router)))
+    return view(control.get_job(app, job_id, context.tenant(router)), app.now())
 
 
 #: A job listing's position (the tenant is the caller's, never in the cursor).
@@ -79,7 +85,9 @@ def jobs_page(app: Leasehold, tenant: str, schedule_id: str, *, limit: int,
     after = decode_cursor(cursor, RUN_CURSOR) if cursor else None
     ids, last = schedules.job_ids(app, schedule_id, limit=limit, cursor=after)
     jobs = [j for j in app.store.batch_get(ids) if j.tenant == tenant]
-    return JobPage(jobs=[view(j) for j in jobs], next_cursor=encode_cursor(last, RUN_CURSOR))
+    now = app.now()
+    return JobPage(jobs=[view(j, now) for j in jobs],
+                   next_cursor=encode_cursor(last, RUN_CURSOR))
 
 
 @router.get("/jobs", summary="List your jobs, newest first", tags=["jobs"],
@@ -100,7 +108,9 @@ def list_my_jobs(
     where = JobFilter(states={JobState(s) for s in state or ()}, task=task, pool=pool)
     after = decode_cursor(cursor, JOB_CURSOR) | {"tenant": tenant} if cursor else None
     jobs, position = list_jobs(app, tenant, limit=limit, where=where, after=after)
-    return JobPage(jobs=[view(j) for j in jobs], next_cursor=encode_cursor(position, JOB_CURSOR))
+    now = app.now()
+    return JobPage(jobs=[view(j, now) for j in jobs],
+                   next_cursor=encode_cursor(position, JOB_CURSOR))
 
 
 @router.delete("/jobs/<job_id>", summary="Cancel a job", tags=["jobs"],

@@ -6,17 +6,36 @@ about values (known task, pools, control characters, sizes), so the rules live i
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
+from pydantic import AwareDatetime, BaseModel, BeforeValidator, ConfigDict, Field
+
+from leasehold.core.spec import MAX_PAYLOAD_BYTES, MAX_RESULT_BYTES
 
 Priority = Literal["high", "normal", "low"]
 StateName = Literal["SCHEDULED", "WAITING", "QUEUED", "RUNNING", "SUCCEEDED", "DEAD", "CANCELLED"]
 
 
 class _Strict(BaseModel):
-    # Unknown fields are mistakes (a misspelt "priorty" must not be silently ignored).
-    model_config = ConfigDict(extra="forbid")
+    # Unknown fields are mistakes (a misspelt "priorty" must not be silently ignored), and
+    # so are wrong JSON types: "10" is not a number, true is not 1 (pydantic's strict mode).
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+def _iso_text(value: object) -> object:
+    if not isinstance(value, str):
+        raise ValueError("must be an ISO-8601 string with a zone, e.g. 2027-01-01T09:00:00Z")
+    return value
+
+
+#: A time as JSON gives it: an ISO-8601 string with a zone (strict mode alone would refuse
+#: every string, since JSON has no time type; a number is refused, not read as epoch).
+IsoTime = Annotated[AwareDatetime, Field(strict=False), BeforeValidator(_iso_text)]
+
+PAYLOAD_LIMITS = (
+    f"Any JSON, at most {MAX_PAYLOAD_BYTES // 1024} KB serialized (a workflow step's: 128 KB). "
+    f"The task's result is limited to {MAX_RESULT_BYTES // 1024} KB: a larger one fails "
+    "the job, so pass a reference (an S3 key) to large data instead.")
 
 
 class RetryIn(_Strict):
@@ -28,12 +47,14 @@ class RetryIn(_Strict):
 
 class SubmitJob(_Strict):
     task: str = Field(min_length=1, max_length=128, examples=["echo"])
-    payload: Any = None
+    payload: Any = Field(default=None, description=PAYLOAD_LIMITS)
     priority: Priority | None = None
     pool: str | None = Field(default=None, min_length=1, max_length=32)
     delay_seconds: float | None = Field(default=None, ge=0, le=366 * 86_400)
-    run_at: AwareDatetime | None = Field(
-        default=None, description="When to run (ISO-8601 with a time zone); the past means now")
+    run_at: IsoTime | None = Field(
+        default=None, description="When to run (ISO-8601 with a time zone), up to a year "
+                                  "ahead; a time in the past runs now, and the answer's "
+                                  "warnings say so")
     idempotency_key: str | None = Field(default=None, min_length=1, max_length=256)
     max_attempts: int | None = Field(default=None, ge=1, le=100)
     timeout_seconds: float | None = Field(default=None, ge=1, le=86_400)
@@ -75,13 +96,25 @@ class JobOut(BaseModel):
     labels: dict[str, str] = Field(default_factory=dict)
     created_at: str
     run_at: str | None = None
+    due_in_seconds: float | None = Field(
+        default=None, description="seconds until run_at while the job waits for it (SCHEDULED, "
+                                  "or QUEUED with a delayed hand-off, e.g. a schedule's next "
+                                  "runs); null once it is due")
     started_at: str | None = None
     finished_at: str | None = None
     cancel_requested: bool = False
-    result: Any = None
+    result: Any = Field(default=None, description=f"at most {MAX_RESULT_BYTES // 1024} KB "
+                                                  "serialized")
     error: JobErrorOut | None = None
     progress: Any = None
     history: list[TransitionOut] = Field(default_factory=list)
+
+
+class SubmittedJob(JobOut):
+    warnings: list[str] = Field(
+        default_factory=list,
+        description="what the API did differently from what was asked, e.g. a run_at in "
+                    "the past: the job runs now")
 
 
 class JobPage(BaseModel):

@@ -9,18 +9,17 @@ from typing import Annotated, Any, Literal
 from aws_lambda_powertools.event_handler import Response, content_types
 from aws_lambda_powertools.event_handler.api_gateway import Router
 from aws_lambda_powertools.event_handler.openapi.params import Path, Query
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
 from leasehold.api import context
 from leasehold.api.answers import (
     answers,
-    as_bad_request,
     decode_cursor,
     encode_cursor,
     errors,
     view,
 )
-from leasehold.api.models import JobOut, Priority, _Strict
+from leasehold.api.models import PAYLOAD_LIMITS, IsoTime, JobOut, Priority, _Strict
 from leasehold.api.workflows import StepIn, WorkflowOut, detail_out
 from leasehold.clock import iso
 from leasehold.lifecycle.app import Leasehold
@@ -41,21 +40,20 @@ class ScheduledWorkflowIn(_Strict):
     labels: dict[str, str] = Field(default_factory=dict, max_length=32)
 
 
-class ScheduleIn(BaseModel):
+class ScheduleIn(_Strict):
     """A new schedule (POST: ``cron``, and ``task`` or ``workflow``) or changes to one (PATCH).
 
     A schedule fires either one job (``task``, ``payload`` and the other job fields) or a whole
     workflow (``workflow``), never both.
     """
 
-    model_config = ConfigDict(extra="forbid")
     name: str | None = Field(default=None, max_length=128)
     cron: str | None = Field(default=None, max_length=256, examples=["*/5 * * * *"],
                              description="5-field cron, 6-field with leading seconds, "
                                          "@hourly-style alias, or rate(n unit)")
     timezone: str | None = Field(default=None, max_length=64, examples=["Europe/London"])
     task: str | None = Field(default=None, max_length=128)
-    payload: Any = None
+    payload: Any = Field(default=None, description=PAYLOAD_LIMITS)
     priority: Priority | None = None
     pool: str | None = Field(default=None, max_length=32)
     max_attempts: int | None = Field(default=None, ge=1, le=100)
@@ -67,8 +65,8 @@ class ScheduleIn(BaseModel):
     overlap_policy: Literal["allow", "forbid", "replace"] | None = None
     starting_deadline_seconds: float | None = Field(default=None, ge=1)
     max_catch_up: int | None = Field(default=None, ge=0, le=1000)
-    start_at: AwareDatetime | None = None
-    end_at: AwareDatetime | None = None
+    start_at: IsoTime | None = None
+    end_at: IsoTime | None = None
     max_runs: int | None = Field(default=None, ge=1)
     jitter_seconds: float | None = Field(default=None, ge=0, le=3600)
 
@@ -136,8 +134,7 @@ SCHEDULE_CURSOR = {"schedule_id": str, "created_at": int}
                         **errors(400, 401, 422)})
 def create_schedule(body: ScheduleIn) -> Response[ScheduleOut]:
     app = context.leasehold(router)
-    with as_bad_request():
-        schedule = schedules.create(app, _body(body), tenant=context.tenant(router))
+    schedule = schedules.create(app, _body(body), tenant=context.tenant(router))
     return Response(status_code=201, content_type=content_types.APPLICATION_JSON,
                     body=out(schedule))
 
@@ -167,8 +164,7 @@ def get_schedule(schedule_id: ScheduleId) -> ScheduleOut:
               tags=["schedules"], responses=answers(ScheduleOut, 400, 401, 404, 409, 422))
 def update_schedule(schedule_id: ScheduleId, body: ScheduleIn) -> ScheduleOut:
     app = context.leasehold(router)
-    with as_bad_request():
-        return out(schedules.update(app, schedule_id, _body(body), context.tenant(router)))
+    return out(schedules.update(app, schedule_id, _body(body), context.tenant(router)))
 
 
 @router.delete("/schedules/<schedule_id>", summary="Delete a schedule", tags=["schedules"],

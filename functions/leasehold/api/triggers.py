@@ -15,21 +15,21 @@ from aws_lambda_powertools.event_handler.openapi.params import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from leasehold.api import context
-from leasehold.api.answers import answers, as_bad_request, errors
-from leasehold.api.models import Priority
+from leasehold.api.answers import answers, errors
+from leasehold.api.models import PAYLOAD_LIMITS, Priority, _Strict
 from leasehold.events import triggers
 
 router = Router()
 TriggerId = Annotated[str, Path(min_length=1, max_length=64, pattern=r"^[0-9A-Za-z]+$")]
 
 
-class TriggerIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class TriggerIn(_Strict):
     name: str | None = Field(default=None, max_length=128)
     pattern: dict[str, Any] = Field(
         description="EventBridge event pattern", examples=[{"source": ["shop"]}])
     task: str = Field(min_length=1, max_length=128)
-    payload: Any = Field(default=None, description="fixed payload; else the event at input_path")
+    payload: Any = Field(default=None, description="fixed payload; else the event at "
+                                                   "input_path. " + PAYLOAD_LIMITS)
     input_path: str | None = Field(default=None, max_length=256, examples=["$.detail"])
     priority: Priority | None = None
     pool: str | None = Field(default=None, max_length=32)
@@ -58,7 +58,7 @@ class TriggerList(BaseModel):
 class EventIn(BaseModel):
     """An event as PutEvents takes it (``detail`` is an object here, not a string)."""
 
-    model_config = ConfigDict(extra="allow", populate_by_name=True)
+    model_config = ConfigDict(extra="allow", populate_by_name=True, strict=True)
     id: str | None = Field(default=None, max_length=128,
                            description="dedupes redeliveries; generated if absent")
     source: str = Field(min_length=1, max_length=256)
@@ -77,9 +77,8 @@ class Dispatched(BaseModel):
                         **errors(400, 401, 422)})
 def create_trigger(body: TriggerIn) -> Response[TriggerOut]:
     app = context.leasehold(router)
-    with as_bad_request():
-        trigger = triggers.create(app, body.model_dump(exclude_unset=True),
-                                  tenant=context.tenant(router))
+    trigger = triggers.create(app, body.model_dump(exclude_unset=True),
+                              tenant=context.tenant(router))
     return Response(status_code=201, content_type=content_types.APPLICATION_JSON,
                     body=TriggerOut.model_validate(trigger.view()))
 
@@ -110,6 +109,5 @@ def delete_trigger(trigger_id: TriggerId) -> Response[None]:
 def put_event(body: EventIn) -> Dispatched:
     app = context.leasehold(router)
     event = body.model_dump(by_alias=True, exclude_none=True)
-    with as_bad_request():
-        jobs = triggers.dispatch(app, event, tenant=context.tenant(router))
+    jobs = triggers.dispatch(app, event, tenant=context.tenant(router))
     return Dispatched(job_ids=[job.job_id for job in jobs])

@@ -12,9 +12,7 @@ from pydantic import BaseModel, Field
 from leasehold import workflows
 from leasehold.api import context
 from leasehold.api.answers import answers, decode_cursor, encode_cursor, errors
-from leasehold.api.errors import BadRequest
-from leasehold.api.models import JobErrorOut, Priority, RetryIn, _Strict
-from leasehold.errors import ValidationError
+from leasehold.api.models import PAYLOAD_LIMITS, JobErrorOut, Priority, RetryIn, _Strict
 from leasehold.tenancy import admission
 from leasehold.workflows import WorkflowState
 from leasehold.workflows.control import summary
@@ -30,7 +28,7 @@ WorkflowStateName = Literal["CREATING", "RUNNING", "SUCCEEDED", "FAILED", "CANCE
 class StepIn(_Strict):
     id: str = Field(min_length=1, max_length=64, examples=["extract"])
     task: str = Field(min_length=1, max_length=128, examples=["echo"])
-    payload: Any = None
+    payload: Any = Field(default=None, description=PAYLOAD_LIMITS)
     depends_on: list[str] = Field(default_factory=list, description="ids of earlier steps")
     pool: str | None = Field(default=None, min_length=1, max_length=32)
     priority: Priority | None = None
@@ -104,14 +102,10 @@ def detail_out(detail: workflows.WorkflowDetail) -> WorkflowOut:
                         **errors(400, 401, 409, 413, 422, 429, 503)})
 def start_workflow(body: WorkflowIn) -> Response[WorkflowOut]:
     app, api, tenant = context.leasehold(router), context.config(router), context.tenant(router)
-    try:
-        spec = workflows.parse_workflow(body.model_dump(mode="json", exclude_unset=True),
-                                        tenant=tenant)
-        # Validate the whole graph before admission: a bad one spends nothing, writes nothing.
-        prepared = prepare(spec, app.registry, pools=app.settings.pools,
-                                           now=app.now())
-    except ValidationError as exc:
-        raise BadRequest(str(exc), field=exc.field) from exc
+    spec = workflows.parse_workflow(body.model_dump(mode="json", exclude_unset=True),
+                                    tenant=tenant)
+    # Validate the whole graph before admission: a bad one spends nothing, writes nothing.
+    prepared = prepare(spec, app.registry, pools=app.settings.pools, now=app.now())
     first_pool = prepared.steps[spec.steps[0].id].pool
     admission.check(app, tenant, first_pool, api.limits, api.backlog, api.buckets)
     started = workflows.start_workflow(app, spec)

@@ -18,17 +18,23 @@ class ApiError(Exception):
     def __init__(self, status: int, code: str, message: str, field: str | None = None,
                  retry_after: str | None = None) -> None:
         self.status, self.code, self.field, self.retry_after = status, code, field, retry_after
-        super().__init__(f"{status} {code}: {message}")
+        # No HTTP status means no answer: say what happened, not "0 unreachable".
+        super().__init__(f"{status} {code}: {message}" if status else message)
 
 
 def add_client_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--url", default=os.environ.get("LEASEHOLD_URL", DEFAULT_URL),
-                        help=f"API base URL (default {DEFAULT_URL}, or $LEASEHOLD_URL)")
+                        help=f"API base URL (default {DEFAULT_URL}, or $LEASEHOLD_URL), "
+                             "e.g. --url http://127.0.0.1:9000")
     parser.add_argument("--tenant", default=os.environ.get("LEASEHOLD_TENANT"),
-                        help="tenant header for the local runtime (ignored behind API Gateway)")
+                        help="tenant header for the local runtime (ignored behind API "
+                             "Gateway; or $LEASEHOLD_TENANT), e.g. --tenant acme")
     parser.add_argument("--aws-auth", action="store_true",
-                        help="sign requests with SigV4 for API Gateway IAM auth")
-    parser.add_argument("--json", action="store_true", help="print JSON for scripts")
+                        help="sign requests with SigV4 for API Gateway IAM auth, e.g. "
+                             "--url https://abc.execute-api.eu-west-1.amazonaws.com/v1 "
+                             "--aws-auth")
+    parser.add_argument("--json", action="store_true",
+                        help="print JSON for scripts instead of tables, e.g. --json | jq .state")
 
 
 @dataclass
@@ -72,9 +78,13 @@ class Client:
         except (urllib.error.URLError, OSError) as exc:
             reason = getattr(exc, "reason", exc)
             raise ApiError(0, "unreachable",
-                           f"cannot reach {self.url} ({reason}); is `leasehold dev` "
-                           "running?") from None
-        return json.loads(text) if text else None
+                           f"cannot reach the API at {self.url} ({reason}): is `leasehold dev` "
+                           "running, and is --url (or $LEASEHOLD_URL) right?") from None
+        try:
+            return json.loads(text) if text else None
+        except ValueError:
+            raise ApiError(0, "not_leasehold", f"{self.url} answered something that is not "
+                                               "JSON: is --url the Leasehold API?") from None
 
 
 def sign(method: str, url: str, data: bytes | None, headers: dict[str, str]) -> dict[str, str]:

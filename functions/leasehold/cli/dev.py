@@ -8,56 +8,90 @@ import signal
 import sys
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
+from leasehold.cli.parsing import command
 from leasehold.errors import LeaseholdError
 
 
 def register(subparsers: Any) -> None:
-    dev = subparsers.add_parser(
-        "dev", help="run API, workers, sweeper and ticker locally",
-        description="Run the whole scheduler on this machine, on an embedded AWS emulator "
-                    "unless --endpoint is given.")
-    dev.add_argument("--host", default="127.0.0.1")
-    dev.add_argument("--port", type=int, default=8080, help="API port (0: any free port)")
-    dev.add_argument("--workers", type=int, default=2, help="worker processes per pool")
-    dev.add_argument("--concurrency", type=int, default=4, help="polling threads per worker")
-    dev.add_argument("--batch-size", type=int, default=5)
+    dev = command(subparsers, "dev", "run the API, workers, sweeper and ticker on this machine "
+                                     "(an embedded AWS emulator unless --endpoint is given)", [
+        "leasehold dev",
+        "leasehold dev --port 9000 --workers 4",
+        "leasehold dev --tasks examples.tasks,examples.workflow_tasks",
+        "leasehold dev --fresh                 # start empty (the old state is kept as .old)",
+        "leasehold dev --endpoint http://localhost:4566",
+    ], run_dev, client=False)
+    dev.add_argument("--host", default="127.0.0.1", help="API address, e.g. --host 0.0.0.0")
+    dev.add_argument("--port", type=int, default=8080,
+                     help="API port (0: any free port), e.g. --port 9000")
+    dev.add_argument("--workers", type=int, default=2,
+                     help="worker processes per pool, e.g. --workers 4")
+    dev.add_argument("--concurrency", type=int, default=4,
+                     help="polling threads per worker, e.g. --concurrency 8")
+    dev.add_argument("--batch-size", type=int, default=5,
+                     help="messages a worker receives at once (1-10), e.g. --batch-size 1")
     dev.add_argument("--tasks", default="examples.tasks",
-                     help="comma-separated task modules to import (default: examples.tasks)")
-    dev.add_argument("--pools", default="default", help="comma-separated pools")
+                     help="comma-separated task modules to import (default: examples.tasks), "
+                          "e.g. --tasks myapp.tasks,examples.tasks")
+    dev.add_argument("--pools", default="default",
+                     help="comma-separated pools, e.g. --pools default,gpu")
     dev.add_argument("--endpoint", default=os.environ.get("AWS_ENDPOINT_URL"),
                      help="use this AWS endpoint (real AWS or another emulator) instead of "
-                          "the embedded one")
-    dev.add_argument("--lease-seconds", type=float, default=30.0)
-    dev.add_argument("--sweep-seconds", type=float, default=2.0)
-    dev.add_argument("--tick-seconds", type=float, default=1.0)
-    dev.add_argument("--heartbeat-seconds", type=float, default=2.0)
-    dev.add_argument("--drain-seconds", type=float, default=30.0)
+                          "the embedded one, e.g. --endpoint http://localhost:4566")
+    dev.add_argument("--state-dir", default=os.environ.get("LEASEHOLD_STATE_DIR", ".leasehold"),
+                     help="where the embedded emulator's tables are saved when you stop and "
+                          "loaded when you start (default .leasehold, or $LEASEHOLD_STATE_DIR), "
+                          "e.g. --state-dir /tmp/lh")
+    dev.add_argument("--fresh", action="store_true",
+                     help="start empty: move the saved state and event log aside (*.old)")
+    dev.add_argument("--save-seconds", type=float, default=60.0,
+                     help="also save the state this often while running, so a killed runtime "
+                          "loses at most this much (0: only on stop), e.g. --save-seconds 10")
+    dev.add_argument("--in-memory", action="store_true",
+                     help="keep nothing: neither load nor save the state (benchmarks, demos)")
+    dev.add_argument("--lease-seconds", type=float, default=30.0,
+                     help="job lease length, e.g. --lease-seconds 10")
+    dev.add_argument("--sweep-seconds", type=float, default=2.0,
+                     help="how often the sweeper runs, e.g. --sweep-seconds 1")
+    dev.add_argument("--tick-seconds", type=float, default=1.0,
+                     help="how often the ticker runs, e.g. --tick-seconds 0.5")
+    dev.add_argument("--heartbeat-seconds", type=float, default=2.0,
+                     help="how often workers extend their leases, e.g. --heartbeat-seconds 1")
+    dev.add_argument("--drain-seconds", type=float, default=30.0,
+                     help="how long Ctrl-C lets running jobs finish, e.g. --drain-seconds 5")
     dev.add_argument("--leader-lease-seconds", type=float, default=10.0,
                      help="the ticker's leader lease: a standby runtime or ECS ticker on the "
-                          "same tables takes over this long after the leader dies")
+                          "same tables takes over this long after the leader dies, e.g. 10")
     dev.add_argument("--lookahead-seconds", type=float, default=None,
                      help="how far ahead the ticker fires jobs and schedules (default: 90, "
-                          "as the once-a-minute Lambda ticker)")
-    dev.add_argument("--event-log",
-                     default=os.environ.get("LEASEHOLD_EVENT_LOG", ".leasehold/events.jsonl"),
-                     help="where job state events are written (what `leasehold events tail` "
-                          "reads); LEASEHOLD_EVENT_BUS, if set, wins")
-    dev.set_defaults(run=run_dev)
+                          "as the once-a-minute Lambda ticker), e.g. --lookahead-seconds 5")
+    dev.add_argument("--event-log", default=os.environ.get("LEASEHOLD_EVENT_LOG"),
+                     help="where job state events are written, what `leasehold events tail` "
+                          "reads (default: events.jsonl in --state-dir, or "
+                          "$LEASEHOLD_EVENT_LOG; LEASEHOLD_EVENT_BUS, if set, wins), e.g. "
+                          "--event-log /tmp/events.jsonl")
 
-    worker = subparsers.add_parser(
-        "worker", help="run a long-running polling worker (ECS)",
-        description="Poll a pool's queues and run its jobs until SIGTERM; settings come from "
-                    "the LEASEHOLD_* and AWS_* environment.")
-    worker.add_argument("--pool", default="default")
-    worker.add_argument("--concurrency", type=int, default=4)
-    worker.add_argument("--batch-size", type=int, default=5)
-    worker.add_argument("--heartbeat-seconds", type=float, default=5.0)
-    worker.add_argument("--drain-seconds", type=float, default=30.0)
-    worker.add_argument("--tasks", default=None, help="task modules (else LEASEHOLD_TASKS)")
+    worker = command(subparsers, "worker", "run a long-running polling worker (what ECS "
+                                           "runs); settings come from the LEASEHOLD_* and "
+                                           "AWS_* environment", [
+        "leasehold worker --pool default",
+        "LEASEHOLD_TASKS=myapp.tasks leasehold worker --pool gpu --concurrency 2",
+    ], run_worker, client=False)
+    worker.add_argument("--pool", default="default", help="the pool to serve, e.g. --pool gpu")
+    worker.add_argument("--concurrency", type=int, default=4,
+                        help="polling threads, e.g. --concurrency 8")
+    worker.add_argument("--batch-size", type=int, default=5,
+                        help="messages received at once (1-10), e.g. --batch-size 1")
+    worker.add_argument("--heartbeat-seconds", type=float, default=5.0,
+                        help="how often leases are extended, e.g. --heartbeat-seconds 5")
+    worker.add_argument("--drain-seconds", type=float, default=30.0,
+                        help="how long SIGTERM lets running jobs finish, e.g. 30")
+    worker.add_argument("--tasks", default=None,
+                        help="task modules (else $LEASEHOLD_TASKS), e.g. --tasks myapp.tasks")
     worker.add_argument("--parent", type=int, default=None, help=argparse.SUPPRESS)
-    worker.set_defaults(run=run_worker)
 
 
 def _split(value: str) -> tuple[str, ...]:
@@ -80,7 +114,9 @@ def run_dev(args: argparse.Namespace) -> int:
         sweep_seconds=args.sweep_seconds, tick_seconds=args.tick_seconds,
         heartbeat_seconds=args.heartbeat_seconds, drain_seconds=args.drain_seconds,
         leader_lease_seconds=args.leader_lease_seconds,
-        event_log=args.event_log)
+        event_log=args.event_log or str(Path(args.state_dir) / "events.jsonl"),
+        state_dir=None if args.in_memory else args.state_dir, fresh=args.fresh,
+        save_seconds=args.save_seconds)
     if args.lookahead_seconds is not None:
         options.lookahead_seconds = args.lookahead_seconds
     runtime = Runtime(options)
@@ -112,6 +148,8 @@ def run_worker(args: argparse.Namespace) -> int:
     overrides: dict[str, Any] = {}
     if args.tasks:
         overrides["task_modules"] = _split(args.tasks)
+    # compose, not a bare app: the worker's transitions must reach the store observers (job
+    # state events, workflow progress, tenant counters) as the API's and the ticker's do.
     app = compose(Settings.from_env(**overrides))
     poller = PollingWorker(app, PollerOptions(
         pool=args.pool, concurrency=args.concurrency, batch_size=args.batch_size,

@@ -3,60 +3,62 @@
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 import time
 from typing import Any
 
-from leasehold.cli.client import ApiError, Client, add_client_options
-from leasehold.cli.jobs import emit, fail
-from leasehold.workflows.tree import render
+from leasehold.cli.client import ApiError, Client
+from leasehold.cli.inputs import UsageError, read_file
+from leasehold.cli.output import emit, fail, tree
+from leasehold.cli.parsing import command, group
 
 TERMINAL = {"SUCCEEDED", "FAILED", "CANCELLED"}
+ID = "01JABCDEF0123456789ABCDEFG"
 
 
 def register(subparsers: Any) -> None:
-    group = subparsers.add_parser(
-        "workflow", aliases=["workflows"], help="multi-step jobs with dependencies",
-        description="start, watch and cancel workflows (DAGs of steps)")
-    actions = group.add_subparsers(dest="action", metavar="ACTION", required=True)
+    actions = group(subparsers, "workflow", "multi-step jobs with dependencies: start, watch "
+                                            "and cancel workflows (DAGs of steps)", [
+        "leasehold workflow submit diamond.json --wait",
+        f"leasehold workflow status {ID}"], aliases=["workflows"])
 
-    def action(name: str, help: str) -> argparse.ArgumentParser:
-        parser: argparse.ArgumentParser = actions.add_parser(name, help=help, description=help)
-        add_client_options(parser)
-        parser.set_defaults(run=run, action=name)
-        return parser
+    def action(name: str, help: str, examples: list[str]) -> argparse.ArgumentParser:
+        return command(actions, name, help, examples, run, action=name)
 
-    submit = action("submit", "start a workflow from a JSON file ('-' reads stdin)")
-    submit.add_argument("file", help='{"name": ..., "steps": [{"id", "task", "depends_on"}]}')
-    submit.add_argument("--idempotency-key", help="a replay with this key finds the first")
-    submit.add_argument("--wait", action="store_true", help="follow it until it finishes")
-    status = action("status", "show a workflow's graph as a tree")
-    status.add_argument("workflow_id")
-    status.add_argument("--wait", action="store_true", help="follow it until it finishes")
-    cancel = action("cancel", "cancel a workflow and its live steps")
-    cancel.add_argument("workflow_id")
-    listing = action("list", "list your workflows, newest first")
+    submit = action("submit", "start a workflow from a JSON file ('-' reads stdin)", [
+        "leasehold workflow submit diamond.json --wait",
+        "cat diamond.json | leasehold workflow submit - --idempotency-key nightly-42"])
+    submit.add_argument("file", help='the workflow as JSON, e.g. diamond.json: {"name": ..., '
+                                     '"steps": [{"id", "task", "depends_on"}]}')
+    submit.add_argument("--idempotency-key",
+                        help="a replay with this key finds the first, e.g. nightly-42")
+    submit.add_argument("--wait", action="store_true",
+                        help="follow it until it finishes; exit 1 unless it SUCCEEDED")
+    status = action("status", "show a workflow's graph as a tree",
+                    [f"leasehold workflow status {ID} --wait"])
+    status.add_argument("workflow_id", help="the workflow's id, as submit printed it")
+    status.add_argument("--wait", action="store_true",
+                        help="follow it until it finishes; exit 1 unless it SUCCEEDED")
+    cancel = action("cancel", "cancel a workflow and its live steps",
+                    [f"leasehold workflow cancel {ID}"])
+    cancel.add_argument("workflow_id", help="the workflow's id")
+    listing = action("list", "list your workflows, newest first",
+                     ["leasehold workflow list --state RUNNING"])
     listing.add_argument("--state", choices=["CREATING", "RUNNING", "SUCCEEDED", "FAILED",
-                                             "CANCELLED"])
-    listing.add_argument("--limit", type=int, default=50)
-    listing.add_argument("--cursor")
+                                             "CANCELLED"],
+                         help="only this state, e.g. --state FAILED")
+    listing.add_argument("--limit", type=int, default=50,
+                         help="at most this many (1-200), e.g. --limit 10")
+    listing.add_argument("--cursor", help="the next page: what the last page printed after "
+                                          "'more:', e.g. --cursor eyJj...")
     for parser in (submit, status):
         parser.add_argument("--interval", type=float, default=1.0, help=argparse.SUPPRESS)
-
-
-def _read(path: str) -> Any:
-    if path == "-":
-        return json.load(sys.stdin)
-    with open(path) as handle:
-        return json.load(handle)
 
 
 def run(args: argparse.Namespace) -> int:
     client = Client.from_args(args)
     try:
         if args.action == "submit":
-            body = _read(args.file)
+            body = read_file("file", args.file)
             if args.idempotency_key:
                 body["idempotency_key"] = args.idempotency_key
             reply = client.request("POST", "/workflows", body)
@@ -71,12 +73,9 @@ def run(args: argparse.Namespace) -> int:
             return 0
         if getattr(args, "wait", False):
             reply = _follow(client, args, reply)
-    except ApiError as exc:
+    except (ApiError, UsageError) as exc:
         return fail(exc)
-    except (OSError, ValueError) as exc:  # an unreadable or invalid JSON file
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    emit(args, reply, render(reply))
+    emit(args, reply, tree(reply))
     # --wait is for scripts: the exit status says whether the workflow succeeded.
     return 1 if getattr(args, "wait", False) and reply["state"] != "SUCCEEDED" else 0
 
@@ -85,7 +84,7 @@ def _follow(client: Client, args: argparse.Namespace, reply: Any) -> Any:
     """Poll until the workflow finishes, redrawing the tree when it changes (text mode)."""
     shown = ""
     while reply["state"] not in TERMINAL:
-        text = render(reply)
+        text = tree(reply)
         if text != shown and not args.json:
             print(text + "\n", flush=True)
             shown = text

@@ -22,6 +22,10 @@ class TaskDefinition:
     timeout_seconds: float = 300.0
     max_attempts: int = 5
     retry: RetryPolicy = field(default_factory=RetryPolicy)
+    #: A tighter payload limit than the API's, checked at submit: a task whose result grows
+    #: with its payload (``echo``) sets the result limit here, so a payload that would fail
+    #: the job after it ran is refused before it is queued.
+    max_payload_bytes: int | None = None
 
 
 class TaskRegistry:
@@ -62,7 +66,8 @@ def task(name: str, **defaults: Any) -> Callable[[Handler], Handler]:
     """Register a function as the handler of task ``name``.
 
     ``defaults`` are per-task defaults a submission may override: ``pool``, ``priority``,
-    ``timeout_seconds``, ``max_attempts`` and ``retry`` (a :class:`RetryPolicy`).
+    ``timeout_seconds``, ``max_attempts`` and ``retry`` (a :class:`RetryPolicy`); and
+    ``max_payload_bytes``, a payload limit below the API's checked at submit.
     The handler is called as ``fn(payload, ctx)`` with a
     :class:`~leasehold.core.context.JobContext`.
     """

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from leasehold.clock import iso
 from leasehold.core.policy import RetryPolicy
 from leasehold.core.registry import TaskRegistry
 from leasehold.errors import PayloadTooLarge, ValidationError
@@ -111,7 +113,8 @@ def resolve(spec: JobSpec, registry: TaskRegistry, *, pools: tuple[str, ...], no
             ) -> ResolvedSpec:
     check_text("task", spec.task, limit=128, pattern=_NAME)
     definition = registry.get(spec.task)
-    payload_json = encode_json("payload", spec.payload, MAX_PAYLOAD_BYTES)
+    limit = min(MAX_PAYLOAD_BYTES, definition.max_payload_bytes or MAX_PAYLOAD_BYTES)
+    payload_json = encode_json("payload", spec.payload, limit)
     tenant = check_tenant(spec.tenant)
 
     pool = spec.pool if spec.pool is not None else definition.pool
@@ -128,8 +131,11 @@ def resolve(spec: JobSpec, registry: TaskRegistry, *, pools: tuple[str, ...], no
         delay = check_number("delay_seconds", spec.delay_seconds, low=0, high=MAX_DELAY_SECONDS)
         run_at = now_ms + int(delay * 1000)
     elif spec.run_at_ms is not None:
-        check_number("run_at", spec.run_at_ms, low=0, high=now_ms + MAX_DELAY_SECONDS * 1000,
-                     integer=True)
+        latest = now_ms + MAX_DELAY_SECONDS * 1000
+        check_number("run_at", spec.run_at_ms, low=-math.inf, high=math.inf, integer=True)
+        if spec.run_at_ms > latest:  # said in dates: nobody reads epoch milliseconds
+            raise ValidationError("run_at", f"{iso(int(spec.run_at_ms))} is too far ahead; "
+                                            f"the latest is {iso(latest)} (366 days from now)")
         run_at = max(int(spec.run_at_ms), now_ms)  # the past means now
     else:
         run_at = now_ms

@@ -26,6 +26,9 @@ from leasehold.lifecycle.store import Observer
 log = logging.getLogger(__name__)
 SOURCE = "leasehold.job"
 FILE_PREFIX = "file:"
+#: The source of the line ``leasehold dev`` writes to its event log when it starts: what
+#: comes before it is an earlier run's (``leasehold events tail`` shows it as such).
+RUNTIME_SOURCE = "leasehold.dev"
 #: Job attributes carried in ``detail`` (never the payload or result: they may be large or
 #: private; a consumer that needs them reads the job).
 _EXTRA = ("schedule_id", "scheduled_for", "workflow_id", "step_id", "trigger_id")
@@ -48,6 +51,12 @@ def job_event(job: Job, source: JobState | None, now: int) -> dict[str, Any]:
         detail["error"] = {"type": job.error.type, "message": job.error.message[:1000]}
     return {"source": SOURCE, "detail-type": detail_type(job.state), "time": iso(now),
             "detail": detail}
+
+
+def runtime_started(now: int, pid: int) -> dict[str, Any]:
+    """The event log's marker for a new run of ``leasehold dev``."""
+    return {"source": RUNTIME_SOURCE, "detail-type": "Runtime Started", "time": iso(now),
+            "detail": {"pid": pid}}
 
 
 class Sink(Protocol):
@@ -111,10 +120,11 @@ def install(app: Leasehold, sink: Sink | None = None) -> Sink | None:
 
 
 def tail(path: str | Path, *, follow: bool = False, poll_seconds: float = 0.2,
-         stop: threading.Event | None = None) -> Iterator[dict[str, Any]]:
-    """Events in a local event log, oldest first; with ``follow``, wait for new ones."""
+         stop: threading.Event | None = None, start: int = 0) -> Iterator[dict[str, Any]]:
+    """Events in a local event log from byte ``start``, oldest first; with ``follow``, wait
+    for new ones."""
     path = Path(path)
-    position = 0
+    position = start
     partial = ""
     while True:
         if path.exists():

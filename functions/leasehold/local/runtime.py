@@ -29,10 +29,10 @@ from leasehold.api.app import handle
 from leasehold.api.context import ApiConfig
 from leasehold.aws import provision
 from leasehold.compose import compose
-from leasehold.events.publishing import FILE_PREFIX
+from leasehold.events.publishing import FILE_PREFIX, FileSink, runtime_started
 from leasehold.lifecycle import sweeper
 from leasehold.lifecycle.app import Leasehold
-from leasehold.local import emulator
+from leasehold.local import emulator, state
 from leasehold.local.gateway import Gateway
 from leasehold.settings import Settings
 from leasehold.time import ticker
@@ -68,6 +68,14 @@ class RuntimeOptions:
     #: The job state event log (JSON lines); ``LEASEHOLD_EVENT_BUS`` in the environment wins,
     #: so the runtime can publish to a real EventBridge bus when pointed at AWS.
     event_log: str = ".leasehold/events.jsonl"
+    #: Where the embedded emulator's tables are saved on stop and loaded on start
+    #: (:mod:`leasehold.local.state`); None keeps them in memory only.
+    state_dir: str | None = ".leasehold"
+    #: Start empty: the saved state and event log are moved aside (``*.old``), not deleted.
+    fresh: bool = False
+    #: Also save this often while running, so a runtime that is killed (not stopped) loses
+    #: at most this much; 0 saves only on stop.
+    save_seconds: float = 60.0
     #: Extra environment for the workers and the API (limits, test knobs).
     env: dict[str, str] = field(default_factory=dict)
 
@@ -126,6 +134,11 @@ class Runtime:
         self.threads: list[threading.Thread] = []
         self.app: Leasehold | None = None
         self.lease: AnnouncedLease | None = None
+        self.loaded = 0
+        self._saving = threading.Lock()
+        #: Set once the saved state is loaded: a runtime whose load failed must not write its
+        #: empty tables over the file it could not read.
+        self._may_save = False
 
     # -- start ----------------------------------------------------------------------------
 
@@ -157,17 +170,65 @@ class Runtime:
         self.app = compose(settings)
         if self.emulator is not None or os.environ.get("LEASEHOLD_PROVISION"):
             provision.create_all(self.app.clients, settings)
+        self.loaded = self._load_state(event_bus)
+        self._may_save = True
+        if event_bus.startswith(FILE_PREFIX):
+            # A line that says a new run began: `events tail` shows what came before it as
+            # an earlier run's, never as live.
+            FileSink(event_bus[len(FILE_PREFIX):]).publish(
+                runtime_started(self.app.now(), os.getpid()))
         self.api_config = ApiConfig.from_env({**os.environ, "LEASEHOLD_TRUST_TENANT_HEADER": "1"})
         for pool in opts.pools:
             for _ in range(opts.workers):
                 self.children.append(_Child(pool, self._spawn(pool)))
         self._thread(self._supervise, "supervisor")
         self._thread(self._sweep, "sweeper")
+        if self._state() is not None and opts.save_seconds > 0:
+            self._thread(self._autosave, "autosave")
         self.lease = AnnouncedLease(self.app, lease_seconds=opts.leader_lease_seconds,
                                     out=self.out)
         self._thread(self._tick, "ticker")
         self._thread(self.gateway.serve_forever, "gateway")
         self._banner(settings)
+
+    def _state(self) -> Path | None:
+        """Where the tables are kept, or None: in memory (or not ours: another endpoint)."""
+        if self.emulator is None or self.options.state_dir is None:
+            return None
+        return Path(self.options.state_dir).resolve()
+
+    def _load_state(self, event_bus: str) -> int:
+        directory = self._state()
+        if self.options.fresh:
+            logs = [Path(event_bus[len(FILE_PREFIX):])] if event_bus.startswith(FILE_PREFIX) \
+                else []
+            for path in [*logs, *([directory / state.STATE_FILE] if directory else [])]:
+                if path.exists():
+                    os.replace(path, path.with_name(path.name + ".old"))
+            return 0
+        if directory is None:
+            return 0
+        assert self.app is not None
+        return state.load(self.app, directory)
+
+    def _save_state(self, *, quiet: bool = False) -> None:
+        directory = self._state()
+        if directory is None or self.app is None or not self._may_save:
+            return
+        with self._saving:  # the autosave and the final save never write the file together
+            try:
+                count = state.save(self.app, directory)
+            except Exception:
+                log.exception("could not save the local state")
+                print(f"Could not save the state to {directory}.", file=self.out, flush=True)
+                return
+        if not quiet:
+            print(f"Saved {count} item(s) to {directory / state.STATE_FILE}; `leasehold dev` "
+                  "loads them next time (--fresh starts empty).", file=self.out, flush=True)
+
+    def _autosave(self) -> None:
+        while not self.stopping.wait(self.options.save_seconds):
+            self._save_state(quiet=True)
 
     def _thread(self, target: Any, name: str) -> None:
         thread = threading.Thread(target=target, name=name, daemon=True)
@@ -209,9 +270,23 @@ class Runtime:
             f"{self.options.tick_seconds:g}s while it holds the leader lease "
             f"({self.options.leader_lease_seconds:g}s); job leases {settings.lease_seconds:g}s",
             f"  events:    {events}",
+            f"  state:     {self._state_line()}",
             "Press Ctrl-C to stop (in-flight jobs finish first).",
         ]
         print("\n".join(lines), file=self.out, flush=True)
+
+    def _state_line(self) -> str:
+        directory = self._state()
+        if directory is not None:
+            every = self.options.save_seconds
+            kept = (f"{directory / state.STATE_FILE}: saved when you stop"
+                    + (f" (and every {every:g}s)" if every > 0 else "") + ", loaded at start")
+            loaded = f"{self.loaded} item(s) loaded" if self.loaded else "started empty"
+            return f"{kept} ({loaded}; --fresh starts empty)"
+        if self.emulator is not None:
+            return "IN MEMORY ONLY (--in-memory): every job, schedule and dead letter is " \
+                   "lost when you stop"
+        return f"kept by {self.options.endpoint}"
 
     # -- background loops -----------------------------------------------------------------
 
@@ -267,6 +342,7 @@ class Runtime:
                 child.process.wait()
         for thread in self.threads:
             thread.join(2)
+        self._save_state()  # after the workers drained, so finished jobs are saved finished
         if self.emulator is not None:
             self.emulator.stop()
         print("Stopped.", file=self.out, flush=True)

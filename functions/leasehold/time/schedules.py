@@ -7,6 +7,7 @@ write replaces the whole item on the condition of its ``version``.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from datetime import datetime
@@ -51,6 +52,9 @@ from leasehold.workflows import WorkflowDetail, get_workflow
 
 # -- validation ----------------------------------------------------------------------------
 
+_LAST_MS = 253_402_300_799_000  # 9999-12-31T23:59:59Z
+
+
 def _time(fieldname: str, value: Any) -> int | None:
     """Epoch ms from an ISO-8601 string with a zone, or from epoch ms; None stays None."""
     if value is None:
@@ -63,7 +67,11 @@ def _time(fieldname: str, value: Any) -> int | None:
         if parsed.tzinfo is None:
             raise ValidationError(fieldname, "must carry a zone (e.g. 'Z' or '+01:00')")
         return to_ms(parsed)
-    return int(check_number(fieldname, value, low=0, high=253_402_300_799_000, integer=True))
+    check_number(fieldname, value, low=-math.inf, high=math.inf, integer=True)
+    if not 0 <= value <= _LAST_MS:  # said in dates: nobody reads epoch milliseconds
+        raise ValidationError(fieldname, "must be between 1970-01-01T00:00:00Z and "
+                                         "9999-12-31T23:59:59Z")
+    return int(value)
 
 
 def _or(values: Mapping[str, Any], name: str, default: Any) -> Any:
