@@ -12,13 +12,14 @@ import sys
 from collections.abc import Sequence
 
 from leasehold import __version__
-from leasehold.cli import dev, jobs, schedules, workflows
+from leasehold.cli import console, dev, jobs, schedules, workflows
 
 MODULES = (
     dev,
     jobs,
     schedules,
     workflows,
+    console,
 )
 
 
