@@ -105,14 +105,16 @@ def _watch_parent(parent: int, stop: Any) -> None:
 
 
 def run_worker(args: argparse.Namespace) -> int:
-    from leasehold.lifecycle.app import Leasehold
+    from leasehold.compose import compose
     from leasehold.local.poller import PollerOptions, PollingWorker
     from leasehold.settings import Settings
 
     overrides: dict[str, Any] = {}
     if args.tasks:
         overrides["task_modules"] = _split(args.tasks)
-    app = Leasehold.from_settings(Settings.from_env(**overrides))
+    # Composed, as every Lambda handler is: a bare app would finish jobs without counting them
+    # for /stats, releasing workflow steps or publishing job state events.
+    app = compose(Settings.from_env(**overrides))
     poller = PollingWorker(app, PollerOptions(
         pool=args.pool, concurrency=args.concurrency, batch_size=args.batch_size,
         heartbeat_seconds=args.heartbeat_seconds))
