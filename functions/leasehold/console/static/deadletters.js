@@ -7,7 +7,7 @@ export async function render(main) {
   const stats = await api("GET", "/stats");
   const pools = [...new Set(stats.queues.map((q) => q.pool))];
   const depths = h("div");
-  const list = h("div");
+  const list = h("div", {}, h("p", { class: "muted" }, "Loading…"));
   const pool = h("select", { name: "pool", "aria-label": "pool" },
     h("option", { value: "" }, "all pools"), pools.map((p) => h("option", { value: p }, p)));
   const task = h("input", { name: "task", placeholder: "any task", "aria-label": "task",
@@ -41,7 +41,8 @@ export async function render(main) {
   replace(main, h("h1", {}, "Dead letters"),
     h("p", { class: "muted" }, "Jobs that ran out of attempts. Redrive queues them again; "
       + "Retry on a job does the same for one."),
-    form, list, panel("Dead-letter queues", depths));
+    form, list, panel("Dead-letter queues", h("p", { class: "muted" },
+      "Copies of DEAD jobs, every tenant's: a redrive removes yours."), depths));
 
   async function load() {
     const [page, now] = await Promise.all([

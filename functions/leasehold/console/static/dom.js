@@ -69,7 +69,7 @@ export function button(text, onclick, attrs = {}) {
 }
 
 export function panel(title, ...children) {
-  return h("section", { class: "panel" }, h("h2", {}, title), ...children);
+  return h("section", { class: "panel", "aria-label": title }, h("h2", {}, title), ...children);
 }
 
 /** Shows a message above the page: an error in red, anything else as a plain note. */

@@ -88,7 +88,7 @@ export async function render(main) {
         w.current_jobs.length
           ? w.current_jobs.map((id) => link(`#/jobs/${id}`, id.slice(-8), { title: id }))
           : "idle",
-        w.processed])),
+        w.processed]),
       "No live workers."));
   }
 

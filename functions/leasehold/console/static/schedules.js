@@ -26,7 +26,7 @@ function fireTime(iso, zone) {
 
 function lastRun(s) {
   if (!s.last_fired_at) return h("span", { class: "muted" }, "never");
-  return h("span", {}, when(s.last_fired_at), " ",
+  return h("span", {}, when(s.last_fired_at), ` (${s.run_count} runs) `,
     s.last_workflow_id ? link(`#/workflows/${s.last_workflow_id}`, "workflow")
       : s.last_job_id ? link(`#/jobs/${s.last_job_id}`, "job") : null);
 }
@@ -72,7 +72,7 @@ export async function render(main) {
 
   function draw() {
     replace(list, table(
-      ["name", "cron", "zone", "runs", "state", "next fire", "last run", ""],
+      ["name", "cron", "zone", "fires", "state", "next fire", "last run", ""],
       schedules.map((s) => [
         h("span", {}, h("strong", {}, s.name), h("br"),
           h("span", { class: "muted mono" }, s.schedule_id)),
