@@ -147,6 +147,7 @@ def test_the_page_is_served_locally_and_calls_without_the_pages_marker_are_refus
     assert "default-src 'self'" in headers["Content-Security-Policy"]
     status, headers, script = call(signing_console + "/console/app.js")
     assert status == 200 and headers["Content-Type"].startswith("text/javascript")
+    assert b"hashchange" in script
     # Another site's script cannot add the marker without a preflight the proxy never grants.
     assert call(signing_console + "/jobs")[0] == 403
     assert call(signing_console + "/jobs", "OPTIONS")[0] == 403

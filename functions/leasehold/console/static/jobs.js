@@ -46,15 +46,26 @@ function row(job) {
 
 const HEADERS = ["job", "task", "state", "pool / priority", "attempts", "created", "finished", ""];
 
-/** A workflow's steps are its jobs: the graph lists them, so no new endpoint is needed. */
-async function workflowJobs(workflowId) {
+/** A workflow's steps are its jobs: its graph lists them, so no other endpoint is needed. */
+async function workflowSteps(workflowId) {
   const workflow = await api("GET", `/workflows/${encodeURIComponent(workflowId)}`);
-  return workflow.steps.map((step) => ({
-    job_id: step.job_id, task: step.task, state: step.state, pool: "", priority: `step ${step.id}`,
-    attempts: step.attempts, max_attempts: "?", created_at: step.started_at,
-    finished_at: step.finished_at, error: step.error,
-  }));
+  return workflow.steps.map((step) => ({ ...step, step_id: step.id }));
 }
+
+function stepRow(step) {
+  return [
+    link(`#/jobs/${step.job_id}`, step.job_id, { class: "mono" }),
+    step.task,
+    badge(step.state),
+    step.step_id,
+    step.attempts,
+    when(step.started_at),
+    when(step.finished_at),
+    step.error ? h("span", { class: "error-text" }, `${step.error.type}: ${step.error.message}`) : "",
+  ];
+}
+
+const STEP_HEADERS = ["job", "task", "state", "step", "attempts", "started", "finished", ""];
 
 export async function renderList(main, query) {
   const results = h("div", { class: "results" });
@@ -70,17 +81,19 @@ export async function renderList(main, query) {
   const keep = (job) => (!states.length || states.includes(job.state)) && (!task || job.task === task);
 
   async function load() {
-    let jobs;
-    let next = null;
     if (workflowId) {
-      jobs = (await workflowJobs(workflowId)).filter(keep);
-    } else {
-      const page = await api("GET", "/jobs", { query: {
-        state: scheduleId ? undefined : states, task: scheduleId ? undefined : task,
-        schedule_id: scheduleId, limit: PAGE, cursor: cursors[cursors.length - 1] || undefined } });
-      jobs = page.jobs.filter(keep);
-      next = page.next_cursor;
+      const steps = (await workflowSteps(workflowId)).filter(keep);
+      replace(results, table(STEP_HEADERS, steps.map(stepRow), "No steps match."));
+      replace(pager);
+      return;
     }
+    // GET /jobs?schedule_id= lists a schedule's runs and takes no other filter: the page
+    // applies state and task to them itself.
+    const page = await api("GET", "/jobs", { query: {
+      state: scheduleId ? undefined : states, task: scheduleId ? undefined : task,
+      schedule_id: scheduleId, limit: PAGE, cursor: cursors[cursors.length - 1] || undefined } });
+    const jobs = page.jobs.filter(keep);
+    const next = page.next_cursor;
     replace(results, table(HEADERS, jobs.map(row), "No jobs match."));
     replace(pager,
       cursors.length > 1 ? button("← Newer", () => { cursors.pop(); load().catch(fail); }) : null,
@@ -123,7 +136,8 @@ function facts(job) {
 
 function outcome(job) {
   if (job.error) {
-    return panel("Error",
+    // A retried job keeps its last error until it finishes again.
+    return panel(job.state === "DEAD" ? "Error" : "Last error",
       h("p", { class: "error-text", "data-testid": "job-error" },
         `${job.error.type}: ${job.error.message}`),
       job.error.traceback
