@@ -21,7 +21,7 @@ dev: $(STAMP)
 
 test: $(STAMP) lint typecheck chromium
 	JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION=1 $(PY) -m pytest -n $(PYTEST_WORKERS) \
-		--durations=15 tests
+		--dist loadgroup --durations=15 tests
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check functions infra tests examples bench
@@ -29,6 +29,8 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy
 
+# (--dist loadgroup: tests marked xdist_group share one worker, so the browser tests start one
+# runtime and one Chromium; every other test is spread as before.)
 # The console's browser tests (tests/browser) drive Debian's `chromium` through Playwright,
 # whose own browser download cannot work here. Install it with apt when it is missing and we
 # can (CI runs as root); otherwise stop here, loudly: the tests never skip for want of one.

@@ -12,9 +12,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import Browser, ConsoleMessage, Page, Playwright, sync_playwright
+from playwright.sync_api import Browser, ConsoleMessage, Page, Playwright, expect, sync_playwright
 
 from tests.e2e.conftest import Runtime, start_runtime
+
+# Waits, not deadlines: on two busy cores a page may need a while to show what it will show.
+expect.set_options(timeout=20_000)
 
 #: Where a browser may be: $LEASEHOLD_CHROMIUM, else Debian's and other distributions' names.
 CANDIDATES = ("chromium", "chromium-browser", "google-chrome")
@@ -78,7 +81,7 @@ def page(browser: Browser) -> Iterator[Page]:
     """A fresh page; the test fails if the browser logged an error or a script threw."""
     context = browser.new_context(viewport={"width": 1280, "height": 900})
     opened = context.new_page()
-    opened.set_default_timeout(15_000)
+    opened.set_default_timeout(20_000)
     problems: list[str] = []
 
     def on_console(message: ConsoleMessage) -> None:

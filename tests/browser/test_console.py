@@ -20,7 +20,8 @@ from playwright.sync_api import Page, expect
 
 from tests.e2e.conftest import ROOT, Runtime
 
-pytestmark = pytest.mark.browser
+# One worker runs them all (make test uses --dist loadgroup): one runtime, one browser.
+pytestmark = [pytest.mark.browser, pytest.mark.xdist_group("browser")]
 
 
 def wait_state(runtime: Runtime, job_id: str, states: set[str], tenant: str = "default",
