@@ -22,6 +22,7 @@ from botocore.auth import SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 
+from leasehold.cli import main
 from leasehold.cli.client import region_of
 from leasehold.cli.console import ConsoleServer, Upstream
 
@@ -175,3 +176,31 @@ def test_without_aws_auth_nothing_is_signed_and_an_unreachable_api_is_a_clear_50
 def test_the_region_to_sign_for_comes_from_an_api_gateway_url(url: str,
                                                               region: str | None) -> None:
     assert region_of(url) == region
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--url", "ftp://example.com"], "--url must be an http(s) URL"),
+    (["--url", "http://127.0.0.1:8080/?x=1"], "without ?query"),
+    (["--port", "70000"], "--port must be 0..65535"),
+    (["--aws-auth", "--url", "https://api.example.com/v1"], "give --region"),
+])
+def test_bad_options_are_refused_with_a_clear_message(
+        argv: list[str], message: str, credentials: None, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    for name in ("AWS_DEFAULT_REGION", "AWS_REGION", "AWS_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent")
+    assert main(["console", *argv]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_aws_auth_without_credentials_is_refused_before_listening(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    for name in ("AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE"):
+        monkeypatch.setenv(name, "/nonexistent")
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")  # no instance-metadata lookups
+    assert main(["console", "--aws-auth", "--url",
+                 "https://abc.execute-api.eu-west-1.amazonaws.com/v1"]) == 2
+    assert "--aws-auth needs AWS credentials" in capsys.readouterr().err

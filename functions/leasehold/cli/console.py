@@ -198,7 +198,8 @@ def run_console(args: argparse.Namespace) -> int:
             print("leasehold console: --aws-auth needs AWS credentials (none found: set a "
                   "profile or AWS_ACCESS_KEY_ID)", file=sys.stderr)
             return 2
-        region = args.region or region_of(url) or upstream.session.region_name
+        region = (args.region or region_of(url) or upstream.session.region_name
+                  or os.environ.get("AWS_REGION"))
         if not region:
             print("leasehold console: cannot tell the API's region from the URL; give "
                   "--region", file=sys.stderr)
