@@ -31,6 +31,8 @@ def wait_state(runtime: Runtime, job_id: str, states: set[str], tenant: str = "d
 
 def test_overview_shows_totals_queues_workers_and_a_throughput_chart(
         page: Page, console_runtime: Runtime, screenshots: Path) -> None:
+    sleeper = console_runtime.submit({"task": "sleep", "payload": {"seconds": 60}})["job_id"]
+    wait_state(console_runtime, sleeper, {"RUNNING"})
     # The address leasehold dev prints for the console.
     [banner] = [line for line in console_runtime.output if line.strip().startswith("console:")]
     assert banner.split()[1] == console_runtime.url + "/"
@@ -53,7 +55,11 @@ def test_overview_shows_totals_queues_workers_and_a_throughput_chart(
     queues = page.get_by_role("region", name="Queues")
     for priority in ("high", "normal", "low"):
         expect(queues.get_by_role("row").filter(has_text=priority)).to_have_count(2)
+    live = page.get_by_role("region", name="Live jobs by state")
+    running = live.get_by_role("row").filter(has_text="RUNNING").get_by_role("link")
+    expect(running).to_have_text(re.compile(r"^[1-9]\d*$"))
     page.screenshot(path=screenshots / "overview.png", full_page=True)
+    assert console_runtime.call("DELETE", f"/jobs/{sleeper}").status == 200
 
 
 def test_the_jobs_table_lists_a_job_and_its_page_shows_payload_result_and_history(
