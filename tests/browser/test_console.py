@@ -64,19 +64,41 @@ def test_overview_shows_totals_queues_workers_and_a_throughput_chart(
 
 def test_the_jobs_table_lists_a_job_and_its_page_shows_payload_result_and_history(
         page: Page, console_runtime: Runtime, screenshots: Path) -> None:
-    job_id = console_runtime.submit({"task": "echo", "payload": {"greeting": "hello console"}})[
-        "job_id"]
+    # Markup in a payload is shown as text, never run or rendered.
+    payload_in = {"greeting": "hello console", "html": "<img src=x onerror=alert(1)><b>bold?</b>"}
+    job_id = console_runtime.submit({"task": "echo", "payload": payload_in})["job_id"]
     wait_state(console_runtime, job_id, {"SUCCEEDED"})
     page.goto(console_runtime.url + "/#/jobs?task=echo")
     page.get_by_role("link", name=job_id).click()
     expect(page.get_by_role("heading", name=f"Job {job_id}")).to_be_visible()
     payload = page.get_by_role("region", name="Payload")
     expect(payload).to_contain_text('"greeting": "hello console"')
+    expect(payload).to_contain_text("<img src=x onerror=alert(1)><b>bold?</b>")
+    expect(page.locator("main img, main b")).to_have_count(0)
     expect(page.get_by_role("region", name="Result")).to_contain_text("hello console")
     history = page.get_by_role("region", name="History")
     expect(history.get_by_role("listitem")).not_to_have_count(0)
     expect(history.get_by_role("listitem").last).to_contain_text("SUCCEEDED")
     page.screenshot(path=screenshots / "job.png", full_page=True)
+
+
+def test_the_jobs_table_pages_with_the_apis_cursor(page: Page, console_runtime: Runtime) -> None:
+    tenant = "console-pager"
+    ids = [console_runtime.submit({"task": "echo", "payload": i}, tenant)["job_id"]
+           for i in range(7)]
+    page.goto(console_runtime.url + "/#/jobs?limit=5")
+    page.get_by_label("Tenant").fill(tenant)
+    page.get_by_label("Tenant").press("Enter")
+    rows = page.locator("main tbody tr")
+    expect(rows).to_have_count(5)  # newest first, 5 a page
+    expect(rows.first).to_contain_text(ids[-1])
+    page.get_by_role("button", name="Older →").click()
+    expect(page.get_by_text("page 2")).to_be_visible()
+    expect(rows).to_have_count(2)
+    expect(rows.last).to_contain_text(ids[0])
+    expect(page.get_by_role("button", name="Older →")).to_have_count(0)
+    page.get_by_role("button", name="← Newer").click()
+    expect(rows.first).to_contain_text(ids[-1])
 
 
 def test_a_dead_jobs_error_shows_and_retry_runs_it_again_and_cancel_stops_one(

@@ -6,6 +6,12 @@ import { badge, button, h, json, link, notify, panel, replace, table, when } fro
 
 const PAGE = 25;
 
+/** Rows a page: ``#/jobs?limit=`` (1 to 200, the API's bounds), else 25. */
+function pageSize(query) {
+  const asked = Number.parseInt(query.get("limit") || "", 10);
+  return Number.isInteger(asked) ? Math.min(200, Math.max(1, asked)) : PAGE;
+}
+
 function filterForm(query) {
   const field = (name, label, placeholder) => h("label", {}, label,
     h("input", { name, value: query.get(name) || "", placeholder, autocomplete: "off" }));
@@ -26,6 +32,7 @@ function filterForm(query) {
     for (const [key, value] of new FormData(form)) {
       for (const item of String(value).split(",")) if (item.trim()) next.append(key, item.trim());
     }
+    if (query.get("limit")) next.set("limit", query.get("limit"));
     location.hash = `#/jobs${next.toString() ? `?${next}` : ""}`;
   });
   return form;
@@ -91,7 +98,7 @@ export async function renderList(main, query) {
     // applies state and task to them itself.
     const page = await api("GET", "/jobs", { query: {
       state: scheduleId ? undefined : states, task: scheduleId ? undefined : task,
-      schedule_id: scheduleId, limit: PAGE, cursor: cursors[cursors.length - 1] || undefined } });
+      schedule_id: scheduleId, limit: pageSize(query), cursor: cursors[cursors.length - 1] || undefined } });
     const jobs = page.jobs.filter(keep);
     const next = page.next_cursor;
     replace(results, table(HEADERS, jobs.map(row), "No jobs match."));
