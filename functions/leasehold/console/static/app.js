@@ -45,20 +45,26 @@ async function show() {
   }
   const [pattern, , render] = route;
   const match = pattern.exec(path);
-  replace(main, h("p", { class: "muted" }, "Loading…"));
+  // Each visit renders into its own element: a slow answer for a page the reader has left
+  // lands in a detached element instead of over the page they are on now.
+  const view = h("div", { class: "page" }, h("p", { class: "muted" }, "Loading…"));
+  replace(main, view);
   let page;
   try {
-    page = await render(main, query, ...match.slice(1));
+    page = await render(view, query, ...match.slice(1));
   } catch (error) {
-    notify(error.message, "error");
+    if (mine === generation) notify(error.message, "error");
     return;
   }
-  // A slow page may finish after the reader has already moved on: keep only the latest.
   if (mine !== generation || !page || !page.refresh) return;
+  let failed = false;
   const timer = setInterval(async () => {
     try {
       await page.refresh();
+      if (failed) notify(null); // the API answers again: clear the error refreshing showed
+      failed = false;
     } catch (error) {
+      failed = true;
       notify(error.message, "error");
     }
   }, page.every || 3000);
