@@ -43,7 +43,7 @@ def test_overview_shows_totals_queues_workers_and_a_throughput_chart(
     ids = [console_runtime.submit({"task": "echo", "payload": i})["job_id"] for i in range(3)]
     console_runtime.wait_for(ids)
     expect(page.get_by_text(re.compile(r"^([3-9]|\d\d+) jobs finished in the last minute"))
-           ).to_be_visible(timeout=15_000)
+           ).to_be_visible()
     expect(page.locator("svg.throughput rect.bar:not([height='0'])")).not_to_have_count(0)
     succeeded = page.locator(".card").filter(has_text="succeeded").locator(".value")
     expect(succeeded).to_have_text(re.compile(r"^([3-9]|\d\d+)$"))
