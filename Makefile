@@ -19,6 +19,8 @@ $(STAMP): pyproject.toml
 dev: $(STAMP)
 	$(VENV)/bin/leasehold dev
 
+# --dist loadgroup: tests marked xdist_group share one worker, so the browser tests start one
+# runtime and one Chromium; every other test is spread as before.
 test: $(STAMP) lint typecheck chromium
 	JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION=1 $(PY) -m pytest -n $(PYTEST_WORKERS) \
 		--dist loadgroup --durations=15 tests
@@ -29,8 +31,6 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy
 
-# (--dist loadgroup: tests marked xdist_group share one worker, so the browser tests start one
-# runtime and one Chromium; every other test is spread as before.)
 # The console's browser tests (tests/browser) drive Debian's `chromium` through Playwright,
 # whose own browser download cannot work here. Install it with apt when it is missing and we
 # can (CI runs as root); otherwise stop here, loudly: the tests never skip for want of one.
