@@ -19,11 +19,9 @@ $(STAMP): pyproject.toml
 dev: $(STAMP)
 	$(VENV)/bin/leasehold dev
 
-# --dist loadgroup: tests marked xdist_group share one worker, so the browser tests start one
-# runtime and one Chromium; every other test is spread as before.
 test: $(STAMP) lint typecheck chromium
 	JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION=1 $(PY) -m pytest -n $(PYTEST_WORKERS) \
-		--dist loadgroup --durations=15 tests
+		--durations=15 tests
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check functions infra tests examples bench

@@ -20,8 +20,7 @@ from playwright.sync_api import Page, expect
 
 from tests.e2e.conftest import ROOT, Runtime
 
-# One worker runs them all (make test uses --dist loadgroup): one runtime, one browser.
-pytestmark = [pytest.mark.browser, pytest.mark.xdist_group("browser")]
+pytestmark = pytest.mark.browser
 
 
 def wait_state(runtime: Runtime, job_id: str, states: set[str], tenant: str = "default",
