@@ -10,7 +10,7 @@ PYTEST_WORKERS ?= 2
 PORT ?= 8080
 ARGS ?=
 
-.PHONY: dev test lint typecheck unit soak bench bench-quick synth clean
+.PHONY: dev test lint typecheck unit soak chromium bench bench-quick synth clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Leasehold needs Python 3.11+"'
@@ -23,7 +23,7 @@ $(STAMP): pyproject.toml
 dev: $(STAMP)
 	$(VENV)/bin/leasehold dev --port $(PORT) $(ARGS)
 
-test: $(STAMP) lint typecheck
+test: $(STAMP) lint typecheck chromium
 	JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION=1 $(PY) -m pytest -n $(PYTEST_WORKERS) \
 		--durations=15 tests
 
@@ -32,6 +32,21 @@ lint: $(STAMP)
 
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy
+
+# The console's browser tests (tests/browser) drive Debian's `chromium` through Playwright,
+# whose own browser download cannot work here. Install it with apt when it is missing and we
+# can (CI runs as root); otherwise stop here, loudly: the tests never skip for want of one.
+chromium:
+	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 \
+	|| [ -n "$$LEASEHOLD_CHROMIUM" ] || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then SUDO=; \
+	  elif command -v apt-get >/dev/null 2>&1 && sudo -n true 2>/dev/null; then SUDO=sudo; \
+	  else echo "make test: the console's browser tests need Chromium and apt-get cannot" \
+	    "install it here: install Debian's 'chromium' or set LEASEHOLD_CHROMIUM" >&2; exit 1; fi; \
+	  echo "Installing chromium with apt-get (for tests/browser)"; \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq \
+	    --no-install-recommends chromium >/dev/null || { \
+	    echo "make test: apt-get could not install chromium (tests/browser need it)" >&2; exit 1; }; }
 
 unit: $(STAMP)
 	$(PY) -m pytest -q tests/unit

@@ -25,7 +25,7 @@ LAYERS: dict[str, int] = {
     "core": 1, "aws": 1,
     "lifecycle": 2, "tenancy": 2,
     "time": 3, "workflows": 3, "events": 3,
-    "compose": 4, "api": 4, "cli": 4, "handlers": 4, "local": 4,
+    "compose": 4, "api": 4, "cli": 4, "handlers": 4, "local": 4, "console": 4,
 }
 #: The public facade (``from leasehold import task, RetryPolicy, ...``): it re-exports core.
 ROOT_LAYER = 1

@@ -14,7 +14,7 @@ from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
 from aws_lambda_powertools.event_handler.api_gateway import Router
 
 from leasehold import __version__
-from leasehold.api import admin, errors, jobs, schedules, triggers, workflows
+from leasehold.api import admin, console, errors, jobs, schedules, triggers, workflows
 from leasehold.api.context import ApiConfig
 from leasehold.api.surrogates import lone_surrogate
 from leasehold.core.spec import MAX_PAYLOAD_BYTES
@@ -26,6 +26,7 @@ ROUTERS: tuple[Router, ...] = (
     schedules.router,
     triggers.router,
     workflows.router,
+    console.router,
 )
 
 TITLE = "Leasehold"

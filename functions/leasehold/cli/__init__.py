@@ -12,7 +12,7 @@ import sys
 from collections.abc import Sequence
 
 from leasehold import __version__
-from leasehold.cli import admin, dev, events, jobs, schedules, triggers, workflows
+from leasehold.cli import admin, console, dev, events, jobs, schedules, triggers, workflows
 
 MODULES = (
     dev,
@@ -22,6 +22,7 @@ MODULES = (
     triggers,
     workflows,
     events,
+    console,
 )
 
 

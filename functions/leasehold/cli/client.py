@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -87,17 +88,34 @@ class Client:
                                                "JSON: is --url the Leasehold API?") from None
 
 
-def sign(method: str, url: str, data: bytes | None, headers: dict[str, str]) -> dict[str, str]:
-    """SigV4 headers for API Gateway's IAM authorization (``execute-api``)."""
+#: ``https://{api}.execute-api.{region}.amazonaws.com/{stage}``: the region the API lives in.
+_EXECUTE_API_HOST = re.compile(r"\.execute-api(?:-fips)?\.([a-z0-9-]+)\.amazonaws\.com(?:\.cn)?$")
+
+
+def region_of(url: str) -> str | None:
+    """The region in an API Gateway URL (None for a custom domain or a local URL)."""
+    match = _EXECUTE_API_HOST.search(urllib.parse.urlsplit(url).hostname or "")
+    return match.group(1) if match else None
+
+
+def sign(method: str, url: str, data: bytes | None, headers: dict[str, str], *,
+         region: str | None = None, session: Any = None) -> dict[str, str]:
+    """SigV4 headers for API Gateway's IAM authorization (``execute-api``).
+
+    The region is ``region``, else the one in the URL (an API in eu-west-1 must be signed for
+    eu-west-1 whatever the profile's default), else the session's. A long-lived caller passes
+    its ``session`` so refreshable credentials (assumed roles, SSO) are resolved once.
+    """
     import boto3
     from botocore.auth import SigV4Auth
     from botocore.awsrequest import AWSRequest
 
-    session = boto3.session.Session()
+    session = session or boto3.session.Session()
     credentials = session.get_credentials()
     if credentials is None:
         raise ApiError(0, "no_credentials", "--aws-auth needs AWS credentials")
-    region = session.region_name or os.environ.get("AWS_REGION", "us-east-1")
+    region = (region or region_of(url) or session.region_name
+              or os.environ.get("AWS_REGION", "us-east-1"))
     request = AWSRequest(method=method, url=url, data=data, headers=headers)
     SigV4Auth(credentials.get_frozen_credentials(), "execute-api", region).add_auth(request)
     return dict(request.headers.items())

@@ -260,6 +260,7 @@ class Runtime:
         lines = [
             "Leasehold is running.",
             f"  API:       {self.gateway.url}   (OpenAPI at {self.gateway.url}/openapi.json)",
+            f"  console:   {self.gateway.url}/",
             f"  AWS:       {settings.endpoint_url} ({where})",
             f"  workers:   {len(self.children)} process(es) x {self.options.concurrency} "
             f"thread(s), pools {', '.join(settings.pools)}: "

@@ -1,0 +1,86 @@
+// Building the page from data without innerHTML, so no job payload is ever read as markup.
+
+const SVG_NS = "http://www.w3.org/2000/svg";
+
+export function h(tag, attrs, ...children) {
+  const svg = tag.startsWith("svg:");
+  const el = svg ? document.createElementNS(SVG_NS, tag.slice(4)) : document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs || {})) {
+    if (value === null || value === undefined || value === false) continue;
+    if (key.startsWith("on") && typeof value === "function") {
+      el.addEventListener(key.slice(2), value);
+    } else {
+      el.setAttribute(key, value === true ? "" : String(value));
+    }
+  }
+  fill(el, ...children);
+  return el;
+}
+
+export function fill(el, ...children) {
+  for (const child of children.flat(Infinity)) {
+    if (child === null || child === undefined || child === false) continue;
+    el.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+  return el;
+}
+
+export function replace(el, ...children) {
+  el.replaceChildren();
+  return fill(el, ...children);
+}
+
+export function badge(state) {
+  return h("span", { class: `badge state-${state}` }, state);
+}
+
+/** A time as the reader's local time, with the UTC instant on hover. */
+export function when(iso) {
+  if (!iso) return h("span", { class: "muted" }, "—");
+  const date = new Date(iso);
+  return h("time", { datetime: iso, title: iso }, date.toLocaleString());
+}
+
+export function ago(iso, now = Date.now()) {
+  if (!iso) return "—";
+  const seconds = Math.max(0, (now - new Date(iso).getTime()) / 1000);
+  if (seconds < 90) return `${seconds.toFixed(seconds < 10 ? 1 : 0)} s ago`;
+  if (seconds < 5400) return `${Math.round(seconds / 60)} min ago`;
+  return `${Math.round(seconds / 3600)} h ago`;
+}
+
+export function json(value) {
+  return h("pre", { class: "json" }, value === undefined ? "null" : JSON.stringify(value, null, 2));
+}
+
+export function link(href, text, attrs = {}) {
+  return h("a", { href, ...attrs }, text);
+}
+
+export function table(headers, rows, empty = "Nothing here yet.") {
+  if (!rows.length) return h("p", { class: "muted empty" }, empty);
+  return h("table", {},
+    h("thead", {}, h("tr", {}, headers.map((name) => h("th", { scope: "col" }, name)))),
+    h("tbody", {}, rows.map((cells) => h("tr", {}, cells.map((cell) => h("td", {}, cell))))));
+}
+
+export function button(text, onclick, attrs = {}) {
+  return h("button", { type: "button", onclick, ...attrs }, text);
+}
+
+export function panel(title, ...children) {
+  return h("section", { class: "panel", "aria-label": title }, h("h2", {}, title), ...children);
+}
+
+/** Shows a message above the page: an error in red, anything else as a plain note. */
+export function notify(message, kind = "info") {
+  const notice = document.getElementById("notice");
+  if (!message) {
+    notice.hidden = true;
+    notice.replaceChildren();
+    return;
+  }
+  notice.hidden = false;
+  notice.className = kind;
+  replace(notice, message);
+}

@@ -1,0 +1,203 @@
+// Jobs: a filtered, cursor-paged list, and one job with its payload, result or error,
+// attempts, history timeline and the Cancel and Retry buttons.
+
+import { api, STATES, TERMINAL } from "./api.js";
+import { badge, button, h, json, link, notify, panel, replace, table, when } from "./dom.js";
+
+const PAGE = 25;
+
+/** Rows a page: ``#/jobs?limit=`` (1 to 200, the API's bounds), else 25. */
+function pageSize(query) {
+  const asked = Number.parseInt(query.get("limit") || "", 10);
+  return Number.isInteger(asked) ? Math.min(200, Math.max(1, asked)) : PAGE;
+}
+
+function filterForm(query) {
+  const field = (name, label, placeholder) => h("label", {}, label,
+    h("input", { name, value: query.get(name) || "", placeholder, autocomplete: "off" }));
+  const chosen = new Set(query.getAll("state"));
+  const form = h("form", { class: "filters", "aria-label": "job filters" },
+    h("label", {}, "State",
+      h("select", { name: "state" },
+        h("option", { value: "" }, "any"),
+        STATES.map((s) => h("option", { value: s, selected: chosen.size === 1 && chosen.has(s) }, s)),
+        chosen.size > 1 ? h("option", { value: [...chosen].join(","), selected: true }, "live") : null)),
+    field("task", "Task", "e.g. echo"),
+    field("schedule", "Schedule", "schedule id"),
+    field("workflow", "Workflow", "workflow id"),
+    h("button", { type: "submit" }, "Filter"));
+  form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    const next = new URLSearchParams();
+    for (const [key, value] of new FormData(form)) {
+      for (const item of String(value).split(",")) if (item.trim()) next.append(key, item.trim());
+    }
+    if (query.get("limit")) next.set("limit", query.get("limit"));
+    location.hash = `#/jobs${next.toString() ? `?${next}` : ""}`;
+  });
+  return form;
+}
+
+function row(job) {
+  return [
+    link(`#/jobs/${job.job_id}`, job.job_id, { class: "mono" }),
+    job.task,
+    badge(job.state),
+    `${job.pool} / ${job.priority}`,
+    `${job.attempts} / ${job.max_attempts}`,
+    when(job.created_at),
+    when(job.finished_at),
+    job.error ? h("span", { class: "error-text" }, `${job.error.type}: ${job.error.message}`) : "",
+  ];
+}
+
+const HEADERS = ["job", "task", "state", "pool / priority", "attempts", "created", "finished", ""];
+
+/** A workflow's steps are its jobs: its graph lists them, so no other endpoint is needed. */
+async function workflowSteps(workflowId) {
+  const workflow = await api("GET", `/workflows/${encodeURIComponent(workflowId)}`);
+  return workflow.steps.map((step) => ({ ...step, step_id: step.id }));
+}
+
+function stepRow(step) {
+  return [
+    link(`#/jobs/${step.job_id}`, step.job_id, { class: "mono" }),
+    step.task,
+    badge(step.state),
+    step.step_id,
+    step.attempts,
+    when(step.started_at),
+    when(step.finished_at),
+    step.error ? h("span", { class: "error-text" }, `${step.error.type}: ${step.error.message}`) : "",
+  ];
+}
+
+const STEP_HEADERS = ["job", "task", "state", "step", "attempts", "started", "finished", ""];
+
+export async function renderList(main, query) {
+  const results = h("div", { class: "results" });
+  const pager = h("nav", { class: "pager", "aria-label": "pages" });
+  replace(main, h("h1", {}, "Jobs"), filterForm(query), results, pager);
+  const states = query.getAll("state");
+  const task = query.get("task") || undefined;
+  const scheduleId = query.get("schedule") || undefined;
+  const workflowId = query.get("workflow") || undefined;
+  // The API's cursor pages forward; remembering the cursors read so far pages back.
+  const cursors = [null];
+
+  const keep = (job) => (!states.length || states.includes(job.state)) && (!task || job.task === task);
+
+  async function load() {
+    if (workflowId) {
+      const steps = (await workflowSteps(workflowId)).filter(keep);
+      replace(results, table(STEP_HEADERS, steps.map(stepRow), "No steps match."));
+      replace(pager);
+      return;
+    }
+    // GET /jobs?schedule_id= lists a schedule's runs and takes no other filter: the page
+    // applies state and task to them itself.
+    const page = await api("GET", "/jobs", { query: {
+      state: scheduleId ? undefined : states, task: scheduleId ? undefined : task,
+      schedule_id: scheduleId, limit: pageSize(query), cursor: cursors[cursors.length - 1] || undefined } });
+    const jobs = page.jobs.filter(keep);
+    const next = page.next_cursor;
+    replace(results, table(HEADERS, jobs.map(row), "No jobs match."));
+    replace(pager,
+      cursors.length > 1 ? button("← Newer", () => { cursors.pop(); load().catch(fail); }) : null,
+      h("span", { class: "muted" }, `page ${cursors.length}`),
+      next ? button("Older →", () => { cursors.push(next); load().catch(fail); }) : null);
+  }
+  const fail = (error) => notify(error.message, "error");
+  await load();
+  // Only the first page follows new jobs: a later one would shift under the reader.
+  return { refresh: () => (cursors.length === 1 ? load() : Promise.resolve()), every: 5000 };
+}
+
+function facts(job) {
+  const pairs = [
+    ["state", badge(job.state)],
+    ["task", job.task],
+    ["pool / priority", `${job.pool} / ${job.priority}`],
+    ["attempts", `${job.attempts} of ${job.max_attempts}`
+      + (job.crash_recoveries ? ` (${job.crash_recoveries} crash recoveries)` : "")],
+    ["created", when(job.created_at)],
+    ["runs at", when(job.run_at)],
+    ["started", when(job.started_at)],
+    ["finished", when(job.finished_at)],
+  ];
+  if (job.idempotency_key) pairs.push(["idempotency key", job.idempotency_key]);
+  if (Object.keys(job.labels || {}).length) {
+    pairs.push(["labels", Object.entries(job.labels).map(([k, v]) => `${k}=${v}`).join(", ")]);
+  }
+  if (job.schedule_id) {
+    pairs.push(["schedule", h("span", {}, link(`#/jobs?schedule=${job.schedule_id}`, job.schedule_id),
+      job.scheduled_for ? " for " : "", job.scheduled_for ? when(job.scheduled_for) : "")]);
+  }
+  if (job.workflow_id) {
+    pairs.push(["workflow", h("span", {}, link(`#/workflows/${job.workflow_id}`, job.workflow_id),
+      ` step ${job.step_id || "?"}`)]);
+  }
+  if (job.cancel_requested && !TERMINAL.has(job.state)) pairs.push(["cancel", "requested"]);
+  return h("dl", { class: "facts" }, pairs.map(([k, v]) => [h("dt", {}, k), h("dd", {}, v)]));
+}
+
+function outcome(job) {
+  if (job.error) {
+    // A retried job keeps its last error until it finishes again.
+    return panel(job.state === "DEAD" ? "Error" : "Last error",
+      h("p", { class: "error-text", "data-testid": "job-error" },
+        `${job.error.type}: ${job.error.message}`),
+      job.error.traceback
+        ? h("details", {}, h("summary", {}, "traceback"), h("pre", { class: "json" }, job.error.traceback))
+        : null);
+  }
+  if (job.state === "SUCCEEDED") return panel("Result", json(job.result));
+  return null;
+}
+
+function timeline(history) {
+  return h("ol", { class: "timeline" }, history.map((step) => h("li", {},
+    when(step.at), " ",
+    step.from ? [badge(step.from), " → "] : null, badge(step.to),
+    h("span", { class: "muted" }, ` by ${step.by}`),
+    step.reason ? h("span", { class: "reason" }, ` — ${step.reason}`) : null)));
+}
+
+export async function renderJob(main, jobId) {
+  let last = null;
+  async function draw() {
+    const job = await api("GET", `/jobs/${jobId}`);
+    last = job;
+    const act = (label, method, path, done) => button(label, async () => {
+      try {
+        await api(method, path);
+        notify(done);
+        await draw();
+      } catch (error) {
+        notify(error.message, "error");
+      }
+    });
+    replace(main,
+      h("h1", {}, "Job ", h("span", { class: "mono" }, job.job_id)),
+      h("div", { class: "actions" },
+        TERMINAL.has(job.state) ? null : act("Cancel", "DELETE", `/jobs/${jobId}`, `Cancelled ${jobId}.`),
+        ["DEAD", "CANCELLED"].includes(job.state)
+          ? act("Retry", "POST", `/jobs/${jobId}/retry`, `Queued ${jobId} again.`) : null,
+        link("#/jobs", "All jobs")),
+      facts(job),
+      h("div", { class: "columns" },
+        panel("Payload", json(job.payload)),
+        outcome(job)),
+      job.progress !== null && job.progress !== undefined ? panel("Progress", json(job.progress)) : null,
+      panel("History", timeline(job.history)));
+    return job;
+  }
+  await draw();
+  return {
+    every: 2000,
+    refresh: async () => {
+      // A finished job changes only by Retry, which redraws it: until then, spare the API.
+      if (!TERMINAL.has(last.state)) await draw();
+    },
+  };
+}
