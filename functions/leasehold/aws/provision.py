@@ -43,7 +43,7 @@ def create_queues(clients: Clients, settings: Settings) -> dict[str, str]:
     for queue in queues(settings):
         dlq_url = sqs.create_queue(
             QueueName=queue.dlq_name(settings),
-            Attributes={"MessageRetentionPeriod": str(queue.retention_seconds)},
+            Attributes={"MessageRetentionPeriod": str(queue.dlq_retention_seconds)},
         )["QueueUrl"]
         dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["QueueArn"])[
             "Attributes"]["QueueArn"]

@@ -71,6 +71,9 @@ class Queues:
     def url_by_name(self, name: str) -> str:
         with self._lock:
             url = self._urls.get(name)
+        if url is None and self.settings.queue_url_base:
+            # On AWS a queue's URL is <base>/<name>: no environment entry per queue, no call.
+            url = f"{self.settings.queue_url_base.rstrip('/')}/{name}"
         if url is None:
             url = self._sqs.get_queue_url(QueueName=name)["QueueUrl"]
             with self._lock:
