@@ -54,7 +54,8 @@ def submit_job(body: SubmitJob) -> Response[JobOut]:
     tenant = context.tenant(router)
     spec = spec_from(body, tenant)
     # Validate before admission so bad input spends no token and writes nothing.
-    resolved = resolve(spec, app.registry, pools=app.settings.pools, now_ms=app.now())
+    resolved = resolve(spec, app.registry, pools=app.settings.pools,
+                       timeout_limits=app.settings.job_timeout_limits(), now_ms=app.now())
     with admit(app, tenant, resolved.pool, api.limits, api.backlog, api.buckets):
         result = submit(app, spec, counted=True)
     return Response(status_code=201 if result.created else 200,

@@ -29,11 +29,16 @@ class Message:
     #: When the job is due (epoch ms). SQS delays are whole seconds and rounded down, so the
     #: message may arrive up to a second early; the worker waits out the rest.
     run_at: int | None = None
+    #: The job's attempt timeout (seconds): a Lambda worker starts the job only if its
+    #: invocation has that much time left, without reading the row first.
+    timeout: float | None = None
 
     def body(self) -> str:
         data: dict[str, object] = {"job_id": self.job_id, "epoch": self.epoch}
         if self.run_at is not None:
             data["run_at"] = self.run_at
+        if self.timeout is not None:
+            data["timeout"] = self.timeout
         return json.dumps(data, separators=(",", ":"))
 
     @classmethod
@@ -41,9 +46,10 @@ class Message:
         """A hand-off message; anything else is stale (acknowledged, never retried)."""
         try:
             data = json.loads(body)
-            run_at = data.get("run_at")
+            run_at, timeout = data.get("run_at"), data.get("timeout")
             return cls(str(data["job_id"]), int(data["epoch"]),
-                       None if run_at is None else int(run_at))
+                       None if run_at is None else int(run_at),
+                       None if timeout is None else float(timeout))
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise StaleMessage(f"not a Leasehold message: {body[:100]!r}") from exc
 
@@ -123,6 +129,14 @@ class Queues:
                 QueueUrl=url,
                 Entries=[{"Id": str(i), "ReceiptHandle": h} for i, h in enumerate(chunk)],
             )
+
+    def extend_all(self, url: str, receipt_handles: Sequence[str], seconds: int) -> None:
+        """Set the visibility of several messages of one queue (10 per request)."""
+        for start in range(0, len(receipt_handles), 10):
+            chunk = receipt_handles[start:start + 10]
+            self._sqs.change_message_visibility_batch(QueueUrl=url, Entries=[
+                {"Id": str(i), "ReceiptHandle": h, "VisibilityTimeout": min(seconds, 43_200)}
+                for i, h in enumerate(chunk)])
 
     def extend(self, url: str, receipt_handle: str, seconds: int) -> None:
         self._sqs.change_message_visibility(

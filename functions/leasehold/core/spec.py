@@ -16,7 +16,7 @@ from typing import Any
 from leasehold.core.policy import RetryPolicy
 from leasehold.core.registry import TaskRegistry
 from leasehold.errors import PayloadTooLarge, ValidationError
-from leasehold.settings import PRIORITIES
+from leasehold.settings import FUNCTION_TIMEOUT_RESERVE_SECONDS, PRIORITIES
 
 MAX_PAYLOAD_BYTES = 256 * 1024
 MAX_RESULT_BYTES = 64 * 1024
@@ -107,8 +107,13 @@ def check_tenant(value: object) -> str:
     return check_text("tenant", value, limit=128, pattern=_NAME)
 
 
-def resolve(spec: JobSpec, registry: TaskRegistry, *, pools: tuple[str, ...], now_ms: int
-            ) -> ResolvedSpec:
+def resolve(spec: JobSpec, registry: TaskRegistry, *, pools: tuple[str, ...], now_ms: int,
+            timeout_limits: Mapping[str, float] | None = None) -> ResolvedSpec:
+    """Validate ``spec`` and fill in its defaults.
+
+    ``timeout_limits``: the longest ``timeout_seconds`` of each pool that has a limit (a
+    Lambda pool: its function timeout less a reserve, see ``Settings.job_timeout_limits``).
+    """
     check_text("task", spec.task, limit=128, pattern=_NAME)
     definition = registry.get(spec.task)
     payload_json = encode_json("payload", spec.payload, MAX_PAYLOAD_BYTES)
@@ -142,6 +147,14 @@ def resolve(spec: JobSpec, registry: TaskRegistry, *, pools: tuple[str, ...], no
     timeout = (spec.timeout_seconds if spec.timeout_seconds is not None
                else definition.timeout_seconds)
     check_number("timeout_seconds", timeout, low=1, high=MAX_TIMEOUT_SECONDS)
+    limit = (timeout_limits or {}).get(pool)
+    if limit is not None and timeout > limit:
+        # A Lambda worker cannot outlive its function: a longer job would be killed with its
+        # invocation, counted as a crash, and end DEAD as a poison pill.
+        raise ValidationError(
+            "timeout_seconds", f"must be at most {limit:g} for pool {pool!r}: its jobs run in a "
+            f"Lambda function that times out after {limit + FUNCTION_TIMEOUT_RESERVE_SECONDS:g}s "
+            "(use an ECS pool for longer jobs)")
     retry = spec.retry if spec.retry is not None else definition.retry
     if not isinstance(retry, RetryPolicy):
         raise ValidationError("retry", "must be a retry policy")

@@ -33,7 +33,8 @@ def send(queues: Queues, job: Job, now: int) -> bool:
     if job.state is not JobState.QUEUED:
         return False
     delay = max(0.0, (job.run_at - now) / 1000)
-    message = Message(job.job_id, job.epoch, job.run_at if job.run_at > now else None)
+    message = Message(job.job_id, job.epoch, job.run_at if job.run_at > now else None,
+                      timeout=job.timeout_seconds)
     try:
         queues.send(job.pool, job.priority, message, delay)
     except (ClientError, BotoCoreError):
