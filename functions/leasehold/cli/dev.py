@@ -29,6 +29,10 @@ def register(subparsers: Any) -> None:
     dev.add_argument("--endpoint", default=os.environ.get("AWS_ENDPOINT_URL"),
                      help="use this AWS endpoint (real AWS or another emulator) instead of "
                           "the embedded one")
+    dev.add_argument("--provision", action="store_true",
+                     default=bool(os.environ.get("LEASEHOLD_PROVISION")),
+                     help="with --endpoint: create the tables and queues that are missing "
+                          "(else a missing one stops the start, named)")
     dev.add_argument("--lease-seconds", type=float, default=30.0)
     dev.add_argument("--sweep-seconds", type=float, default=2.0)
     dev.add_argument("--tick-seconds", type=float, default=1.0)
@@ -80,7 +84,7 @@ def run_dev(args: argparse.Namespace) -> int:
         sweep_seconds=args.sweep_seconds, tick_seconds=args.tick_seconds,
         heartbeat_seconds=args.heartbeat_seconds, drain_seconds=args.drain_seconds,
         leader_lease_seconds=args.leader_lease_seconds,
-        event_log=args.event_log)
+        event_log=args.event_log, provision=args.provision)
     if args.lookahead_seconds is not None:
         options.lookahead_seconds = args.lookahead_seconds
     runtime = Runtime(options)

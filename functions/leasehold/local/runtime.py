@@ -68,6 +68,9 @@ class RuntimeOptions:
     #: The job state event log (JSON lines); ``LEASEHOLD_EVENT_BUS`` in the environment wins,
     #: so the runtime can publish to a real EventBridge bus when pointed at AWS.
     event_log: str = ".leasehold/events.jsonl"
+    #: With ``endpoint``: create the tables and queues that are missing (the embedded
+    #: emulator is always provisioned). Otherwise a missing one stops the start, named.
+    provision: bool = False
     #: Extra environment for the workers and the API (limits, test knobs).
     env: dict[str, str] = field(default_factory=dict)
 
@@ -155,8 +158,14 @@ class Runtime:
             endpoint_url=endpoint, task_modules=opts.tasks, pools=opts.pools,
             lease_seconds=opts.lease_seconds, event_bus=event_bus)
         self.app = compose(settings)
-        if self.emulator is not None or os.environ.get("LEASEHOLD_PROVISION"):
+        # LEASEHOLD_PROVISION: the older, undocumented spelling of --provision.
+        if self.emulator is not None or opts.provision or os.environ.get("LEASEHOLD_PROVISION"):
+            credentials = provision.missing_credentials()
+            if credentials is not None:
+                raise provision.NotProvisioned(f"no {credentials}")
             provision.create_all(self.app.clients, settings)
+        else:
+            provision.check_ready(self.app.clients, settings, endpoint=endpoint)
         self.api_config = ApiConfig.from_env({**os.environ, "LEASEHOLD_TRUST_TENANT_HEADER": "1"})
         for pool in opts.pools:
             for _ in range(opts.workers):
