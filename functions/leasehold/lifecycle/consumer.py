@@ -138,7 +138,8 @@ def as_event(messages: Sequence[Received], queue_arn: str) -> dict[str, Any]:
     return {"Records": [
         {
             "messageId": m.message_id, "receiptHandle": m.receipt_handle, "body": m.body,
-            "attributes": {"ApproximateReceiveCount": str(m.receive_count)},
+            "attributes": {"ApproximateReceiveCount": str(m.receive_count),
+                           **({"MessageGroupId": m.group} if m.group else {})},
             "messageAttributes": {}, "md5OfBody": "", "eventSource": "aws:sqs",
             "eventSourceARN": queue_arn, "awsRegion": "us-east-1",
         }
