@@ -111,6 +111,7 @@ def _watch_parent(parent: int, stop: Any) -> None:
 def run_worker(args: argparse.Namespace) -> int:
     from leasehold.lifecycle.app import Leasehold
     from leasehold.local.poller import PollerOptions, PollingWorker
+    from leasehold.local.task_protection import TaskProtection
     from leasehold.settings import Settings
 
     overrides: dict[str, Any] = {}
@@ -119,7 +120,7 @@ def run_worker(args: argparse.Namespace) -> int:
     app = Leasehold.from_settings(Settings.from_env(**overrides))
     poller = PollingWorker(app, PollerOptions(
         pool=args.pool, concurrency=args.concurrency, batch_size=args.batch_size,
-        heartbeat_seconds=args.heartbeat_seconds))
+        heartbeat_seconds=args.heartbeat_seconds), protection=TaskProtection.from_env())
     interrupts = 0
 
     def on_signal(signum: int, frame: Any) -> None:

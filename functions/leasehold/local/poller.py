@@ -30,6 +30,7 @@ from leasehold.lifecycle import fleet
 from leasehold.lifecycle.app import Leasehold
 from leasehold.lifecycle.consumer import consume
 from leasehold.lifecycle.worker import Worker
+from leasehold.local.task_protection import TaskProtection
 from leasehold.settings import PRIORITIES
 
 log = logging.getLogger(__name__)
@@ -90,10 +91,13 @@ class PollerOptions:
 
 class PollingWorker:
     def __init__(self, app: Leasehold, options: PollerOptions, *,
-                 worker: Worker | None = None) -> None:
+                 worker: Worker | None = None,
+                 protection: TaskProtection | None = None) -> None:
         self.app = app
         self.options = options
         self.worker = worker or Worker(app)
+        #: On ECS: protects the task from scale-in while jobs are in flight.
+        self.protection = protection
         self.picker = PriorityPicker(options.weights)
         self.stopping = threading.Event()
         self._current: dict[int, list[str]] = {}
@@ -131,6 +135,8 @@ class PollingWorker:
             batch = fair_order(batch, self.tenants_in_flight)
             self.tenants_in_flight.update(m.group or "" for m in batch)
             self._current[me] = [_job_id(m.body) for m in batch]
+        if self.protection is not None:
+            self.protection.busy()  # before the first job starts: scale-in must not stop it
         try:
             consume(self.worker, batch)
         except Exception:
@@ -180,6 +186,14 @@ class PollingWorker:
     def beat(self) -> None:
         with self._lock:
             processed = self._processed
+            busy = bool(self._current)
+        if self.protection is not None:
+            # Renews a long protection, or drops it once idle (not after every batch: a busy
+            # worker between two batches would flap).
+            if busy:
+                self.protection.busy()
+            else:
+                self.protection.idle()
         fleet.heartbeat(self.app, self.info, current_jobs=self.current_jobs(),
                         processed=processed)
 
