@@ -78,11 +78,26 @@ def test_a_timeout_longer_than_the_lambda_pools_function_allows_is_refused_namin
     assert api.post("/jobs", {"task": "echo", "timeout_seconds": 50}).status == 201
 
 
+def test_workflow_steps_and_schedules_are_held_to_the_same_limit(
+        make_app: MakeApp, tasks: TaskRegistry) -> None:
+    api = ApiClient(make_app(pool_timeouts={"default": 60.0}))
+    step = api.post("/workflows", {"steps": [{"id": "a", "task": "echo", "timeout_seconds": 55}]})
+    # The workflow and schedule APIs answer 400 for an invalid body, naming the field.
+    assert (step.status, step.body["error"]["field"]) == (400, "steps[0].timeout_seconds")
+    schedule = api.post("/schedules", {"cron": "0 * * * *", "task": "echo",
+                                       "timeout_seconds": 55})
+    assert (schedule.status, schedule.body["error"]["field"]) == (400, "timeout_seconds")
+    fired = api.post("/schedules", {"cron": "0 * * * *", "workflow": {
+        "steps": [{"id": "a", "task": "echo", "timeout_seconds": 55}]}})
+    assert (fired.status, fired.body["error"]["field"]) == (
+        400, "workflow.steps[0].timeout_seconds")
+
+
 def test_a_job_that_cannot_finish_in_the_time_left_is_handed_back_unstarted(
         app: Leasehold, tasks: TaskRegistry) -> None:
     short = submit(app, JobSpec(task="echo", payload=1, timeout_seconds=20)).job
     long = submit(app, JobSpec(task="echo", payload=2, timeout_seconds=40)).job
-    messages = _receive(app)
+    messages = sorted(_receive(app), key=lambda m: long.job_id in m.body)  # short first
     assert len(messages) == 2
     # 30 s left: the 20 s job fits (with what finishing needs), the 40 s job does not.
     assert 20 + FINISH_SECONDS <= 30 < 40 + FINISH_SECONDS
@@ -97,6 +112,15 @@ def test_a_job_that_cannot_finish_in_the_time_left_is_handed_back_unstarted(
     # Visible again at once for an invocation with time to run it, not after 6 x timeout.
     (again,) = _receive(app)
     assert long.job_id in again.body
+
+
+def test_the_first_record_always_runs_so_a_job_that_fits_no_invocation_does_not_churn(
+        app: Leasehold, tasks: TaskRegistry) -> None:
+    """A job from before the submit-time limit: handing it back forever would help no one."""
+    job = submit(app, JobSpec(task="echo", payload=3, timeout_seconds=600)).job
+    response = process_event(Worker(app), _event(_receive(app)), Context(300))
+    assert response["batchItemFailures"] == []
+    assert app.store.get(job.job_id).state is JobState.SUCCEEDED
 
 
 def test_heartbeats_keep_the_rest_of_the_batch_invisible_while_a_job_runs(

@@ -56,6 +56,10 @@ class Batch:
         self._waiting: dict[str, list[str]] = {}
         self._urls: dict[str, str] = {}
         self.unstarted: list[tuple[str, str]] = []
+        #: Whether a record of this batch has run: the first one always does, since an
+        #: invocation never has more time than at its start, and handing back a job that
+        #: fits no invocation would only churn it (submission refuses such timeouts).
+        self._ran = False
         for record in records:
             url = self._url(record.get("eventSourceARN"))
             if url:
@@ -94,13 +98,15 @@ class Batch:
             timeout = None  # the worker acknowledges it
         try:
             left = self.seconds_left()
-            if left is not None and timeout is not None and left < timeout + FINISH_SECONDS:
+            if self._ran and left is not None and timeout is not None and \
+                    left < timeout + FINISH_SECONDS:
                 if url:
                     self.unstarted.append((url, record.receipt_handle))
                 raise NotStarted(f"{left:.0f}s left in this invocation; the job may run for "
                                  f"{timeout:g}s: handed back unstarted")
             delivery = Delivery(record.body, url, record.receipt_handle,
                                 keep_invisible=self.keep_invisible if url else None)
+            self._ran = True
             return self.worker.process(delivery).value
         finally:
             if url and record.receipt_handle in self._waiting.get(url, ()):
