@@ -65,17 +65,22 @@ def fair_order(batch: Sequence[Received], in_flight: Mapping[str, int]) -> list[
 
     Greedy: each next message is the first one whose tenant has the fewest jobs in flight,
     counting the ones already placed before it, so tenants alternate in proportion to how
-    idle they are. Messages without a group count as one tenant. Deterministic.
+    idle they are. As in SQS, a message without a group is a tenant of its own.
+    Deterministic.
     """
     load = Counter({tenant: count for tenant, count in in_flight.items()})
     rest = list(batch)
     ordered = []
     while rest:
-        chosen = min(rest, key=lambda m: load[m.group or ""])  # first of the least loaded
+        chosen = min(rest, key=lambda m: load[_tenant(m)])  # first of the least loaded
         rest.remove(chosen)
-        load[chosen.group or ""] += 1
+        load[_tenant(chosen)] += 1
         ordered.append(chosen)
     return ordered
+
+
+def _tenant(message: Received) -> str:
+    return message.group or f"message:{message.message_id}"
 
 
 @dataclass(kw_only=True)
@@ -133,7 +138,7 @@ class PollingWorker:
         me = threading.get_ident()
         with self._lock:
             batch = fair_order(batch, self.tenants_in_flight)
-            self.tenants_in_flight.update(m.group or "" for m in batch)
+            self.tenants_in_flight.update(_tenant(m) for m in batch)
             self._current[me] = [_job_id(m.body) for m in batch]
         if self.protection is not None:
             self.protection.busy()  # before the first job starts: scale-in must not stop it
@@ -144,7 +149,7 @@ class PollingWorker:
             log.exception("a batch failed")
         finally:
             with self._lock:
-                self.tenants_in_flight.subtract(m.group or "" for m in batch)
+                self.tenants_in_flight.subtract(_tenant(m) for m in batch)
                 self.tenants_in_flight += Counter()  # drop tenants at zero
                 self._current.pop(me, None)
                 self._processed += len(batch)
