@@ -142,7 +142,8 @@ class Workers(Construct):
         # Scale out on the backlog (visible messages); scale in only when nothing is visible
         # *and* nothing is in flight. Visible messages alone are 0 while every job runs,
         # which stopped busy workers. In-flight work adds 0.5: no step (neither out nor in).
-        # A task that runs jobs also sets ECS task scale-in protection (leasehold.local.protection).
+        # A task that runs jobs also protects itself from scale-in
+        # (leasehold.local.task_protection).
         metrics: dict[str, cloudwatch.IMetric] = {}
         for priority in PRIORITIES:
             queue = self._queues.work[(pool.name, priority)]
@@ -189,7 +190,7 @@ class Workers(Construct):
         # actions on this repository, and GetAuthorizationToken).
         image = ecs.ContainerImage.from_ecr_repository(
             repository, tag=match["digest"] or match["tag"] or "latest")
-        acknowledge(task, "AwsSolutions-IAM5[Resource::*]",
+        acknowledge(task.obtain_execution_role(), "AwsSolutions-IAM5[Resource::*]",
                     "ecr:GetAuthorizationToken, which the execution role needs to pull the "
                     "worker image, supports no resource-level permissions; the image actions "
                     "are granted on the one repository.")

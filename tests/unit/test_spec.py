@@ -110,3 +110,10 @@ def test_a_timeout_above_its_pools_limit_is_refused_naming_the_field(tasks: Task
                    now_ms=NOW, timeout_limits=limits).timeout_seconds == 290
     assert resolve(JobSpec(task="echo", pool="gpu", timeout_seconds=3600), tasks,
                    pools=("default", "gpu"), now_ms=NOW, timeout_limits=limits).pool == "gpu"
+
+
+def test_a_tasks_default_timeout_gives_way_to_its_pools_limit(tasks: TaskRegistry) -> None:
+    """Only an explicit timeout is refused: the task's default becomes the pool's longest."""
+    spec = resolve(JobSpec(task="echo"), tasks, pools=("default",), now_ms=NOW,
+                   timeout_limits={"default": 15.0})
+    assert spec.timeout_seconds == 15

@@ -113,6 +113,8 @@ def resolve(spec: JobSpec, registry: TaskRegistry, *, pools: tuple[str, ...], no
 
     ``timeout_limits``: the longest ``timeout_seconds`` of each pool that has a limit (a
     Lambda pool: its function timeout less a reserve, see ``Settings.job_timeout_limits``).
+    A longer ``timeout_seconds`` given in ``spec`` is refused; a longer default of the task is
+    lowered to the limit.
     """
     check_text("task", spec.task, limit=128, pattern=_NAME)
     definition = registry.get(spec.task)
@@ -148,9 +150,13 @@ def resolve(spec: JobSpec, registry: TaskRegistry, *, pools: tuple[str, ...], no
                else definition.timeout_seconds)
     check_number("timeout_seconds", timeout, low=1, high=MAX_TIMEOUT_SECONDS)
     limit = (timeout_limits or {}).get(pool)
-    if limit is not None and timeout > limit:
-        # A Lambda worker cannot outlive its function: a longer job would be killed with its
-        # invocation, counted as a crash, and end DEAD as a poison pill.
+    if limit is not None and timeout > limit and spec.timeout_seconds is None:
+        # The task's default (300 s unless it says otherwise) gives way to the pool: the job
+        # gets the longest attempt its Lambda function allows.
+        timeout = limit
+    elif limit is not None and timeout > limit:
+        # Asked for explicitly: a Lambda worker cannot outlive its function; a longer job
+        # would be killed with its invocation, counted as a crash, and end DEAD.
         raise ValidationError(
             "timeout_seconds", f"must be at most {limit:g} for pool {pool!r}: its jobs run in a "
             f"Lambda function that times out after {limit + FUNCTION_TIMEOUT_RESERVE_SECONDS:g}s "
