@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import math
+import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -52,8 +53,10 @@ class Batch:
                  context: Any = None) -> None:
         self.worker = worker
         self._remaining_ms = getattr(context, "get_remaining_time_in_millis", None)
-        #: Receipt handles of the records not yet finished, by queue URL.
+        #: Receipt handles of the records not yet finished, by queue URL. Heartbeats read it
+        #: (from a job's own thread too, through ``ctx.heartbeat``), so under a lock.
         self._waiting: dict[str, list[str]] = {}
+        self._lock = threading.Lock()
         self._urls: dict[str, str] = {}
         self.unstarted: list[tuple[str, str]] = []
         #: Whether a record of this batch has run: the first one always does, since an
@@ -86,9 +89,10 @@ class Batch:
 
     def keep_invisible(self) -> None:
         seconds = self.hold_seconds()
-        for url, handles in self._waiting.items():
-            if handles:
-                self.worker.app.queues.extend_all(url, list(handles), seconds)
+        with self._lock:
+            waiting = {url: list(handles) for url, handles in self._waiting.items() if handles}
+        for url, handles in waiting.items():
+            self.worker.app.queues.extend_all(url, handles, seconds)
 
     def handle(self, record: SQSRecord) -> str:
         url = self._url(record.event_source_arn)
@@ -109,8 +113,9 @@ class Batch:
             self._ran = True
             return self.worker.process(delivery).value
         finally:
-            if url and record.receipt_handle in self._waiting.get(url, ()):
-                self._waiting[url].remove(record.receipt_handle)
+            with self._lock:
+                if url and record.receipt_handle in self._waiting.get(url, ()):
+                    self._waiting[url].remove(record.receipt_handle)
 
     def hand_back(self) -> None:
         """Make the unstarted records visible again, for an invocation with time to run them."""
