@@ -95,10 +95,11 @@ class LeaseholdStack(cdk.Stack):
         self.queues.grant_consume(api_fn, self.queues.dead.values())
         # GET /stats reads each queue's oldest-message age, which SQS publishes only to
         # CloudWatch. Its own policy, so that the acknowledgment below covers this alone.
-        stats_policy = iam.Policy(self, "ApiQueueAgeMetrics", roles=[api_fn.role],  # type: ignore[list-item]
-                                  statements=[iam.PolicyStatement(
-                                      actions=["cloudwatch:GetMetricStatistics"],
-                                      resources=["*"])])
+        assert api_fn.role is not None  # LeaseholdFunction gives every function its role
+        stats_policy = iam.Policy(
+            self, "ApiQueueAgeMetrics", roles=[api_fn.role],
+            statements=[iam.PolicyStatement(actions=["cloudwatch:GetMetricStatistics"],
+                                            resources=["*"])])
         acknowledge(stats_policy, "AwsSolutions-IAM5[Resource::*]",
                     "cloudwatch:GetMetricStatistics supports no resource-level permissions "
                     "(the IAM service authorization reference lists no resource type); it "
