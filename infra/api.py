@@ -16,20 +16,24 @@ from aws_cdk import aws_wafv2 as wafv2
 from constructs import Construct
 
 from infra.nag import acknowledge
+from infra.request_models import gateway_schema
+from leasehold.api.models import SubmitJob
 
 STAGE = "v1"
-#: The gateway checks only the shape the domain cannot do without: a task name. The API's
-#: own models (pydantic) and the domain check everything else, so the two cannot disagree.
-SUBMIT_SCHEMA = apigw.JsonSchema(
-    schema=apigw.JsonSchemaVersion.DRAFT4,
-    type=apigw.JsonSchemaType.OBJECT,
-    required=["task"],
-    properties={
-        "task": apigw.JsonSchema(type=apigw.JsonSchemaType.STRING, min_length=1, max_length=128),
-        "priority": apigw.JsonSchema(type=apigw.JsonSchemaType.STRING,
-                                     enum=["high", "normal", "low"]),
-    },
-)
+#: The gateway checks only the shape the domain cannot do without: a task name (and a known
+#: priority, or none). The schema is generated from the API's own model, so the two agree.
+SUBMIT_SCHEMA = gateway_schema(SubmitJob, ("task", "priority"))
+#: The AWS common rule set's rules that inspect the request body. Job payloads are arbitrary
+#: JSON that the API only stores and hands to tasks: URLs, file paths and markup in them are
+#: ordinary data (a crawler's URL list, an export path, an HTML e-mail body), which these
+#: rules block as RFI, LFI, SSRF and XSS. Every route with a body carries such payloads
+#: (jobs, schedules' and triggers' job templates, workflow steps), so these rules only count,
+#: on every route: their matches still show in WAF's metrics and sampled requests. The API is
+#: SigV4-authenticated, so only principals of the account can send a body at all.
+#: ``SizeRestrictions_BODY`` blocks bodies over 8 KiB, below the 256 KiB payload limit the
+#: API enforces itself.
+COUNTED_BODY_RULES = ("SizeRestrictions_BODY", "CrossSiteScripting_BODY", "GenericRFI_BODY",
+                      "GenericLFI_BODY", "EC2MetaDataSSRF_BODY")
 #: Requests per five minutes from one IP before WAF blocks it (stage throttling is global).
 WAF_RATE_LIMIT = 3000
 
@@ -55,7 +59,10 @@ class Api(Construct):
             endpoint_types=[apigw.EndpointType.REGIONAL],
             # Creates the account-level role API Gateway needs to write execution logs.
             cloud_watch_role=True,
-            cloud_watch_role_removal_policy=cdk.RemovalPolicy.DESTROY,
+            # The role and AWS::ApiGateway::Account are account-wide (one per region):
+            # deleting them with this stack would break execution logging for every other
+            # API in the region, so they outlive it (CDK's own default).
+            cloud_watch_role_removal_policy=cdk.RemovalPolicy.RETAIN,
             deploy_options=apigw.StageOptions(
                 stage_name=STAGE,
                 access_log_destination=apigw.LogGroupLogDestination(self.access_logs),
@@ -135,9 +142,7 @@ class Api(Construct):
             default_action=wafv2.CfnWebACL.DefaultActionProperty(allow={}),
             visibility_config=visibility("leasehold-api"),
             rules=[
-                # Job payloads may be up to 256 KiB; the common rule set blocks bodies over
-                # 8 KiB, so that one rule only counts (the API enforces the real limit).
-                managed("AWSManagedRulesCommonRuleSet", 1, count=("SizeRestrictions_BODY",)),
+                managed("AWSManagedRulesCommonRuleSet", 1, count=COUNTED_BODY_RULES),
                 managed("AWSManagedRulesKnownBadInputsRuleSet", 2),
                 wafv2.CfnWebACL.RuleProperty(
                     name="RatePerIp", priority=3, visibility_config=visibility("RatePerIp"),

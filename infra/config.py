@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from leasehold.aws.definitions import TABLES
-from leasehold.settings import PRIORITIES, Settings
+from leasehold.settings import FUNCTION_TIMEOUT_RESERVE_SECONDS, PRIORITIES, Settings
 
 PoolKind = Literal["lambda", "ecs"]
 #: ``pip``: the real bundle (a local pip install for Python 3.12 on arm64, no Docker).
@@ -57,8 +57,10 @@ class PoolConfig:
             raise ValueError(f"pool {self.name!r}: concurrency missing for {sorted(missing)}")
         if any(value < MIN_MAX_CONCURRENCY for value in self.concurrency.values()):
             raise ValueError(f"pool {self.name!r}: concurrency must be >= {MIN_MAX_CONCURRENCY}")
-        if self.kind == "lambda" and not 1 <= self.timeout_seconds <= 900:
-            raise ValueError(f"pool {self.name!r}: a Lambda timeout is 1..900 seconds")
+        low = int(FUNCTION_TIMEOUT_RESERVE_SECONDS) + 1
+        if self.kind == "lambda" and not low <= self.timeout_seconds <= 900:
+            # Up to 900 s is Lambda's limit; a worker keeps a reserve back to record outcomes.
+            raise ValueError(f"pool {self.name!r}: a Lambda timeout is {low}..900 seconds")
         if self.kind == "ecs" and not self.image:
             raise ValueError(f"pool {self.name!r}: an ECS pool needs an image URI")
 
@@ -93,7 +95,8 @@ class StackConfig:
     #: Top-level packages copied into the Lambda bundle next to ``leasehold`` (user tasks).
     task_packages: tuple[str, ...] = ("examples",)
     log_retention_days: int = 30
-    #: ``None``: the retention of :mod:`leasehold.aws.definitions` (14 days, the SQS maximum).
+    #: Job queues; ``None``: the retention of :mod:`leasehold.aws.definitions` (7 days).
+    #: Their DLQs always keep 14 days, the SQS maximum.
     queue_retention_days: int | None = None
     alarm_email: str | None = None
     #: Tables survive ``cdk destroy`` and cannot be deleted by accident unless this is off.
@@ -118,8 +121,11 @@ class StackConfig:
             pool.validate()
         if self.bundling not in ("pip", "source"):
             raise ValueError("bundling must be 'pip' or 'source'")
-        if self.queue_retention_days is not None and not 1 <= self.queue_retention_days <= 14:
-            raise ValueError("queueRetentionDays must be 1..14 (the SQS limits)")
+        if self.queue_retention_days is not None and not 1 <= self.queue_retention_days <= 13:
+            # 14 days is the SQS maximum, and the DLQs keep 14: a DLQ must keep messages
+            # longer than its source, since a moved message keeps its original enqueue time.
+            raise ValueError("queueRetentionDays must be 1..13 (the DLQs keep 14, the SQS "
+                             "maximum, and must keep messages longer than their sources)")
         if self.event_archive_days < 0:
             raise ValueError("eventArchiveDays must be 0 (no archive) or more")
         self.settings().validate()
@@ -139,6 +145,10 @@ class StackConfig:
             task_modules=self.task_modules,
             # The functions publish job state events to the stack's bus by this name.
             event_bus=f"{self.prefix}-events",
+            # A job of a Lambda pool must finish within its function's timeout: the API
+            # refuses a longer timeout_seconds at submission.
+            pool_timeouts={pool.name: float(pool.timeout_seconds)
+                           for pool in self.pools if pool.kind == "lambda"},
         )
 
     def pool(self, name: str) -> PoolConfig:

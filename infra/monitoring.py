@@ -52,6 +52,20 @@ class Monitoring(Construct):
         # Alarm notifications may carry resource names; encrypt them with the stack's CMK.
         self.topic = sns.Topic(self, "Alarms", master_key=key, enforce_ssl=True,
                                display_name="Leasehold alarms")
+        # enforce_ssl gives the topic a policy whose only statement denies plain HTTP; it
+        # replaces SNS's default policy, so without this statement CloudWatch may not publish
+        # and every alarm action fails silently. Only this account's alarms may.
+        stack = cdk.Stack.of(self)
+        self.topic.add_to_resource_policy(iam.PolicyStatement(
+            sid="AllowCloudWatchAlarms",
+            principals=[iam.ServicePrincipal("cloudwatch.amazonaws.com")],
+            actions=["sns:Publish"], resources=[self.topic.topic_arn],
+            conditions={
+                "StringEquals": {"aws:SourceAccount": stack.account},
+                "ArnLike": {"aws:SourceArn": stack.format_arn(
+                    service="cloudwatch", resource="alarm", resource_name="*",
+                    arn_format=cdk.ArnFormat.COLON_RESOURCE_NAME)},
+            }))
         # CloudWatch publishes to an encrypted topic only if the key lets it use the key.
         key.grant(iam.ServicePrincipal("cloudwatch.amazonaws.com"),
                   "kms:GenerateDataKey", "kms:Decrypt")

@@ -52,13 +52,16 @@ class Queues(Construct):
             common = {
                 "encryption": sqs.QueueEncryption.KMS, "encryption_master_key": self.key,
                 "data_key_reuse": DATA_KEY_REUSE, "enforce_ssl": True,
-                "retention_period": retention, "removal_policy": removal,
+                "removal_policy": removal,
             }
             label = f"{definition.pool}-{definition.priority}"
+            # Longer than the source's: a redriven message keeps its original enqueue time.
             dlq = sqs.Queue(self, f"{label}-dlq", queue_name=definition.dlq_name(settings),
+                            retention_period=cdk.Duration.seconds(
+                                definition.dlq_retention_seconds),
                             **common)  # type: ignore[arg-type]
             queue = sqs.Queue(
-                self, label, queue_name=definition.name(settings),
+                self, label, queue_name=definition.name(settings), retention_period=retention,
                 visibility_timeout=cdk.Duration.seconds(pool.visibility_timeout_seconds),
                 dead_letter_queue=sqs.DeadLetterQueue(
                     max_receive_count=definition.max_receive_count, queue=dlq),

@@ -61,8 +61,12 @@ class LeaseholdStack(cdk.Stack):
 
         # The core's own serializer writes the environment, so every variable the functions
         # read is one Settings knows. AWS_REGION is set by Lambda itself (and reserved).
+        # Queue URLs are derived at run time from this base, not listed: every function would
+        # otherwise carry every queue's URL, and Lambda's 4 KB environment limit broke
+        # deploys at about six pools.
+        settings = settings.with_(queue_url_base=(
+            f"https://sqs.{cdk.Aws.REGION}.{cdk.Aws.URL_SUFFIX}/{cdk.Aws.ACCOUNT_ID}"))
         environment = {k: v for k, v in settings.to_env().items() if k != "AWS_REGION"}
-        environment["LEASEHOLD_QUEUE_URLS"] = self.to_json_string(self.queues.urls())
         environment.update({
             "POWERTOOLS_SERVICE_NAME": SERVICE,
             "POWERTOOLS_METRICS_NAMESPACE": NAMESPACE,
@@ -89,6 +93,17 @@ class LeaseholdStack(cdk.Stack):
         self.queues.grant_send(api_fn)
         self.queues.grant_inspect(api_fn)
         self.queues.grant_consume(api_fn, self.queues.dead.values())
+        # GET /stats reads each queue's oldest-message age, which SQS publishes only to
+        # CloudWatch. Its own policy, so that the acknowledgment below covers this alone.
+        assert api_fn.role is not None  # LeaseholdFunction gives every function its role
+        stats_policy = iam.Policy(
+            self, "ApiQueueAgeMetrics", roles=[api_fn.role],
+            statements=[iam.PolicyStatement(actions=["cloudwatch:GetMetricStatistics"],
+                                            resources=["*"])])
+        acknowledge(stats_policy, "AwsSolutions-IAM5[Resource::*]",
+                    "cloudwatch:GetMetricStatistics supports no resource-level permissions "
+                    "(the IAM service authorization reference lists no resource type); it "
+                    "only reads metrics, for GET /stats' oldest_age_seconds.")
         acknowledge(api_fn, "Serverless-LambdaDLQ",
                     "Invoked synchronously by API Gateway; errors are returned to the caller.")
         functions = (*self.workers.functions.values(), *self.scheduling.functions.values(),
@@ -122,7 +137,7 @@ class LeaseholdStack(cdk.Stack):
         cdk.CfnOutput(self, "ApiUrl", value=self.api.url, description="The REST API's base URL")
         cdk.CfnOutput(self, "AlarmTopicArn", value=self.monitoring.topic.topic_arn)
         cdk.CfnOutput(self, "DashboardName", value=self.monitoring.dashboard.dashboard_name)
-        cdk.CfnOutput(self, "QueueUrls", value=environment["LEASEHOLD_QUEUE_URLS"],
+        cdk.CfnOutput(self, "QueueUrls", value=self.to_json_string(self.queues.urls()),
                       description="LEASEHOLD_QUEUE_URLS for the CLI")
         for table_role, table in self.tables.by_role.items():
             cdk.CfnOutput(self, f"{table_role.title()}Table", value=table.table_name)

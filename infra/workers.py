@@ -7,13 +7,16 @@ jobs cannot take the capacity high-priority jobs need. ECS pools run ``leasehold
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 
 import aws_cdk as cdk
 from aws_cdk import aws_applicationautoscaling as appscaling
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_ecr as ecr
 from aws_cdk import aws_ecs as ecs
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_lambda_event_sources as sources
 from aws_cdk import aws_logs as logs
@@ -27,6 +30,10 @@ from infra.tables import Tables
 from leasehold.settings import PRIORITIES
 
 WORKER_HANDLER = "leasehold.handlers.worker.handler"
+#: A private ECR image: ``<account>.dkr.ecr.<region>.amazonaws.com[.cn]/<repo>[:tag|@digest]``.
+_ECR_IMAGE = re.compile(
+    r"^(?P<account>\d{12})\.dkr\.ecr\.(?P<region>[a-z0-9-]+)\.amazonaws\.com(?:\.cn)?/"
+    r"(?P<repository>[a-z0-9][a-z0-9._/-]*)(?::(?P<tag>[\w.-]+)|@(?P<digest>sha256:[0-9a-f]{64}))?$")
 
 
 class Workers(Construct):
@@ -114,7 +121,7 @@ class Workers(Construct):
             "worker",
             # A registry image, not an image asset: building one needs Docker at deploy time
             # and a Dockerfile we cannot prove here; the image is the release pipeline's job.
-            image=ecs.ContainerImage.from_registry(pool.image),
+            image=self._image(pool, task),
             command=["leasehold", "worker", "--pool", pool.name],
             environment=dict(environment),
             logging=ecs.LogDriver.aws_logs(stream_prefix=pool.name, log_group=log_group),
@@ -123,6 +130,7 @@ class Workers(Construct):
             stop_timeout=cdk.Duration.seconds(120),
         )
         self._grant_worker(task)
+        self._grant_task_protection(pool, task, cluster)
         self._tables.acknowledge_index_grants(task.task_role)
         self._queues.grant_consume(task.task_role, self._queues.pool_queues(pool.name))
         service = ecs.FargateService(
@@ -131,15 +139,24 @@ class Workers(Construct):
             vpc_subnets=ec2.SubnetSelection(subnet_type=ec2.SubnetType.PUBLIC),
             circuit_breaker=ecs.DeploymentCircuitBreaker(rollback=True),
         )
-        depth = cloudwatch.MathExpression(
-            expression="high + normal + low",
-            using_metrics={
-                priority: self._queues.work[(pool.name, priority)]
-                .metric_approximate_number_of_messages_visible(
+        # Scale out on the backlog (visible messages); scale in only when nothing is visible
+        # *and* nothing is in flight. Visible messages alone are 0 while every job runs,
+        # which stopped busy workers. In-flight work adds 0.5: no step (neither out nor in).
+        # A task that runs jobs also protects itself from scale-in
+        # (leasehold.local.task_protection).
+        metrics: dict[str, cloudwatch.IMetric] = {}
+        for priority in PRIORITIES:
+            queue = self._queues.work[(pool.name, priority)]
+            metrics[priority] = queue.metric_approximate_number_of_messages_visible(
+                period=cdk.Duration.minutes(1), statistic="Maximum")
+            metrics[f"{priority}_in_flight"] = \
+                queue.metric_approximate_number_of_messages_not_visible(
                     period=cdk.Duration.minutes(1), statistic="Maximum")
-                for priority in PRIORITIES
-            },
-            period=cdk.Duration.minutes(1),
+        in_flight = " + ".join(f"{priority}_in_flight" for priority in PRIORITIES)
+        depth = cloudwatch.MathExpression(
+            expression=f"high + normal + low + IF(({in_flight}) > 0, 0.5, 0)",
+            using_metrics=metrics, period=cdk.Duration.minutes(1),
+            label="backlog (+0.5 while jobs are in flight)",
         )
         scaling = service.auto_scale_task_count(
             min_capacity=pool.min_tasks, max_capacity=pool.max_tasks)
@@ -157,3 +174,42 @@ class Workers(Construct):
         acknowledge(task, "AwsSolutions-ECS2",
                     "The environment holds resource names and tuning values, never secrets.")
         return service
+
+    def _image(self, pool: PoolConfig, task: ecs.TaskDefinition) -> ecs.ContainerImage:
+        """The pool's image; a private ECR image also lets the execution role pull it."""
+        assert pool.image is not None
+        match = _ECR_IMAGE.match(pool.image)
+        if match is None:
+            return ecs.ContainerImage.from_registry(pool.image)
+        repository = ecr.Repository.from_repository_attributes(
+            self, f"{pool.name}-repository", repository_name=match["repository"],
+            repository_arn=cdk.Stack.of(self).format_arn(
+                service="ecr", resource="repository", resource_name=match["repository"],
+                region=match["region"], account=match["account"]))
+        # from_ecr_repository grants the task's execution role the pull (ECR's three image
+        # actions on this repository, and GetAuthorizationToken).
+        image = ecs.ContainerImage.from_ecr_repository(
+            repository, tag=match["digest"] or match["tag"] or "latest")
+        acknowledge(task.obtain_execution_role(), "AwsSolutions-IAM5[Resource::*]",
+                    "ecr:GetAuthorizationToken, which the execution role needs to pull the "
+                    "worker image, supports no resource-level permissions; the image actions "
+                    "are granted on the one repository.")
+        return image
+
+    def _grant_task_protection(self, pool: PoolConfig, task: ecs.TaskDefinition,
+                               cluster: ecs.Cluster) -> None:
+        """Let the worker protect its own task from scale-in while it runs jobs."""
+        tasks_arn = cdk.Stack.of(self).format_arn(
+            service="ecs", resource="task", resource_name=f"{cluster.cluster_name}/*")
+        task.add_to_task_role_policy(iam.PolicyStatement(
+            actions=["ecs:UpdateTaskProtection", "ecs:GetTaskProtection"],
+            resources=[tasks_arn]))
+        # cdk-nag names the finding by the ARN as written, with the cluster's logical id.
+        stack = cdk.Stack.of(self)
+        cluster_id = stack.resolve(stack.get_logical_id(
+            cluster.node.default_child))  # type: ignore[arg-type]
+        finding = ("AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:ecs:<AWS::Region>:"
+                   f"<AWS::AccountId>:task/<{cluster_id}>/*]")
+        acknowledge(task, finding,
+                    "Task ids exist only at run time: a worker protects its own task, "
+                    f"in pool {pool.name}'s cluster only.")

@@ -11,6 +11,11 @@ from typing import Any
 from leasehold.errors import ValidationError
 
 PRIORITIES = ("high", "normal", "low")
+#: What a Lambda worker keeps back from its function timeout: an attempt that times out still
+#: needs a few seconds to write its outcome. A job may ask for at most the function timeout
+#: minus this (:meth:`Settings.job_timeout_limit`); the worker starts a job only with its
+#: timeout plus half of this left (:mod:`leasehold.lifecycle.consumer`).
+FUNCTION_TIMEOUT_RESERVE_SECONDS = 10.0
 
 
 def _split(value: str) -> tuple[str, ...]:
@@ -27,8 +32,15 @@ class Settings:
     coordination_table: str = "leasehold-coordination"
     workflows_table: str = "leasehold-workflows"
     queue_prefix: str = "leasehold"
-    #: Explicit queue URLs by queue name (set by the CDK stack); otherwise looked up by name.
+    #: Explicit queue URLs by queue name; otherwise ``queue_url_base``/name, or looked up.
     queue_urls: Mapping[str, str] = field(default_factory=dict)
+    #: ``https://sqs.<region>.<suffix>/<account>`` (set by the CDK stack): queue URLs are
+    #: derived from it, so a function's environment does not grow with the number of queues
+    #: (Lambda allows 4 KB in all) and needs no GetQueueUrl call.
+    queue_url_base: str | None = None
+    #: The Lambda function timeout of each Lambda pool (set by the CDK stack); a job asks for
+    #: at most that minus a reserve. Pools not named here (ECS, local) have no such limit.
+    pool_timeouts: Mapping[str, float] = field(default_factory=dict)
     pools: tuple[str, ...] = ("default",)
     shards: int = 8
     lease_seconds: float = 60.0
@@ -55,6 +67,7 @@ class Settings:
             "workflows_table": "LEASEHOLD_WORKFLOWS_TABLE",
             "queue_prefix": "LEASEHOLD_QUEUE_PREFIX",
             "event_bus": "LEASEHOLD_EVENT_BUS",
+            "queue_url_base": "LEASEHOLD_QUEUE_URL_BASE",
         }
         for name, var in text.items():
             if env.get(var):
@@ -81,6 +94,8 @@ class Settings:
             values["task_modules"] = _split(env["LEASEHOLD_TASKS"])
         if env.get("LEASEHOLD_QUEUE_URLS"):
             values["queue_urls"] = json.loads(env["LEASEHOLD_QUEUE_URLS"])
+        if env.get("LEASEHOLD_POOL_TIMEOUTS"):
+            values["pool_timeouts"] = _timeouts(env["LEASEHOLD_POOL_TIMEOUTS"])
         values.update(overrides)
         settings = cls(**values)
         settings.validate()
@@ -93,6 +108,21 @@ class Settings:
             raise ValidationError("lease_seconds", "must be at least 1 second")
         if not self.pools:
             raise ValidationError("pools", "at least one pool is needed")
+        for pool, seconds in self.pool_timeouts.items():
+            if seconds <= FUNCTION_TIMEOUT_RESERVE_SECONDS:
+                raise ValidationError(
+                    "pool_timeouts", f"pool {pool!r}: a function timeout of {seconds:g}s leaves "
+                    f"no time for a job after the {FUNCTION_TIMEOUT_RESERVE_SECONDS:g}s reserve")
+
+    def job_timeout_limit(self, pool: str) -> float | None:
+        """The longest ``timeout_seconds`` a job of ``pool`` may ask for (None: no limit)."""
+        seconds = self.pool_timeouts.get(pool)
+        return None if seconds is None else seconds - FUNCTION_TIMEOUT_RESERVE_SECONDS
+
+    def job_timeout_limits(self) -> dict[str, float]:
+        """:meth:`job_timeout_limit` of every pool that has one."""
+        return {pool: limit for pool in self.pool_timeouts
+                if (limit := self.job_timeout_limit(pool)) is not None}
 
     def with_(self, **changes: Any) -> Settings:
         return replace(self, **changes)
@@ -122,4 +152,22 @@ class Settings:
             env["LEASEHOLD_QUEUE_URLS"] = json.dumps(dict(self.queue_urls))
         if self.event_bus:
             env["LEASEHOLD_EVENT_BUS"] = self.event_bus
+        if self.queue_url_base:
+            env["LEASEHOLD_QUEUE_URL_BASE"] = self.queue_url_base
+        if self.pool_timeouts:
+            env["LEASEHOLD_POOL_TIMEOUTS"] = ",".join(
+                f"{pool}={seconds:g}" for pool, seconds in self.pool_timeouts.items())
         return env
+
+
+def _timeouts(value: str) -> dict[str, float]:
+    """``default=300,gpu=900`` -> ``{"default": 300.0, "gpu": 900.0}``."""
+    out: dict[str, float] = {}
+    for part in _split(value):
+        pool, _, seconds = part.partition("=")
+        try:
+            out[pool.strip()] = float(seconds)
+        except ValueError as exc:
+            raise ValidationError("LEASEHOLD_POOL_TIMEOUTS",
+                                  f"expected pool=seconds, got {part!r}") from exc
+    return out

@@ -36,7 +36,7 @@ CONFIG = StackConfig(
         PoolConfig(name="default", timeout_seconds=120,
                    concurrency={"high": 12, "normal": 6, "low": 2}),
         PoolConfig(name="long", kind="ecs", timeout_seconds=3600, max_tasks=4,
-                   image="public.ecr.aws/example/leasehold-worker:1.0"),
+                   image="123456789012.dkr.ecr.eu-west-1.amazonaws.com/leasehold:1.4"),
     ),
     shards=8,
     alarm_email="oncall@example.com",

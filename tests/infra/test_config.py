@@ -64,6 +64,7 @@ def test_settings_name_every_resource_after_the_prefix() -> None:
     ([{"name": "a"}, {"name": "a"}], "unique"),
     ([{"name": "a", "kind": "ecs"}], "image"),
     ([{"name": "a", "timeout": 901}], "900"),
+    ([{"name": "a", "timeout": 10}], "11..900"),
     ([{"name": "a", "concurrency": {"high": 5, "normal": 1, "low": 2}}], ">= 2"),
     ([{"name": "a", "concurrency": {"high": 5}}], "missing"),
     ([{"name": "a", "colour": "blue"}], "unknown"),

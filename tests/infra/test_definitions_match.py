@@ -69,7 +69,7 @@ def test_every_pool_and_priority_has_its_queue_and_dlq_as_defined(
             "maxReceiveCount": definition.max_receive_count,
         }
         assert queue["MessageRetentionPeriod"] == definition.retention_seconds
-        assert dlq["MessageRetentionPeriod"] == definition.retention_seconds
+        assert dlq["MessageRetentionPeriod"] == definition.dlq_retention_seconds
         pool = synthesized.config.pool(definition.pool)
         assert queue["VisibilityTimeout"] == 6 * pool.timeout_seconds
 
@@ -124,6 +124,6 @@ def test_template_names_match_the_settings_the_functions_read(
         "Handler": "leasehold.handlers.worker.handler",
         "Environment": {"Variables": Match.object_like({
             **expected,
-            "LEASEHOLD_QUEUE_URLS": Match.any_value(),
+            "LEASEHOLD_QUEUE_URL_BASE": Match.any_value(),
         })},
     })

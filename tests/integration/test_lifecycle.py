@@ -268,7 +268,8 @@ def test_a_message_that_arrives_before_its_job_is_due_waits_and_starts_on_time(
     # 0.6 s is below SQS's one-second delay granularity: the message is visible at once.
     job = submit(app, JobSpec(task="echo", payload="soon", delay_seconds=0.6)).job
     [message] = receive_all(app)
-    assert json.loads(message.body) == {"job_id": job.job_id, "epoch": 1, "run_at": job.run_at}
+    assert json.loads(message.body) == {"job_id": job.job_id, "epoch": 1, "run_at": job.run_at,
+                                        "timeout": job.timeout_seconds}
     before = clock.now_ms()
     assert Worker(app).process(Delivery(message.body)) is Outcome.SUCCEEDED
     done = app.store.get(job.job_id)

@@ -33,9 +33,10 @@ def sent(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, float]]:
     seen: list[tuple[str, float]] = []
     real = Queues.send
 
-    def spy(self: Queues, pool: str, priority: str, message: Any, delay: float = 0) -> None:
+    def spy(self: Queues, pool: str, priority: str, message: Any, delay: float = 0,
+            **options: Any) -> None:
         seen.append((message.job_id, delay))
-        real(self, pool, priority, message, delay)
+        real(self, pool, priority, message, delay, **options)
 
     monkeypatch.setattr(Queues, "send", spy)
     return seen

@@ -96,3 +96,24 @@ def test_a_payload_just_under_the_limit_is_accepted(tasks: TaskRegistry) -> None
 def test_an_explicit_retry_policy_wins_over_the_task_default(tasks: TaskRegistry) -> None:
     policy = RetryPolicy(min_backoff_seconds=5, max_backoff_seconds=50)
     assert resolved(tasks, retry=policy).retry == policy
+
+
+def test_a_timeout_above_its_pools_limit_is_refused_naming_the_field(tasks: TaskRegistry) -> None:
+    limits = {"default": 290.0}
+    with pytest.raises(ValidationError) as refused:
+        resolve(JobSpec(task="echo", timeout_seconds=295), tasks, pools=("default", "gpu"),
+                now_ms=NOW, timeout_limits=limits)
+    assert refused.value.field == "timeout_seconds"
+    assert "290" in str(refused.value)
+    # At the limit, and in a pool without one, the same timeout is fine.
+    assert resolve(JobSpec(task="echo", timeout_seconds=290), tasks, pools=("default",),
+                   now_ms=NOW, timeout_limits=limits).timeout_seconds == 290
+    assert resolve(JobSpec(task="echo", pool="gpu", timeout_seconds=3600), tasks,
+                   pools=("default", "gpu"), now_ms=NOW, timeout_limits=limits).pool == "gpu"
+
+
+def test_a_tasks_default_timeout_gives_way_to_its_pools_limit(tasks: TaskRegistry) -> None:
+    """Only an explicit timeout is refused: the task's default becomes the pool's longest."""
+    spec = resolve(JobSpec(task="echo"), tasks, pools=("default",), now_ms=NOW,
+                   timeout_limits={"default": 15.0})
+    assert spec.timeout_seconds == 15

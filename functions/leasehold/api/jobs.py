@@ -54,7 +54,8 @@ def submit_job(body: SubmitJob) -> Response[SubmittedJob]:
     spec = spec_from(body, tenant)
     now = app.now()
     # Validate before admission so bad input spends no token and writes nothing.
-    resolved = resolve(spec, app.registry, pools=app.settings.pools, now_ms=now)
+    resolved = resolve(spec, app.registry, pools=app.settings.pools,
+                       timeout_limits=app.settings.job_timeout_limits(), now_ms=now)
     result = submit_admitted(app, spec, resolved.pool, api.limits, api.backlog, api.buckets)
     warnings = []
     if spec.run_at_ms is not None and spec.run_at_ms < now:

@@ -105,7 +105,8 @@ def start_workflow(body: WorkflowIn) -> Response[WorkflowOut]:
     spec = workflows.parse_workflow(body.model_dump(mode="json", exclude_unset=True),
                                     tenant=tenant)
     # Validate the whole graph before admission: a bad one spends nothing, writes nothing.
-    prepared = prepare(spec, app.registry, pools=app.settings.pools, now=app.now())
+    prepared = prepare(spec, app.registry, pools=app.settings.pools, now=app.now(),
+                       timeout_limits=app.settings.job_timeout_limits())
     first_pool = prepared.steps[spec.steps[0].id].pool
     admission.check(app, tenant, first_pool, api.limits, api.backlog, api.buckets)
     started = workflows.start_workflow(app, spec)

@@ -135,13 +135,23 @@ WORKFLOWS = TableDefinition(
 TABLES = (JOBS, SCHEDULES, TENANTS, COORDINATION, WORKFLOWS)
 
 
+#: SQS keeps a message at most 14 days.
+MAX_RETENTION_SECONDS = 14 * 24 * 3600
+
+
 @dataclass(frozen=True)
 class QueueDefinition:
     pool: str
     priority: str
     #: Deliveries before SQS moves a message to the DLQ (crashing consumers, not job failures).
     max_receive_count: int = 5
-    retention_seconds: int = 14 * 24 * 3600
+    #: A job queue keeps messages 7 days: the job row is the outbox, so an expired hand-off
+    #: is re-sent by the sweeper, never lost.
+    retention_seconds: int = 7 * 24 * 3600
+    #: A DLQ keeps them 14 days (the SQS maximum). A message SQS moves there keeps its
+    #: original enqueue time, so a DLQ must keep messages longer than its source queue, or
+    #: a dead letter expires early (at once, if it spent the source's whole retention there).
+    dlq_retention_seconds: int = MAX_RETENTION_SECONDS
     attributes: dict[str, str] = field(default_factory=dict)
 
     def name(self, settings: Settings) -> str:

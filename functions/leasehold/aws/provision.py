@@ -8,7 +8,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from botocore.exceptions import ClientError
+import boto3
+from botocore.exceptions import BotoCoreError, ClientError
 
 from leasehold.aws.clients import Clients
 from leasehold.aws.definitions import TABLES, queues
@@ -43,7 +44,7 @@ def create_queues(clients: Clients, settings: Settings) -> dict[str, str]:
     for queue in queues(settings):
         dlq_url = sqs.create_queue(
             QueueName=queue.dlq_name(settings),
-            Attributes={"MessageRetentionPeriod": str(queue.retention_seconds)},
+            Attributes={"MessageRetentionPeriod": str(queue.dlq_retention_seconds)},
         )["QueueUrl"]
         dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["QueueArn"])[
             "Attributes"]["QueueArn"]
@@ -62,3 +63,60 @@ def create_queues(clients: Clients, settings: Settings) -> dict[str, str]:
 def create_all(clients: Clients, settings: Settings) -> dict[str, str]:
     create_tables(clients, settings)
     return create_queues(clients, settings)
+
+
+def missing_credentials() -> str | None:
+    """What is missing for boto3 to sign a request, or None. Any values do for an emulator."""
+    hint = ("AWS credentials (set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, any values "
+            "for an emulator, or AWS_PROFILE)")
+    try:
+        found = boto3.session.Session().get_credentials()
+    except BotoCoreError as exc:  # a configured provider that fails (a profile, a role)
+        return f"{hint}: {exc}"
+    return hint if found is None else None
+
+
+def missing(clients: Clients, settings: Settings) -> list[str]:
+    """The tables and queues of :mod:`leasehold.aws.definitions` that do not exist."""
+    absent = []
+    for table in TABLES:
+        name = table.table_name(settings)
+        try:
+            clients.dynamodb.describe_table(TableName=name)
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] != "ResourceNotFoundException":
+                raise
+            absent.append(f"table {name}")
+    for queue in queues(settings):
+        for name in (queue.name(settings), queue.dlq_name(settings)):
+            try:
+                clients.sqs.get_queue_url(QueueName=name)
+            except ClientError as exc:
+                if "NonExistentQueue" not in exc.response["Error"]["Code"] and \
+                        exc.response["Error"]["Code"] != "QueueDoesNotExist":
+                    raise
+                absent.append(f"queue {name}")
+    return absent
+
+
+class NotProvisioned(RuntimeError):
+    """The endpoint lacks what Leasehold needs; the message names each missing piece."""
+
+
+def check_ready(clients: Clients, settings: Settings, *, endpoint: str) -> None:
+    """Raise :class:`NotProvisioned` naming the credentials, tables and queues that are missing.
+
+    Without this check, every API request against a fresh emulator (or an account without
+    the stack) answered 500.
+    """
+    credentials = missing_credentials()
+    if credentials is not None:
+        raise NotProvisioned(f"no {credentials}")
+    try:
+        absent = missing(clients, settings)
+    except (ClientError, BotoCoreError) as exc:
+        raise NotProvisioned(f"cannot inspect {endpoint}: {exc}") from exc
+    if absent:
+        raise NotProvisioned(
+            f"{endpoint} lacks {len(absent)} resource(s): {', '.join(absent)}. "
+            "Run with --provision to create them (or deploy the stack).")

@@ -29,11 +29,16 @@ class Message:
     #: When the job is due (epoch ms). SQS delays are whole seconds and rounded down, so the
     #: message may arrive up to a second early; the worker waits out the rest.
     run_at: int | None = None
+    #: The job's attempt timeout (seconds): a Lambda worker starts the job only if its
+    #: invocation has that much time left, without reading the row first.
+    timeout: float | None = None
 
     def body(self) -> str:
         data: dict[str, object] = {"job_id": self.job_id, "epoch": self.epoch}
         if self.run_at is not None:
             data["run_at"] = self.run_at
+        if self.timeout is not None:
+            data["timeout"] = self.timeout
         return json.dumps(data, separators=(",", ":"))
 
     @classmethod
@@ -41,9 +46,10 @@ class Message:
         """A hand-off message; anything else is stale (acknowledged, never retried)."""
         try:
             data = json.loads(body)
-            run_at = data.get("run_at")
+            run_at, timeout = data.get("run_at"), data.get("timeout")
             return cls(str(data["job_id"]), int(data["epoch"]),
-                       None if run_at is None else int(run_at))
+                       None if run_at is None else int(run_at),
+                       None if timeout is None else float(timeout))
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise StaleMessage(f"not a Leasehold message: {body[:100]!r}") from exc
 
@@ -55,6 +61,8 @@ class Received:
     message_id: str
     body: str
     receive_count: int
+    #: The message group: the job's tenant (see :meth:`Queues.send`).
+    group: str | None = None
 
 
 class Queues:
@@ -71,6 +79,9 @@ class Queues:
     def url_by_name(self, name: str) -> str:
         with self._lock:
             url = self._urls.get(name)
+        if url is None and self.settings.queue_url_base:
+            # On AWS a queue's URL is <base>/<name>: no environment entry per queue, no call.
+            url = f"{self.settings.queue_url_base.rstrip('/')}/{name}"
         if url is None:
             url = self._sqs.get_queue_url(QueueName=name)["QueueUrl"]
             with self._lock:
@@ -83,14 +94,22 @@ class Queues:
     def dlq_url(self, pool: str, priority: str) -> str:
         return self.url_by_name(queue_name(self.settings.queue_prefix, pool, priority) + "-dlq")
 
-    def send(self, pool: str, priority: str, message: Message, delay_seconds: float = 0) -> None:
+    def send(self, pool: str, priority: str, message: Message, delay_seconds: float = 0, *,
+             group: str | None = None) -> None:
+        """Send a hand-off; ``group`` is the job's tenant.
+
+        On a standard queue the message group makes it an SQS *fair queue*: when one tenant
+        floods the queue, SQS delivers the other tenants' messages first, so a quiet
+        tenant's jobs wait little. (It orders nothing; it is not a FIFO queue.)
+        """
         # SQS delays are whole seconds. Rounded down, the message arrives up to a second
         # early and the worker waits for ``message.run_at`` (rounding up would make every
         # delayed job up to a second late instead).
         delay = max(0, min(MAX_DELAY_SECONDS, math.floor(delay_seconds)))
+        extra: dict[str, Any] = {"MessageGroupId": group[:128]} if group else {}
         self._sqs.send_message(
-            QueueUrl=self.url(pool, priority), MessageBody=message.body(), DelaySeconds=delay
-        )
+            QueueUrl=self.url(pool, priority), MessageBody=message.body(), DelaySeconds=delay,
+            **extra)
 
     def send_dead(self, pool: str, priority: str, job_id: str, reason: str) -> None:
         """Copy a DEAD job to its DLQ so operators see it where they look for failures."""
@@ -102,14 +121,16 @@ class Queues:
         kwargs: dict[str, Any] = {
             "QueueUrl": url, "MaxNumberOfMessages": max_messages,
             "WaitTimeSeconds": wait_seconds,
-            "MessageSystemAttributeNames": ["ApproximateReceiveCount", "SentTimestamp"],
+            "MessageSystemAttributeNames": ["ApproximateReceiveCount", "SentTimestamp",
+                                            "MessageGroupId"],
         }
         if visibility_seconds is not None:
             kwargs["VisibilityTimeout"] = visibility_seconds
         response = self._sqs.receive_message(**kwargs)
         return [
             Received(url, m["ReceiptHandle"], m["MessageId"], m["Body"],
-                     int(m.get("Attributes", {}).get("ApproximateReceiveCount", 1)))
+                     int(m.get("Attributes", {}).get("ApproximateReceiveCount", 1)),
+                     m.get("Attributes", {}).get("MessageGroupId"))
             for m in response.get("Messages", [])
         ]
 
@@ -127,6 +148,14 @@ class Queues:
             QueueUrl=self.url(pool, priority),
             AttributeNames=["ApproximateNumberOfMessages"])["Attributes"]
         return int(attributes.get("ApproximateNumberOfMessages", 0))
+
+    def extend_all(self, url: str, receipt_handles: Sequence[str], seconds: int) -> None:
+        """Set the visibility of several messages of one queue (10 per request)."""
+        for start in range(0, len(receipt_handles), 10):
+            chunk = receipt_handles[start:start + 10]
+            self._sqs.change_message_visibility_batch(QueueUrl=url, Entries=[
+                {"Id": str(i), "ReceiptHandle": h, "VisibilityTimeout": min(seconds, 43_200)}
+                for i, h in enumerate(chunk)])
 
     def extend(self, url: str, receipt_handle: str, seconds: int) -> None:
         self._sqs.change_message_visibility(

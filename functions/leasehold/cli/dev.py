@@ -41,6 +41,11 @@ def register(subparsers: Any) -> None:
     dev.add_argument("--endpoint", default=os.environ.get("AWS_ENDPOINT_URL"),
                      help="use this AWS endpoint (real AWS or another emulator) instead of "
                           "the embedded one, e.g. --endpoint http://localhost:4566")
+    dev.add_argument("--provision", action="store_true",
+                     default=bool(os.environ.get("LEASEHOLD_PROVISION")),
+                     help="with --endpoint: create the tables and queues that are missing "
+                          "(else a missing one stops the start, named), e.g. --endpoint "
+                          "http://localhost:4566 --provision")
     dev.add_argument("--state-dir", default=os.environ.get("LEASEHOLD_STATE_DIR", ".leasehold"),
                      help="where the embedded emulator's tables are saved when you stop and "
                           "loaded when you start (default .leasehold, or $LEASEHOLD_STATE_DIR), "
@@ -116,7 +121,7 @@ def run_dev(args: argparse.Namespace) -> int:
         leader_lease_seconds=args.leader_lease_seconds,
         event_log=args.event_log or str(Path(args.state_dir) / "events.jsonl"),
         state_dir=None if args.in_memory else args.state_dir, fresh=args.fresh,
-        save_seconds=args.save_seconds)
+        save_seconds=args.save_seconds, provision=args.provision)
     if args.lookahead_seconds is not None:
         options.lookahead_seconds = args.lookahead_seconds
     runtime = Runtime(options)
@@ -143,6 +148,7 @@ def _watch_parent(parent: int, stop: Any) -> None:
 def run_worker(args: argparse.Namespace) -> int:
     from leasehold.compose import compose
     from leasehold.local.poller import PollerOptions, PollingWorker
+    from leasehold.local.task_protection import TaskProtection
     from leasehold.settings import Settings
 
     overrides: dict[str, Any] = {}
@@ -153,7 +159,7 @@ def run_worker(args: argparse.Namespace) -> int:
     app = compose(Settings.from_env(**overrides))
     poller = PollingWorker(app, PollerOptions(
         pool=args.pool, concurrency=args.concurrency, batch_size=args.batch_size,
-        heartbeat_seconds=args.heartbeat_seconds))
+        heartbeat_seconds=args.heartbeat_seconds), protection=TaskProtection.from_env())
     interrupts = 0
 
     def on_signal(signum: int, frame: Any) -> None:

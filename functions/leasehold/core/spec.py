@@ -18,7 +18,7 @@ from leasehold.clock import iso
 from leasehold.core.policy import RetryPolicy
 from leasehold.core.registry import TaskRegistry
 from leasehold.errors import PayloadTooLarge, ValidationError
-from leasehold.settings import PRIORITIES
+from leasehold.settings import FUNCTION_TIMEOUT_RESERVE_SECONDS, PRIORITIES
 
 MAX_PAYLOAD_BYTES = 256 * 1024
 MAX_RESULT_BYTES = 64 * 1024
@@ -109,8 +109,15 @@ def check_tenant(value: object) -> str:
     return check_text("tenant", value, limit=128, pattern=_NAME)
 
 
-def resolve(spec: JobSpec, registry: TaskRegistry, *, pools: tuple[str, ...], now_ms: int
-            ) -> ResolvedSpec:
+def resolve(spec: JobSpec, registry: TaskRegistry, *, pools: tuple[str, ...], now_ms: int,
+            timeout_limits: Mapping[str, float] | None = None) -> ResolvedSpec:
+    """Validate ``spec`` and fill in its defaults.
+
+    ``timeout_limits``: the longest ``timeout_seconds`` of each pool that has a limit (a
+    Lambda pool: its function timeout less a reserve, see ``Settings.job_timeout_limits``).
+    A longer ``timeout_seconds`` given in ``spec`` is refused; a longer default of the task is
+    lowered to the limit.
+    """
     check_text("task", spec.task, limit=128, pattern=_NAME)
     definition = registry.get(spec.task)
     limit = min(MAX_PAYLOAD_BYTES, definition.max_payload_bytes or MAX_PAYLOAD_BYTES)
@@ -145,9 +152,22 @@ def resolve(spec: JobSpec, registry: TaskRegistry, *, pools: tuple[str, ...], no
         check_text("idempotency_key", key, limit=256)
     max_attempts = spec.max_attempts if spec.max_attempts is not None else definition.max_attempts
     check_number("max_attempts", max_attempts, low=1, high=MAX_ATTEMPTS_LIMIT, integer=True)
-    timeout = (spec.timeout_seconds if spec.timeout_seconds is not None
-               else definition.timeout_seconds)
+    timeout: float = (spec.timeout_seconds if spec.timeout_seconds is not None
+                      else definition.timeout_seconds)
     check_number("timeout_seconds", timeout, low=1, high=MAX_TIMEOUT_SECONDS)
+    longest = (timeout_limits or {}).get(pool)
+    if longest is not None and timeout > longest:
+        if spec.timeout_seconds is not None:
+            # Asked for explicitly: a Lambda worker cannot outlive its function; a longer job
+            # would be killed with its invocation, counted as a crash, and end DEAD.
+            raise ValidationError(
+                "timeout_seconds", f"must be at most {longest:g} for pool {pool!r}: its jobs run "
+                "in a Lambda function that times out after "
+                f"{longest + FUNCTION_TIMEOUT_RESERVE_SECONDS:g}s "
+                "(use an ECS pool for longer jobs)")
+        # The task's default (300 s unless it says otherwise) gives way to the pool: the job
+        # gets the longest attempt its Lambda function allows.
+        timeout = longest
     retry = spec.retry if spec.retry is not None else definition.retry
     if not isinstance(retry, RetryPolicy):
         raise ValidationError("retry", "must be a retry policy")

@@ -199,7 +199,8 @@ def create(app: Leasehold, body: Mapping[str, Any], *, tenant: str) -> Trigger:
         app.registry, pools=app.settings.pools, now=now, task=body.get("task"),
         payload=body.get("payload"), tenant=check_tenant(tenant), pool=body.get("pool"),
         priority=body.get("priority"), max_attempts=body.get("max_attempts"),
-        timeout_seconds=body.get("timeout_seconds"), labels=body.get("labels"))
+        timeout_seconds=body.get("timeout_seconds"), labels=body.get("labels"),
+        timeout_limits=app.settings.job_timeout_limits())
     trigger = Trigger(trigger_id=new_id(now), tenant=tenant,
                       name=check_text("name", body.get("name") or "", limit=128, empty_ok=True),
                       pattern=pattern, template=template,  # type: ignore[arg-type]

@@ -33,9 +33,12 @@ def send(queues: Queues, job: Job, now: int) -> bool:
     if job.state is not JobState.QUEUED:
         return False
     delay = max(0.0, (job.run_at - now) / 1000)
-    message = Message(job.job_id, job.epoch, job.run_at if job.run_at > now else None)
+    message = Message(job.job_id, job.epoch, job.run_at if job.run_at > now else None,
+                      timeout=job.timeout_seconds)
     try:
-        queues.send(job.pool, job.priority, message, delay)
+        # The tenant as message group: SQS fair queues keep a quiet tenant's wait short
+        # while another floods the queue.
+        queues.send(job.pool, job.priority, message, delay, group=job.tenant)
     except (ClientError, BotoCoreError):
         log.warning("hand-off of %s failed; the sweeper will re-send it", job.job_id,
                     exc_info=True)

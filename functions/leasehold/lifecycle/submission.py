@@ -63,7 +63,8 @@ def submit(app: Leasehold, spec: JobSpec, *, counted: bool = False,
     the job finishes. Internal submissions are not counted.
     """
     now = app.now()
-    resolved = resolve(spec, app.registry, pools=app.settings.pools, now_ms=now)
+    resolved = resolve(spec, app.registry, pools=app.settings.pools,
+                       timeout_limits=app.settings.job_timeout_limits(), now_ms=now)
     job, created = app.store.create(
         new_job(app, resolved, now, extra={COUNTED: True} if counted else None), also=also)
     if not created and (job.spec_hash != resolved.spec_hash or job.tenant != resolved.tenant):

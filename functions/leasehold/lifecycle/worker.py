@@ -12,6 +12,7 @@ import secrets
 import socket
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -63,6 +64,10 @@ class Delivery:
     body: str
     queue_url: str | None = None
     receipt_handle: str | None = None
+    #: Called on each heartbeat to keep the message invisible (the consumer knows for how
+    #: long, and which other messages of the batch must stay hidden); by default the
+    #: heartbeat extends this message's visibility by two leases.
+    keep_invisible: Callable[[], None] | None = None
 
 
 def worker_identity() -> str:
@@ -171,8 +176,11 @@ class Worker:
                     ctx.cancel("cancel requested")
             if delivery.queue_url and delivery.receipt_handle:
                 try:
-                    app.queues.extend(delivery.queue_url, delivery.receipt_handle,
-                                      int(app.settings.lease_seconds * 2))
+                    if delivery.keep_invisible is not None:
+                        delivery.keep_invisible()
+                    else:
+                        app.queues.extend(delivery.queue_url, delivery.receipt_handle,
+                                          int(app.settings.lease_seconds * 2))
                 except Exception:  # the lease in DynamoDB is what counts; SQS may redeliver
                     log.info("could not extend visibility of %s", job.job_id, exc_info=True)
 

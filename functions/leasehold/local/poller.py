@@ -8,6 +8,11 @@ down without ever starving it. A polled batch goes through
 :func:`leasehold.lifecycle.consumer.consume`, exactly as Lambda would deliver it (partial
 batch failures, successes deleted).
 
+Within a batch, the tenants with the fewest jobs in flight on this worker go first
+(:func:`fair_order`), as SQS fair queues prefer quiet message groups (the hand-off sends
+each message with its tenant as ``MessageGroupId``): one tenant's flood does not make
+another tenant's job wait behind it in the same batch.
+
 Stopping (SIGTERM, Ctrl-C) stops polling and lets in-flight batches finish before exiting.
 """
 
@@ -15,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
@@ -24,6 +30,7 @@ from leasehold.lifecycle import fleet
 from leasehold.lifecycle.app import Leasehold
 from leasehold.lifecycle.consumer import consume
 from leasehold.lifecycle.worker import Worker
+from leasehold.local.task_protection import TaskProtection
 from leasehold.settings import PRIORITIES
 
 log = logging.getLogger(__name__)
@@ -53,6 +60,29 @@ class PriorityPicker:
         return [first, *(p for p in self._weights if p != first)]
 
 
+def fair_order(batch: Sequence[Received], in_flight: Mapping[str, int]) -> list[Received]:
+    """The batch with the least busy tenants first.
+
+    Greedy: each next message is the first one whose tenant has the fewest jobs in flight,
+    counting the ones already placed before it, so tenants alternate in proportion to how
+    idle they are. As in SQS, a message without a group is a tenant of its own.
+    Deterministic.
+    """
+    load = Counter({tenant: count for tenant, count in in_flight.items()})
+    rest = list(batch)
+    ordered = []
+    while rest:
+        chosen = min(rest, key=lambda m: load[_tenant(m)])  # first of the least loaded
+        rest.remove(chosen)
+        load[_tenant(chosen)] += 1
+        ordered.append(chosen)
+    return ordered
+
+
+def _tenant(message: Received) -> str:
+    return message.group or f"message:{message.message_id}"
+
+
 @dataclass(kw_only=True)
 class PollerOptions:
     pool: str = "default"
@@ -66,13 +96,18 @@ class PollerOptions:
 
 class PollingWorker:
     def __init__(self, app: Leasehold, options: PollerOptions, *,
-                 worker: Worker | None = None) -> None:
+                 worker: Worker | None = None,
+                 protection: TaskProtection | None = None) -> None:
         self.app = app
         self.options = options
         self.worker = worker or Worker(app)
+        #: On ECS: protects the task from scale-in while jobs are in flight.
+        self.protection = protection
         self.picker = PriorityPicker(options.weights)
         self.stopping = threading.Event()
         self._current: dict[int, list[str]] = {}
+        #: Messages in flight on this worker (received, not yet deleted), by tenant.
+        self.tenants_in_flight: Counter[str] = Counter()
         self._processed = 0
         self._lock = threading.Lock()
         self.info = fleet.WorkerInfo(worker_id=self.worker.worker_id, pool=options.pool,
@@ -102,7 +137,11 @@ class PollingWorker:
     def _run(self, batch: list[Received]) -> None:
         me = threading.get_ident()
         with self._lock:
+            batch = fair_order(batch, self.tenants_in_flight)
+            self.tenants_in_flight.update(_tenant(m) for m in batch)
             self._current[me] = [_job_id(m.body) for m in batch]
+        if self.protection is not None:
+            self.protection.busy()  # before the first job starts: scale-in must not stop it
         try:
             consume(self.worker, batch)
         except Exception:
@@ -110,6 +149,8 @@ class PollingWorker:
             log.exception("a batch failed")
         finally:
             with self._lock:
+                self.tenants_in_flight.subtract(_tenant(m) for m in batch)
+                self.tenants_in_flight += Counter()  # drop tenants at zero
                 self._current.pop(me, None)
                 self._processed += len(batch)
 
@@ -150,6 +191,14 @@ class PollingWorker:
     def beat(self) -> None:
         with self._lock:
             processed = self._processed
+            busy = bool(self._current)
+        if self.protection is not None:
+            # Renews a long protection, or drops it once idle (not after every batch: a busy
+            # worker between two batches would flap).
+            if busy:
+                self.protection.busy()
+            else:
+                self.protection.idle()
         fleet.heartbeat(self.app, self.info, current_jobs=self.current_jobs(),
                         processed=processed)
 
@@ -200,4 +249,4 @@ def _job_id(body: str) -> str:
         return "?"
 
 
-__all__ = ["PollerOptions", "PollingWorker", "PriorityPicker"]
+__all__ = ["PollerOptions", "PollingWorker", "PriorityPicker", "fair_order"]

@@ -76,6 +76,9 @@ class RuntimeOptions:
     #: Also save this often while running, so a runtime that is killed (not stopped) loses
     #: at most this much; 0 saves only on stop.
     save_seconds: float = 60.0
+    #: With ``endpoint``: create the tables and queues that are missing (the embedded
+    #: emulator is always provisioned). Otherwise a missing one stops the start, named.
+    provision: bool = False
     #: Extra environment for the workers and the API (limits, test knobs).
     env: dict[str, str] = field(default_factory=dict)
 
@@ -168,8 +171,14 @@ class Runtime:
             endpoint_url=endpoint, task_modules=opts.tasks, pools=opts.pools,
             lease_seconds=opts.lease_seconds, event_bus=event_bus)
         self.app = compose(settings)
-        if self.emulator is not None or os.environ.get("LEASEHOLD_PROVISION"):
+        # LEASEHOLD_PROVISION: the older, undocumented spelling of --provision.
+        if self.emulator is not None or opts.provision or os.environ.get("LEASEHOLD_PROVISION"):
+            credentials = provision.missing_credentials()
+            if credentials is not None:
+                raise provision.NotProvisioned(f"no {credentials}")
             provision.create_all(self.app.clients, settings)
+        else:
+            provision.check_ready(self.app.clients, settings, endpoint=endpoint)
         self.loaded = self._load_state(event_bus)
         self._may_save = True
         if event_bus.startswith(FILE_PREFIX):

@@ -113,7 +113,8 @@ def build(app: Leasehold, body: Mapping[str, Any], *, tenant: str, now: int,
     template, workflow = resolve_target(
         app.registry, pools=app.settings.pools, now=now, tenant=check_tenant(tenant),
         body=body, values=values, job_fields=TEMPLATE_FIELDS & set(body),
-        current=(base.template, base.workflow) if base else None)
+        current=(base.template, base.workflow) if base else None,
+        timeout_limits=app.settings.job_timeout_limits())
     jitter = float(check_number("jitter_seconds", values.get("jitter_seconds") or 0,
                                 low=0, high=MAX_JITTER_SECONDS))
     if workflow is not None and jitter:

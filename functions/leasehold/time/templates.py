@@ -47,12 +47,13 @@ class JobTemplate:
     def resolve(cls, registry: TaskRegistry, *, pools: tuple[str, ...], now: int, task: Any,
                 payload: Any, tenant: str, pool: Any = None, priority: Any = None,
                 max_attempts: Any = None, timeout_seconds: Any = None,
-                labels: Any = None) -> JobTemplate:
+                labels: Any = None,
+                timeout_limits: Mapping[str, float] | None = None) -> JobTemplate:
         """Validate as a submission would (errors name the field) and keep the result."""
         resolved = resolve(JobSpec(task=task, payload=payload, tenant=tenant, pool=pool,
                                    priority=priority, max_attempts=max_attempts,
                                    timeout_seconds=timeout_seconds, labels=labels or {}),
-                           registry, pools=pools, now_ms=now)
+                           registry, pools=pools, now_ms=now, timeout_limits=timeout_limits)
         return cls(task=resolved.task, payload_json=resolved.payload_json,
                    tenant=resolved.tenant, pool=resolved.pool, priority=resolved.priority,
                    max_attempts=resolved.max_attempts, retry=resolved.retry,
@@ -131,7 +132,8 @@ class WorkflowTemplate:
 
     @classmethod
     def resolve(cls, registry: TaskRegistry, *, pools: tuple[str, ...], now: int, body: Any,
-                tenant: str) -> WorkflowTemplate:
+                tenant: str,
+                timeout_limits: Mapping[str, float] | None = None) -> WorkflowTemplate:
         """Validate ``body`` (the ``steps`` shape of POST /workflows) as a start would:
         graph, tasks, sizes; errors name the field under ``workflow.``."""
         if not isinstance(body, Mapping):
@@ -142,7 +144,8 @@ class WorkflowTemplate:
                                   "a schedule gives each run its own id; leave it out")
         try:
             spec = parse_workflow(body, tenant=tenant)
-            prepared = prepare(spec, registry, pools=pools, now=now)
+            prepared = prepare(spec, registry, pools=pools, now=now,
+                               timeout_limits=timeout_limits)
         except ValidationError as exc:
             message = str(exc).removeprefix(f"{exc.field}: ")
             raise type(exc)(f"workflow.{exc.field}", message) from exc
@@ -211,7 +214,8 @@ Target = tuple[JobTemplate | None, WorkflowTemplate | None]
 
 def resolve_target(registry: TaskRegistry, *, pools: tuple[str, ...], now: int, tenant: str,
                    body: Mapping[str, Any], values: Mapping[str, Any],
-                   job_fields: Set[str], current: Target | None = None) -> Target:
+                   job_fields: Set[str], current: Target | None = None,
+                   timeout_limits: Mapping[str, float] | None = None) -> Target:
     """What a schedule fires, from its body: (job template, None) or (None, workflow).
 
     ``body`` is what the user sent, ``values`` the body over the current schedule's fields,
@@ -223,7 +227,8 @@ def resolve_target(registry: TaskRegistry, *, pools: tuple[str, ...], now: int, 
             raise ValidationError("workflow", "give a job (task, payload, ...) or a workflow, "
                                               f"not both (got {', '.join(sorted(job_fields))})")
         return None, WorkflowTemplate.resolve(registry, pools=pools, now=now,
-                                              body=body["workflow"], tenant=tenant)
+                                              body=body["workflow"], tenant=tenant,
+                                              timeout_limits=timeout_limits)
     if current is not None and not job_fields:
         return current
     if current is not None and current[1] is not None and "task" not in job_fields:
@@ -235,7 +240,7 @@ def resolve_target(registry: TaskRegistry, *, pools: tuple[str, ...], now: int, 
         registry, pools=pools, now=now, task=values.get("task"), payload=values.get("payload"),
         tenant=tenant, pool=values.get("pool"), priority=values.get("priority"),
         max_attempts=values.get("max_attempts"), timeout_seconds=values.get("timeout_seconds"),
-        labels=values.get("labels")), None
+        labels=values.get("labels"), timeout_limits=timeout_limits), None
 
 
 def _number(value: Any) -> Any:

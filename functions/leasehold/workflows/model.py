@@ -80,8 +80,10 @@ class Prepared:
 
 
 def prepare(spec: WorkflowSpec, registry: TaskRegistry, *, pools: tuple[str, ...],
-            now: int) -> Prepared:
-    """Validate everything (graph first, then each step) without writing anything."""
+            now: int, timeout_limits: Mapping[str, float] | None = None) -> Prepared:
+    """Validate everything (graph first, then each step) without writing anything.
+
+    ``timeout_limits``: as :func:`leasehold.core.spec.resolve` (Lambda pools' limits)."""
     tenant = check_tenant(spec.tenant)
     if spec.name is not None:
         check_text("name", spec.name, limit=128)
@@ -97,7 +99,8 @@ def prepare(spec: WorkflowSpec, registry: TaskRegistry, *, pools: tuple[str, ...
             priority=step.priority, max_attempts=step.max_attempts, retry=step.retry,
             timeout_seconds=step.timeout_seconds, labels=step.labels)
         try:
-            one = resolve(job_spec, registry, pools=pools, now_ms=now)
+            one = resolve(job_spec, registry, pools=pools, now_ms=now,
+                          timeout_limits=timeout_limits)
             size = len(one.payload_json.encode())
             if size > MAX_STEP_PAYLOAD_BYTES:
                 raise _too_large(size)

@@ -62,7 +62,8 @@ def start_workflow(app: Leasehold, spec: WorkflowSpec, *, now: int | None = None
     :class:`~leasehold.errors.IdempotencyConflict` when the id names a different workflow.
     """
     now = app.now() if now is None else now
-    prepared = prepare(spec, app.registry, pools=app.settings.pools, now=now)
+    prepared = prepare(spec, app.registry, pools=app.settings.pools, now=now,
+                       timeout_limits=app.settings.job_timeout_limits())
     return start_prepared(app, prepared, now=now,
                           workflow_id=workflow_id or workflow_id_for(spec, now), actor=actor,
                           origin=origin)
