@@ -168,6 +168,20 @@ def test_transient_failures_retry_with_growing_jittered_bounded_delays_then_succ
     assert sum(1 for t in done.history if t.target == "SUCCEEDED") == 1
 
 
+def test_a_job_that_succeeds_after_retries_keeps_its_earlier_attempts_errors(
+    app: Leasehold, tasks: TaskRegistry
+) -> None:
+    job = submit(app, JobSpec(task="flaky", payload={"failures": 7}, max_attempts=9)).job
+    for _ in range(8):
+        deliver(app, once=True)
+    done = app.store.get(job.job_id)
+    assert (done.state, done.error) == (JobState.SUCCEEDED, None)
+    # The newest five failed attempts, oldest first, as the API shows them.
+    assert done.view()["attempt_errors"] == [
+        {"attempt": n, "type": "ConnectionError", "message": f"transient failure {n}"}
+        for n in range(3, 8)]
+
+
 def test_retry_delays_double_within_bounds(make_app: Any, registry: TaskRegistry,
                                            calls: list) -> None:
     app = make_app()

@@ -68,6 +68,12 @@ class JobErrorOut(BaseModel):
     traceback: str = ""
 
 
+class AttemptErrorOut(BaseModel):
+    attempt: int
+    type: str
+    message: str
+
+
 class TransitionOut(BaseModel):
     model_config = ConfigDict(populate_by_name=True)
 
@@ -106,6 +112,9 @@ class JobOut(BaseModel):
     result: Any = Field(default=None, description=f"at most {MAX_RESULT_BYTES // 1024} KB "
                                                   "serialized")
     error: JobErrorOut | None = None
+    attempt_errors: list[AttemptErrorOut] = Field(
+        default_factory=list, description="the errors of the last failed attempts, oldest "
+                                          "first; kept after a retry succeeds")
     progress: Any = None
     history: list[TransitionOut] = Field(default_factory=list)
 

@@ -118,7 +118,20 @@ class Job:
 
 
 #: Extra attributes the API shows as they are.
-VISIBLE_EXTRA = frozenset({"schedule_id", "scheduled_for", "workflow_id", "step_id"})
+VISIBLE_EXTRA = frozenset({"schedule_id", "scheduled_for", "workflow_id", "step_id",
+                           "attempt_errors"})
+#: How many failed attempts' errors a job keeps (newest last), after its last error is cleared
+#: by a success: enough to see why it needed its retries, small enough for the row.
+ATTEMPT_ERRORS_KEPT = 5
+
+
+def with_attempt_error(job: Job, error: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The job's kept attempt errors with this attempt's added (its traceback left out: the
+    last error keeps one)."""
+    kept = list(job.extra.get("attempt_errors") or ())
+    kept.append({"attempt": job.attempt, "type": error.get("type", ""),
+                 "message": str(error.get("message", ""))[:1000]})
+    return kept[-ATTEMPT_ERRORS_KEPT:]
 
 _FIELDS = {
     "job_id", "tenant", "task", "payload", "pool", "priority", "state", "epoch", "attempt",

@@ -15,7 +15,7 @@ from leasehold.errors import Conflict, NotFound
 from leasehold.lifecycle import handoff
 from leasehold.lifecycle.app import Leasehold
 from leasehold.lifecycle.store import Change, LeaseRef
-from leasehold.lifecycle.worker import bury, retry_change
+from leasehold.lifecycle.worker import bury, error_sets, retry_change
 
 log = logging.getLogger(__name__)
 ACTOR = "sweeper"
@@ -138,12 +138,12 @@ def _recover_running(app: Leasehold, job: Job, now: int, cutoff: int,
             job, Change(target=JobState.DEAD, actor=ACTOR, reason=reason,
                         increment={"crash_count": 1}, expired_before=cutoff,
                         unless_cancel_requested=True,
-                        set={"error": error_item, "finished_at": now}), now=now)
+                        set={**error_sets(job, error_item), "finished_at": now}), now=now)
         bury(app, dead, reason)
         report.dead += 1
         return
     new = app.store.transition(
-        job, replace(retry_change(app, now, now, ACTOR, owner=None, error_item=error_item,
+        job, replace(retry_change(app, job, now, now, ACTOR, owner=None, error_item=error_item,
                                   reason="lease expired (crash recovery)",
                                   increment={"crash_count": 1}), expired_before=cutoff),
         now=now)

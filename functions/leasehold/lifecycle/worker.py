@@ -22,7 +22,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from leasehold.aws.queues import Message
 from leasehold.core.context import JobContext
 from leasehold.core.failures import describe, error
-from leasehold.core.jobs import Job, JobError
+from leasehold.core.jobs import Job, JobError, with_attempt_error
 from leasehold.core.policy import decide_retry
 from leasehold.core.spec import MAX_RESULT_BYTES, encode_json
 from leasehold.core.states import JobState
@@ -313,7 +313,7 @@ class Worker:
         if not decision.retry:
             change = Change(target=JobState.DEAD, actor=self.worker_id, reason=decision.reason,
                             owner=owner, unless_cancel_requested=True,
-                            set={"error": error_item, "finished_at": now})
+                            set={**error_sets(job, error_item), "finished_at": now})
             try:
                 dead = app.store.transition(job, change, now=now, conflict=LeaseLost)
             except LeaseLost as exc:
@@ -322,7 +322,7 @@ class Worker:
             return Outcome.DEAD
         run_at = now + int(decision.delay_seconds * 1000)
         try:
-            new = app.store.transition(job, retry_change(app, run_at, now, self.worker_id,
+            new = app.store.transition(job, retry_change(app, job, run_at, now, self.worker_id,
                                                          owner=owner, error_item=error_item,
                                                          reason=decision.reason),
                                        now=now, conflict=LeaseLost)
@@ -332,8 +332,13 @@ class Worker:
         return Outcome.RETRYING
 
 
-def retry_change(app: Leasehold, run_at: int, now: int, actor: str, *, owner: str | None,
-                 error_item: dict[str, Any] | None, reason: str,
+def error_sets(job: Job, error_item: dict[str, Any]) -> dict[str, Any]:
+    """What a failed attempt writes: its error, and the same added to the kept ones."""
+    return {"error": error_item, "attempt_errors": with_attempt_error(job, error_item)}
+
+
+def retry_change(app: Leasehold, job: Job, run_at: int, now: int, actor: str, *,
+                 owner: str | None, error_item: dict[str, Any] | None, reason: str,
                  increment: dict[str, int] | None = None) -> Change:
     """Back to QUEUED with a new epoch (or SCHEDULED when SQS cannot hold the delay).
 
@@ -342,7 +347,7 @@ def retry_change(app: Leasehold, run_at: int, now: int, actor: str, *, owner: st
     """
     sets: dict[str, Any] = {"run_at": run_at}
     if error_item is not None:
-        sets["error"] = error_item
+        sets.update(error_sets(job, error_item))
     if handoff.within_sqs_delay(run_at, now):
         sets["lease_expires_at"] = handoff.handoff_deadline(run_at, app.settings)
         return Change(target=JobState.QUEUED, actor=actor, reason=reason, owner=owner,
@@ -361,4 +366,5 @@ def bury(app: Leasehold, job: Job, reason: str) -> None:
         log.warning("could not copy dead job %s to its DLQ", job.job_id, exc_info=True)
 
 
-__all__ = ["Delivery", "LeaseholdError", "Outcome", "Worker", "bury", "retry_change"]
+__all__ = ["Delivery", "LeaseholdError", "Outcome", "Worker", "bury", "error_sets",
+           "retry_change"]
