@@ -403,7 +403,7 @@ class Lifecycle(RuleBasedStateMachine):
 
 TestLifecycle = Lifecycle.TestCase
 TestLifecycle.settings = settings(
-    max_examples=int(os.environ.get("LEASEHOLD_SOAK_EXAMPLES", "20")),
+    max_examples=int(os.environ.get("LEASEHOLD_SOAK_EXAMPLES", "12")),
     stateful_step_count=int(os.environ.get("LEASEHOLD_SOAK_STEPS", "25")), deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
 )

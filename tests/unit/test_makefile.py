@@ -10,8 +10,9 @@ ROOT = Path(__file__).parents[2]
 
 def dev_command(*variables: str) -> str:
     """The command `make dev` would run (``make -n`` prints without running)."""
-    done = subprocess.run(["make", "-n", "dev", *variables], cwd=ROOT, capture_output=True,
-                          text=True, timeout=30, check=True)
+    # --no-print-directory: under `make test` this is a sub-make, which would say where it is.
+    done = subprocess.run(["make", "--no-print-directory", "-n", "dev", *variables], cwd=ROOT,
+                          capture_output=True, text=True, timeout=30, check=True)
     return done.stdout.strip().splitlines()[-1]
 
 

@@ -28,6 +28,7 @@ from typing import Any
 
 from leasehold import console
 from leasehold.cli.client import DEFAULT_URL, ApiError, region_of, sign
+from leasehold.cli.parsing import command
 
 log = logging.getLogger(__name__)
 
@@ -154,20 +155,25 @@ def _hosts(host: str, port: int) -> Iterable[str]:
 
 
 def register(subparsers: Any) -> None:
-    parser = subparsers.add_parser(
-        "console", help="serve the web console on 127.0.0.1 for an API (signing with SigV4)",
-        description="Serve the web console on 127.0.0.1 and forward its API calls to --url; "
-                    "with --aws-auth each call is signed with your AWS credentials (SigV4, "
-                    "service execute-api), as API Gateway's IAM auth requires.")
+    parser = command(
+        subparsers, "console",
+        "serve the web console on 127.0.0.1 and forward its API calls to --url; with "
+        "--aws-auth each call is signed with your AWS credentials (SigV4, service "
+        "execute-api), as API Gateway's IAM auth requires",
+        ["leasehold console --url https://abc123.execute-api.eu-west-1.amazonaws.com/prod "
+         "--aws-auth", "leasehold console --url http://127.0.0.1:8080 --port 9090"],
+        run_console, client=False)
     parser.add_argument("--url", default=os.environ.get("LEASEHOLD_URL", DEFAULT_URL),
-                        help=f"API base URL (default {DEFAULT_URL}, or $LEASEHOLD_URL)")
+                        help=f"API base URL (default {DEFAULT_URL}, or $LEASEHOLD_URL), "
+                             "e.g. --url https://abc123.execute-api.eu-west-1.amazonaws.com/prod")
     parser.add_argument("--aws-auth", action="store_true",
                         help="sign forwarded requests with SigV4 for API Gateway IAM auth")
     parser.add_argument("--region", default=None,
-                        help="region to sign for (default: from the URL, else the session's)")
+                        help="region to sign for (default: from the URL, else the session's), "
+                             "e.g. --region eu-west-1")
     parser.add_argument("--port", type=int, default=DEFAULT_PORT,
-                        help=f"local port (default {DEFAULT_PORT}; 0: any free port)")
-    parser.set_defaults(run=run_console)
+                        help=f"local port (default {DEFAULT_PORT}; 0: any free port), "
+                             "e.g. --port 9090")
 
 
 def _checked_url(url: str) -> str:
