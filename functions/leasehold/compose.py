@@ -14,7 +14,7 @@ from leasehold.core.registry import TaskRegistry
 from leasehold.events.publishing import install as install_events
 from leasehold.lifecycle.app import Leasehold
 from leasehold.settings import Settings
-from leasehold.tenancy.counters import slot_writes
+from leasehold.tenancy.counters import count_outcomes, slot_writes
 from leasehold.workflows.progress import install as install_workflows
 from leasehold.workflows.reconcile import reconcile as reconcile_workflows
 
@@ -33,6 +33,8 @@ def compose(
     # A tenant's live-job slot goes back, and its outcome is counted (back-pressure and
     # /stats), in the same transaction that ends the job.
     app.store.companions.append(slot_writes(app.settings))
+    # The outcomes of every other job (schedules, triggers, workflows), for /stats.
+    app.store.observers.append(count_outcomes(app))
     # Workflows: a step that finishes counts itself on its dependents and releases them; the
     # sweeper redoes that for workflows that made no progress for a while.
     install_workflows(app)

@@ -12,8 +12,10 @@ from leasehold.api.app import openapi_json
 from leasehold.api.context import ApiConfig
 from leasehold.clock import FakeClock
 from leasehold.core.registry import TaskRegistry
+from leasehold.core.spec import JobSpec
 from leasehold.core.states import JobState
 from leasehold.lifecycle.app import Leasehold
+from leasehold.lifecycle.submission import submit
 from leasehold.local.gateway import proxy_event
 from leasehold.tenancy.admission import Limits
 
@@ -190,6 +192,25 @@ def test_stats_count_jobs_by_state_per_tenant(api: ApiClient) -> None:
     assert "QUEUED" not in stats["jobs"] and stats["live"] == 0
     assert {q["priority"] for q in stats["queues"]} == {"high", "normal", "low"}
     assert sum(q["dead_letters"] for q in stats["queues"]) == 1
+
+
+def test_stats_count_jobs_from_schedules_triggers_workflows_and_the_library_too(
+        api: ApiClient) -> None:
+    app = api.app
+    api.post("/jobs", {"task": "echo"})
+    submit(app, JobSpec(task="echo"))
+    submit(app, JobSpec(task="boom"))
+    api.post("/triggers", {"pattern": {"source": ["shop"]}, "task": "echo"})
+    assert api.post("/events", {"source": "shop", "detail-type": "Paid", "detail": {}}).status \
+        == 200
+    api.post("/workflows", {"steps": [{"id": "a", "task": "echo"},
+                                      {"id": "b", "task": "echo", "depends_on": ["a"]}]})
+    deliver(app)
+    deliver(app)
+    jobs = api.get("/stats").body["jobs"]
+    assert (jobs["SUCCEEDED"], jobs["DEAD"]) == (5, 1)
+    done = [j for j in api.get("/jobs?limit=50").body["jobs"] if j["state"] == "SUCCEEDED"]
+    assert len(done) == 5  # the counters agree with the jobs themselves
 
 
 def test_a_flooding_tenant_gets_429_while_another_proceeds(app: Leasehold,

@@ -6,18 +6,22 @@ transaction that creates the row (:mod:`leasehold.tenancy.admission`), and the s
 back in the transaction that makes the job terminal, through the companion below. A retry of a
 transaction whose first try landed fails the job row's condition and so never counts twice; a
 process that dies between two writes leaves nothing half done, because there is no second
-write. Jobs made by schedules, triggers and workflows hold no slot and cost no extra write.
+write. Jobs made by schedules, triggers, workflows and library calls hold no slot; their
+outcomes are counted for ``/stats`` by an observer (:func:`count_outcomes`), one write per
+finished job spread over ``OUTCOME_SHARDS`` items per tenant (no hot key), best-effort: an
+observer a crash skips does not count (a figure for people, never for admission).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from leasehold.aws.dynamo import from_av, to_av
+from leasehold.aws.dynamo import batch_get, to_av
+from leasehold.core.ids import shard_of
 from leasehold.core.jobs import Job
 from leasehold.core.states import JobState
 from leasehold.lifecycle.app import Leasehold
-from leasehold.lifecycle.store import Companion
+from leasehold.lifecycle.store import Companion, Observer
 from leasehold.lifecycle.submission import COUNTED
 from leasehold.settings import Settings
 
@@ -48,15 +52,43 @@ def slot_writes(settings: Settings) -> Companion:
     return writes
 
 
-def counts(app: Leasehold, tenant: str) -> tuple[dict[str, int], int]:
-    """Finished jobs by outcome, and live jobs, of one tenant (counters, never a scan).
+#: Items per tenant the outcome counts of other jobs are spread over.
+OUTCOME_SHARDS = 8
 
-    Only jobs submitted through the API are counted; live jobs are not split by state (that
-    would cost a write on every transition; queue depths show QUEUED and RUNNING per pool).
+
+def _outcome_item(tenant: str, shard: int) -> str:
+    return f"{tenant}#outcomes#{shard}"
+
+
+def count_outcomes(app: Leasehold) -> Observer:
+    """The store observer counting the outcomes of jobs the API did not admit."""
+
+    def observe(job: Job, source: JobState | None) -> None:
+        if job.extra.get(COUNTED) or source is None:
+            return  # API jobs are counted exactly, with their slot
+        if source.live and job.state.terminal:
+            deltas = {f"count_{job.state.value}": 1}
+        elif source.terminal and job.state.live:  # a manual retry
+            deltas = {f"count_{source.value}": -1}
+        else:
+            return
+        item = _outcome_item(job.tenant, shard_of(job.job_id, OUTCOME_SHARDS))
+        app.clients.dynamodb.update_item(**add(app.settings, item, deltas)["Update"])
+
+    return observe
+
+
+def counts(app: Leasehold, tenant: str) -> tuple[dict[str, int], int]:
+    """Finished jobs by outcome (every job), and live API-admitted jobs, of one tenant.
+
+    Counters, never a scan: one batched read of the tenant's item and its outcome shards.
+    Live jobs are not split by state (that would cost a write on every transition; queue
+    depths show QUEUED and RUNNING per pool).
     """
-    item = from_av(app.clients.dynamodb.get_item(
-        TableName=app.settings.tenants_table, Key={"tenant": {"S": tenant}},
-        ConsistentRead=True).get("Item", {}))
-    by_state = {state.value: max(0, int(item.get(f"count_{state.value}", 0)))
+    keys = [tenant, *(_outcome_item(tenant, shard) for shard in range(OUTCOME_SHARDS))]
+    items = batch_get(app.clients.dynamodb, app.settings.tenants_table, "tenant", keys)
+    by_state = {state.value: max(0, sum(int(item.get(f"count_{state.value}", 0))
+                                         for item in items))
                 for state in JobState if state.terminal}
-    return by_state, max(0, int(item.get("live", 0)))
+    live = next((int(item.get("live", 0)) for item in items if item["tenant"] == tenant), 0)
+    return by_state, max(0, live)
