@@ -32,6 +32,9 @@ FAULTS = ",".join([
 def faulty() -> Iterator[Runtime]:
     started = start_runtime("--workers", "2", "--concurrency", "4", env={
         "LEASEHOLD_FAULTS": FAULTS, "LEASEHOLD_FAULTS_SEED": "11",
+        # A worker whose lease write failed leaves its message invisible for the queue's
+        # visibility timeout (5 min): the sweeper re-sends such a job after this instead.
+        "LEASEHOLD_HANDOFF_SECONDS": "5",
         "LEASEHOLD_TENANT_MAX_LIVE": str(CAP), "LEASEHOLD_TENANT_RATE": "1000",
         "LEASEHOLD_TENANT_BURST": "1000"})
     yield started

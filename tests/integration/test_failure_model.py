@@ -96,6 +96,19 @@ def test_a_finish_whose_response_was_lost_still_reaches_every_observer(
     assert tenant_live(app) == 0  # the finished job gave its slot back
 
 
+def test_a_lease_whose_response_was_lost_still_reaches_every_observer(
+        app: Leasehold, tasks: TaskRegistry) -> None:
+    # Found by the state machine: the lease recognised its own write but told nobody.
+    job = submit(app, JobSpec(task="echo")).job
+    seen = record(app)
+    injector = inject(app, Fault(target=WRITES, kind="lose",
+                                 when=lambda p: "list_append" in p.get("UpdateExpression", "")))
+    assert deliver(app) == 1
+    assert sum(injector.injected.values()) == 1
+    assert ("RUNNING", "QUEUED") in seen and ("SUCCEEDED", "RUNNING") in seen
+    assert app.store.get(job.job_id).state is JobState.SUCCEEDED
+
+
 # -- 2. a lost response on the submission's write ----------------------------------------
 
 @pytest.mark.parametrize("via_api", [False, True])

@@ -267,7 +267,9 @@ class DynamoJobStore:
             current = job_from_item(from_av(old)) if old else None
             if current is not None and current.state is JobState.RUNNING and \
                     current.epoch == epoch and current.lease_owner == owner:
-                return current  # our own lease; a retried request saw it already applied
+                # Our own lease: the retried request met it applied. Committed, so every
+                # observer hears of it now, as the lost first response never told them.
+                return self._notify(current, JobState.QUEUED)
             raise StaleMessage(f"message for {job_id} at epoch {epoch} is stale",
                                job_id=job_id, current=current) from None
         return self._notify(job_from_item(from_av(response["Attributes"])), JobState.QUEUED)
