@@ -7,23 +7,12 @@ from __future__ import annotations
 
 import io
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from leasehold.aws.provision import NotProvisioned, missing
-from leasehold.local import emulator
 from leasehold.local.runtime import Runtime, RuntimeOptions
-
-
-@pytest.fixture(scope="module")
-def endpoint() -> Iterator[str]:
-    server = emulator.start()
-    try:
-        yield server.endpoint
-    finally:
-        server.stop()
 
 
 def _options(endpoint: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,

@@ -4,28 +4,15 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
-from collections.abc import Iterator
 from typing import Any
 
 import boto3
-import pytest
 from botocore.exceptions import ClientError
 
 from leasehold.aws.clients import Clients
 from leasehold.aws.definitions import TABLES, queues
 from leasehold.aws.provision import create_all
-from leasehold.local import emulator
 from leasehold.settings import Settings
-
-
-@pytest.fixture(scope="module")
-def endpoint() -> Iterator[str]:
-    server = emulator.start()
-    try:
-        yield server.endpoint
-    finally:
-        server.stop()
-    assert server.process.poll() is not None
 
 
 def client(endpoint: str, service: str) -> Any:

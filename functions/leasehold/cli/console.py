@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import os
 import sys
 import urllib.error
@@ -23,14 +22,13 @@ import urllib.parse
 import urllib.request
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from typing import Any
 
 from leasehold import console
 from leasehold.cli.client import DEFAULT_URL, ApiError, region_of, sign
 from leasehold.cli.parsing import command
-
-log = logging.getLogger(__name__)
+from leasehold.local.gateway import AnyMethodHandler
 
 DEFAULT_PORT = 8081
 #: The page's own marker (see ``static/api.js``); required on every forwarded call.
@@ -88,9 +86,8 @@ class Upstream:
             return _error(502, "unreachable", f"cannot reach {self.url} ({reason})")
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(AnyMethodHandler):
     server: ConsoleServer
-    protocol_version = "HTTP/1.1"
 
     def _serve(self) -> None:
         reply = self._answer()
@@ -122,15 +119,6 @@ class _Handler(BaseHTTPRequestHandler):
         body = self.rfile.read(length) if length else None
         return self.server.upstream.forward(self.command, self.path, dict(self.headers.items()),
                                             body)
-
-    def __getattr__(self, name: str) -> Any:
-        # Every method goes through _serve: the API answers what it does not support.
-        if name.startswith("do_"):
-            return self._serve
-        raise AttributeError(name)
-
-    def log_message(self, format: str, *args: Any) -> None:
-        log.debug("%s " + format, self.address_string(), *args)
 
 
 class ConsoleServer(ThreadingHTTPServer):

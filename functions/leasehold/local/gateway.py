@@ -56,9 +56,27 @@ def proxy_event(method: str, target: str, headers: Mapping[str, str] | None = No
     }
 
 
-class _RequestHandler(BaseHTTPRequestHandler):
-    server: Gateway
+class AnyMethodHandler(BaseHTTPRequestHandler):
+    """A handler that serves every HTTP method with ``_serve``: API Gateway hands every
+    method to its handler, which answers 404 or 405 itself, so the local servers do too."""
+
     protocol_version = "HTTP/1.1"
+
+    def _serve(self) -> None:
+        raise NotImplementedError
+
+    def __getattr__(self, name: str) -> Any:
+        # http.server dispatches to do_<METHOD>.
+        if name.startswith("do_"):
+            return self._serve
+        raise AttributeError(name)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        log.debug("%s " + format, self.address_string(), *args)
+
+
+class _RequestHandler(AnyMethodHandler):
+    server: Gateway
 
     def _serve(self) -> None:
         length = int(self.headers.get("Content-Length") or 0)
@@ -96,17 +114,6 @@ class _RequestHandler(BaseHTTPRequestHandler):
         self.end_headers()
         if self.command != "HEAD":
             self.wfile.write(raw)
-
-    def __getattr__(self, name: str) -> Any:
-        # http.server dispatches to do_<METHOD>; API Gateway hands every method to the
-        # handler (which answers 404/405 itself), so the gateway does too.
-        if name.startswith("do_"):
-            return self._serve
-        raise AttributeError(name)
-
-    def log_message(self, format: str, *args: Any) -> None:
-        log.debug("%s " + format, self.address_string(), *args)
-
 
 class Gateway(ThreadingHTTPServer):
     daemon_threads = True
