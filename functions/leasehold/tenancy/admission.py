@@ -17,10 +17,10 @@ import math
 import os
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any
+from typing import Any, TypeVar
 
 from botocore.exceptions import ClientError
 
@@ -32,6 +32,7 @@ from leasehold.lifecycle.submission import Submitted, submit
 from leasehold.settings import PRIORITIES
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -120,6 +121,38 @@ def _state(app: Leasehold, tenant: str, limits: Limits, buckets: Buckets
     return state
 
 
+class _Refused(Exception):
+    def __init__(self, item: Mapping[str, Any]) -> None:
+        super().__init__()
+        self.item = item
+
+
+def _admit(app: Leasehold, tenant: str, pool: str, limits: Limits, backlog: Backlog | None,
+           buckets: Buckets | None, attempts: int, *, slot: bool,
+           write: Callable[[dict[str, Any]], T], spent: Callable[[T], bool]) -> T:
+    """Backlog (503), then the tenant update (a token, and a slot if ``slot``) made by
+    ``write``, tried again from the bucket a refusal shows until the rate or cap says no."""
+    if backlog is not None:
+        backlog.check(app, pool, limits)
+    buckets = {} if buckets is None else buckets
+    state = _state(app, tenant, limits, buckets)
+    for _ in range(attempts):
+        try:
+            update, after = _spend(app, tenant, limits, state, slot=slot)
+        except RateLimited:
+            buckets.pop(tenant, None)  # re-read next time: other instances may refill it
+            raise
+        try:
+            result = write(update)
+        except _Refused as refused:
+            state = _refused(refused.item, tenant, limits)
+            continue
+        if spent(result):
+            buckets[tenant] = after
+        return result
+    raise RateLimited(f"tenant {tenant!r} is submitting too fast", retry_after=1)
+
+
 def submit_admitted(app: Leasehold, spec: JobSpec, pool: str, limits: Limits,
                     backlog: Backlog | None = None, buckets: Buckets | None = None,
                     *, attempts: int = 5) -> Submitted:
@@ -128,25 +161,14 @@ def submit_admitted(app: Leasehold, spec: JobSpec, pool: str, limits: Limits,
     An idempotent replay of a job that exists is answered without spending anything, even
     at the cap.
     """
-    if backlog is not None:
-        backlog.check(app, pool, limits)
-    buckets = {} if buckets is None else buckets
-    state = _state(app, spec.tenant, limits, buckets)
-    for _ in range(attempts):
+    def write(update: dict[str, Any]) -> Submitted:
         try:
-            update, after = _spend(app, spec.tenant, limits, state, slot=True)
-        except RateLimited:
-            buckets.pop(spec.tenant, None)  # re-read next time: other instances may refill it
-            raise
-        try:
-            result = submit(app, spec, counted=True, also=[{"Update": update}])
+            return submit(app, spec, counted=True, also=[{"Update": update}])
         except Cancelled as cancelled:
-            state = _refused(cancelled.items[1] or {}, spec.tenant, limits)
-            continue
-        if result.created:
-            buckets[spec.tenant] = after
-        return result
-    raise RateLimited(f"tenant {spec.tenant!r} is submitting too fast", retry_after=1)
+            raise _Refused(cancelled.items[1] or {}) from None
+
+    return _admit(app, spec.tenant, pool, limits, backlog, buckets, attempts, slot=True,
+                  write=write, spent=lambda result: result.created)
 
 
 def check(app: Leasehold, tenant: str, pool: str, limits: Limits,
@@ -156,27 +178,16 @@ def check(app: Leasehold, tenant: str, pool: str, limits: Limits,
 
     A lost response here spends a second token, never a slot.
     """
-    if backlog is not None:
-        backlog.check(app, pool, limits)
-    buckets = {} if buckets is None else buckets
-    state = _state(app, tenant, limits, buckets)
-    for _ in range(attempts):
-        try:
-            update, after = _spend(app, tenant, limits, state, slot=False)
-        except RateLimited:
-            buckets.pop(tenant, None)
-            raise
+    def write(update: dict[str, Any]) -> None:
         try:
             app.clients.dynamodb.update_item(**update)
         except ClientError as exc:
             if not condition_failed(exc):
                 raise
-            state = _refused(from_av(exc.response.get("Item") or {}),  # type: ignore[arg-type]
-                             tenant, limits)
-            continue
-        buckets[tenant] = after
-        return
-    raise RateLimited(f"tenant {tenant!r} is submitting too fast", retry_after=1)
+            raise _Refused(from_av(exc.response.get("Item") or {})) from None  # type: ignore[arg-type]
+
+    _admit(app, tenant, pool, limits, backlog, buckets, attempts, slot=False,
+           write=write, spent=lambda _: True)
 
 
 class Backlog:
