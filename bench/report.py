@@ -38,6 +38,7 @@ def targets(r: dict[str, Any]) -> list[dict[str, Any]]:
                 best_http["ratio_http"] >= 0.6),
         _target("queue wait p99 at 50% capacity", "<= 1 s", f"{queue['p99_s']:.3f} s",
                 queue["p99_s"] <= 1.0),
+        *_fairness_targets(r),
         _target("delayed job start lateness p99", "<= 1.5 s", f"{delayed['p99_s']:.3f} s",
                 lateness_ok(delayed)),
         _target("2 s schedule start lateness p99", "<= 1.5 s", f"{cron['p99_s']:.3f} s",
@@ -57,6 +58,19 @@ def targets(r: dict[str, Any]) -> list[dict[str, Any]]:
         _target("code asset size (zipped)", "<= 10 MB", f"{zipped / MB:.1f} MB",
                 zipped <= 10 * MB),
     ]
+
+
+def _fairness_targets(r: dict[str, Any]) -> list[dict[str, Any]]:
+    fair = r.get("fairness")
+    if not fair:
+        return []
+    alone, noisy = fair["quiet_alone"]["p99_s"], fair["quiet_with_noisy"]["p99_s"]
+    ratio = fair["p99_ratio"]
+    return [_target(
+        "quiet tenant's queue wait p99 with a tenant at 5x capacity", "<= 2x its p99 alone",
+        f"{ratio}x ({noisy:.3f} s vs {alone:.3f} s alone; noisy tenant "
+        f"{fair['noisy']['admitted']} admitted, {fair['noisy']['refused']} refused)",
+        ratio is not None and ratio <= 2)]
 
 
 def _row(*cells: object) -> str:
