@@ -39,13 +39,15 @@ def operator_limits(capacity: float) -> Limits:
     """Per-tenant limits sized to the fleet, as an operator of a shared fleet would set them.
 
     * rate: half the fleet's capacity, so no single tenant can keep it saturated;
-    * burst: two seconds of that rate (a client's short spike passes, a flood does not);
+    * burst: two seconds of that rate, at least 10 (a client's short spike passes, a flood
+      does not);
     * live jobs: 30 s of that rate, so a tenant whose jobs stall cannot pile up without end;
     * global backlog: the default (100,000), far above anything here: it answers every
       tenant 503, so it is a last resort for the queue, not a fairness tool.
     """
     rate = max(1.0, capacity / 2)
-    return Limits(rate=round(rate, 2), burst=round(2 * rate, 2), max_live=max(10, int(30 * rate)))
+    return Limits(rate=round(rate, 2), burst=round(max(10.0, 2 * rate), 2),
+                  max_live=max(10, int(30 * rate)))
 
 
 class Tenant:
