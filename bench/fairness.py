@@ -78,24 +78,31 @@ class Tenant:
             self.outcomes[outcome] += 1
 
 
-def paced(rate: float, seconds: float, action: Callable[[], None], pool: ThreadPoolExecutor,
-          stop: threading.Event) -> float:
+def paced(rate: float, seconds: float, action: Callable[[], None], pool: ThreadPoolExecutor
+          ) -> float:
     """Call ``action`` on ``pool`` at ``rate`` per second for ``seconds`` (at least 3 calls);
-    returns the rate achieved (lower when the pool could not keep up)."""
+    returns the rate of calls made. A call still queued when the time is up is dropped, so a
+    pool that cannot keep up lowers the rate instead of stretching the phase."""
     total = max(3, int(rate * seconds))
     gap = seconds / total
     started = time.monotonic()
+    deadline = started + seconds + 1.0
+    made: list[bool] = []
+
+    def call() -> None:
+        if time.monotonic() < deadline:
+            made.append(True)
+            action()
+
     futures = []
     for i in range(total):
-        if stop.is_set():
-            break
         delay = started + i * gap - time.monotonic()
         if delay > 0:
             time.sleep(delay)
-        futures.append(pool.submit(action))
+        futures.append(pool.submit(call))
     for future in futures:
         future.result()
-    return len(futures) / max(1e-9, time.monotonic() - started)
+    return len(made) / max(1e-9, time.monotonic() - started)
 
 
 def _waits(app: Leasehold, ids: list[str], timeout: float) -> list[float]:
@@ -110,11 +117,10 @@ def noisy_neighbour(runtime: Runtime, capacity: float, seconds: float) -> dict[s
     backlog = Backlog()
     run = uuid.uuid4().hex[:8]
     quiet_rate, noisy_rate = QUIET_FACTOR * capacity, NOISY_FACTOR * capacity
-    never = threading.Event()
 
     alone = Tenant(app, f"quiet-alone-{run}", limits, backlog)
     with ThreadPoolExecutor(4) as pool:
-        alone_rate = paced(quiet_rate, seconds, alone.submit_one, pool, never)
+        alone_rate = paced(quiet_rate, seconds, alone.submit_one, pool)
     alone_waits = _waits(app, alone.admitted, 60 + seconds)
 
     quiet = Tenant(app, f"quiet-{run}", limits, backlog)
@@ -122,9 +128,9 @@ def noisy_neighbour(runtime: Runtime, capacity: float, seconds: float) -> dict[s
     rates: dict[str, float] = {}
     with ThreadPoolExecutor(16) as noisy_pool, ThreadPoolExecutor(4) as quiet_pool:
         flood = threading.Thread(target=lambda: rates.update(
-            noisy=paced(noisy_rate, seconds, noisy.submit_one, noisy_pool, never)))
+            noisy=paced(noisy_rate, seconds, noisy.submit_one, noisy_pool)))
         flood.start()
-        rates["quiet"] = paced(quiet_rate, seconds, quiet.submit_one, quiet_pool, never)
+        rates["quiet"] = paced(quiet_rate, seconds, quiet.submit_one, quiet_pool)
         flood.join()
     quiet_waits = _waits(app, quiet.admitted, 60 + seconds)
     # A's backlog is not waited for (it would cost the run its length again): its waits are
