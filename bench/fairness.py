@@ -30,7 +30,7 @@ from leasehold.lifecycle.app import Leasehold
 from leasehold.tenancy.admission import Backlog, Buckets, Limits, submit_admitted
 
 #: Seconds of each phase (B alone, then A and B together), by bench profile.
-SECONDS = {"full": 30.0, "quick": 4.0, "tiny": 0.5}
+SECONDS = {"full": 30.0, "quick": 3.0, "tiny": 0.5}
 NOISY_FACTOR = 5.0
 QUIET_FACTOR = 0.05
 
