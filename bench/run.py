@@ -116,7 +116,7 @@ def _throughput(run: Run) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any
                     rt, p.precision_seconds, p.delayed_jobs, p.delays))
                 precise["workers"] = workers
                 fair = run.section("fairness", partial(
-                    fairness.noisy_neighbour, rt, capacity, fairness.SECONDS[p.name]))
+                    fairness.noisy_neighbour, rt, capacity, fairness.SECONDS.get(p.name, 3.0)))
                 fair["workers"] = workers
     return {"floor": floor, "runs": runs}, queue, precise, fair
 
