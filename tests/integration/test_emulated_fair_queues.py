@@ -69,3 +69,12 @@ def test_deleting_a_message_ends_its_flight(endpoint: str) -> None:
     client.delete_message(QueueUrl=url, ReceiptHandle=first[0]["ReceiptHandle"])
     # A: 0 in flight (a0 deleted), B: 1 (b0) -> A's next first.
     assert receive(client, url, 1) == ["a1"]
+
+
+def test_fifo_queues_keep_their_own_order(endpoint: str) -> None:
+    client = sqs(endpoint)
+    url = client.create_queue(QueueName="fair-fifo.fifo", Attributes={
+        "FifoQueue": "true", "ContentBasedDeduplication": "true"})["QueueUrl"]
+    for body, group in (("a0", "A"), ("a1", "A"), ("a2", "A"), ("b0", "B")):
+        send(client, url, body, group)
+    assert receive(client, url, 10) == ["a0", "a1", "a2", "b0"]
