@@ -30,9 +30,9 @@ def targets(r: dict[str, Any]) -> list[dict[str, Any]]:
         return part["count"] > 0 and part["p99_s"] <= 1.5
 
     return [
-        _target("throughput vs floor (library)", ">= 0.6",
+        _target("throughput vs floor (library)", ">= 0.8",
                 f"{best['ratio_library']:.2f} ({best['workers']} workers)",
-                best["ratio_library"] >= 0.6),
+                best["ratio_library"] >= 0.8),
         _target("throughput vs floor (HTTP API)", ">= 0.6",
                 f"{best_http['ratio_http']:.2f} ({best_http['workers']} workers)",
                 best_http["ratio_http"] >= 0.6),
