@@ -13,20 +13,25 @@ import json
 from collections import Counter
 from pathlib import Path
 from typing import Any
+from unittest.mock import call, patch
 
 import boto3
 import pytest
+from aws_lambda_powertools.metrics import MetricUnit
 
 from leasehold.aws.faults import Fault, FaultInjector
+from leasehold.clock import FakeClock
 from leasehold.core.registry import TaskRegistry
 from leasehold.core.spec import JobSpec
 from leasehold.core.states import JobState
 from leasehold.events import publishing as events
+from leasehold.handlers import telemetry
 from leasehold.lifecycle.app import Leasehold
 from leasehold.lifecycle.consumer import consume
 from leasehold.lifecycle.control import cancel
 from leasehold.lifecycle.submission import submit
 from leasehold.lifecycle.worker import Worker
+from leasehold.time.ticker import tick
 from tests.conftest import MakeApp
 from tests.integration.helpers import deliver
 
@@ -219,3 +224,32 @@ def test_events_of_a_batch_that_raised_are_still_sent(
         raise RuntimeError("after the job finished")
     assert bus.puts() == [2]
     assert bus.published()[(job, "Job Succeeded")] == 1
+
+
+def test_a_ticker_pass_sends_its_promotions_together(
+        make_app: MakeApp, registry: TaskRegistry, clock: FakeClock) -> None:
+    app = _app(make_app, registry, publish="all")
+    bus = Bus(app)
+    jobs = [submit(app, JobSpec(task="echo", payload=n, delay_seconds=3600)).job.job_id
+            for n in range(12)]
+    assert bus.puts() == [1] * 12  # each SCHEDULED at its submission
+    bus.calls.clear()
+    clock.advance(3600)
+    assert tick(app).promoted == 12
+    assert bus.puts() == [10, 2]
+    published = bus.published()
+    assert all(published[(job, "Job Queued")] == 1 for job in jobs)
+
+
+def test_the_lambda_handlers_count_the_events_given_up_on(
+        make_app: MakeApp, registry: TaskRegistry) -> None:
+    app = telemetry.install(_app(make_app, registry))
+    (publisher,) = [o for o in app.store.observers if isinstance(o, events.Publisher)]
+    FaultInjector([Fault(target=PUT_EVENTS, kind="fail", times=None)]).install(
+        app.clients.client("events"))
+    _submit(app, 3)
+    with patch.object(telemetry.metrics, "add_metric") as add_metric:
+        _consume_one_batch(app)
+    assert publisher.unpublished == 3
+    assert call(name="JobEventsUnpublished", unit=MetricUnit.Count, value=3) in \
+        add_metric.call_args_list
