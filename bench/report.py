@@ -244,6 +244,17 @@ def markdown(r: dict[str, Any]) -> str:
         lines += ["", f"Job state events (the stack sets `LEASEHOLD_EVENT_BUS`) cost an immediate "
                       f"job {events:g} PutEvents requests; without them it would take "
                       f"{pj['immediate']['requests'] - events:g} requests."]
+    if "immediate_publish_all" in pj:
+        every = pj["immediate_publish_all"]
+        dollars = r["cost"]["per_million_jobs"].get("immediate_publish_all", {})
+        lines += ["", f"As deployed only terminal states are published "
+                      f"({pj['immediate'].get('eventbridge_entries', 0):g} event per immediate "
+                      f"job, batched 10 to a PutEvents request). Publishing every state "
+                      f"(`LEASEHOLD_PUBLISH=all`) takes {every['requests']:g} requests and "
+                      f"{every.get('eventbridge_entries', 0):g} events per job"
+                      + (f", ${dollars.get('total', 0):.2f} per million jobs "
+                         f"(${dollars.get('eventbridge', 0):.2f} of it EventBridge)."
+                         if dollars else ".")]
     lines += [
         "",
         f"A cron occurrence excludes the ticker's fixed queries (an empty tick: "

@@ -19,6 +19,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 
 from leasehold.core.jobs import Job
 from leasehold.core.states import JobState
+from leasehold.events.publishing import Publisher
 from leasehold.lifecycle.app import Leasehold
 
 metrics = Metrics()
@@ -63,7 +64,14 @@ def install(app: Leasehold) -> Leasehold:
         target.namespace = os.environ.get("POWERTOOLS_METRICS_NAMESPACE", target.namespace)
         target.service = os.environ.get("POWERTOOLS_SERVICE_NAME", target.service)
     app.store.observers.append(observe)
+    for observer in app.store.observers:
+        if isinstance(observer, Publisher):  # job state events given up on, for an alarm
+            observer.on_unpublished = _unpublished
     return app
+
+
+def _unpublished(count: int) -> None:
+    metrics.add_metric(name="JobEventsUnpublished", unit=MetricUnit.Count, value=count)
 
 
 def instrumented(handler: F) -> F:
