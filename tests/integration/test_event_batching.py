@@ -117,7 +117,7 @@ def test_none_publishes_nothing(make_app: MakeApp, registry: TaskRegistry,
     _submit(app, 2)
     deliver(app)
     assert list(events.tail(log)) == []
-    assert app.batches == []
+    assert not any(isinstance(o, events.Publisher) for o in app.store.observers)
 
 
 def test_a_worker_batch_sends_its_events_in_requests_of_ten_before_it_deletes_its_records(

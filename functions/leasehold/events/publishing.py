@@ -21,7 +21,6 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -29,6 +28,7 @@ from leasehold.clock import iso
 from leasehold.core.jobs import Job
 from leasehold.core.states import JobState
 from leasehold.lifecycle.app import Leasehold
+from leasehold.lifecycle.deferral import Deferred
 from leasehold.lifecycle.store import Observer
 
 log = logging.getLogger(__name__)
@@ -201,40 +201,17 @@ class Publisher:
         self.now = now
         self.unpublished = 0
         self.on_unpublished: Callable[[int], None] | None = None
-        self._local = threading.local()
+        self._kept: Deferred[dict[str, Any]] = Deferred(self._send)
+        #: Keep this thread's events until the outermost batch ends, then send them.
+        self.batch = self._kept.batch
         self._lock = threading.Lock()
 
     def __call__(self, job: Job, source: JobState | None) -> None:
         if not wanted(self.publish, job, source):
             return
         event = job_event(job, source, self.now())
-        pending: list[dict[str, Any]] | None = getattr(self._local, "pending", None)
-        if pending is None:
+        if not self._kept.add(event):
             self._send([event])
-        else:
-            pending.append(event)
-
-    @contextmanager
-    def batch(self) -> Iterator[None]:
-        """Keep this thread's events until the outermost batch ends, then send them."""
-        if getattr(self._local, "pending", None) is not None:
-            yield  # nested: the outer batch sends them
-            return
-        self._local.pending = []
-        try:
-            yield
-        except Exception:
-            self._flush()  # the rows that changed before the error did change
-            raise
-        except BaseException:
-            self._local.pending = None  # the process is dying: a dead one sends nothing
-            raise
-        else:
-            self._flush()
-
-    def _flush(self) -> None:
-        events, self._local.pending = self._local.pending, None
-        self._send(events)
 
     def _send(self, events: list[dict[str, Any]]) -> None:
         if not events:
