@@ -11,15 +11,17 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
 from aws_lambda_powertools.metrics import MetricUnit
 
-from leasehold.core.jobs import Job
 from leasehold.core.states import JobState
-from leasehold.lifecycle.app import Leasehold
+
+if TYPE_CHECKING:  # types only: the api handler imports this module and defers the rest
+    from leasehold.core.jobs import Job
+    from leasehold.lifecycle.app import Leasehold
 
 metrics = Metrics()
 logger = Logger()
