@@ -45,3 +45,20 @@ def test_priming_the_api_handler_builds_what_the_import_left_out() -> None:
     """The deferral is real: ``prime`` (a SnapStart hook, or the first request) loads them."""
     loaded = _imported("leasehold.handlers.api", "leasehold.handlers.api.prime()")
     assert [m for m in DEFERRED["leasehold.handlers.api"] if m not in loaded] == []
+
+
+def test_a_restored_snapshot_draws_fresh_random_numbers() -> None:
+    """Every environment restored from one SnapStart snapshot starts with the same memory:
+    the after-restore hook re-seeds the app's random numbers (retry jitter)."""
+    from leasehold.handlers import api
+
+    api._app.cache_clear()
+    try:
+        api.prime()
+        app = api._app()[0]
+        assert app.clients._clients == {}  # no client, hence no credentials, in a snapshot
+        frozen = app.rng.getstate()
+        api.after_restore()
+        assert app.rng.getstate() != frozen
+    finally:
+        api._app.cache_clear()

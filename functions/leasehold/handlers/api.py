@@ -31,8 +31,31 @@ def _app() -> tuple[Leasehold, ApiConfig, Handle]:
 
 
 def prime() -> None:
-    """Build the resolver and the app now (what the first request would otherwise do)."""
+    """Build the resolver and the app now (what the first request would otherwise do).
+
+    Builds no AWS client (they are made on first use), so a snapshot taken after it holds
+    no credentials and no connection."""
     _app()
+
+
+def after_restore() -> None:
+    """A SnapStart restore resumes every environment from one memory image: re-seed the app's
+    ``random.Random`` (retry jitter) so they do not all draw the same numbers. Ids come
+    from ``secrets`` (the kernel), which a snapshot does not freeze."""
+    if _app.cache_info().currsize:
+        _app()[0].rng.seed()
+
+
+try:  # Lambda's managed Python runtimes ship this; it runs the hooks only under SnapStart.
+    from snapshot_restore_py import (
+        register_after_restore,
+        register_before_snapshot,
+    )
+except ImportError:  # tests, the local runtime
+    pass
+else:
+    register_before_snapshot(prime)
+    register_after_restore(after_restore)
 
 
 @telemetry.instrumented
