@@ -335,6 +335,9 @@ def markdown(r: dict[str, Any]) -> str:
     ]
     for name, wall in imp["wall_ms"].items():
         lines.append(_row(name, wall, imp["cpu_ms"][name]))
+    if "api_primed_ms" in imp:
+        lines.append(_row("api + prime() (its first request's build)",
+                          imp["api_primed_ms"]["wall"], imp["api_primed_ms"]["cpu"]))
     how = {"infra": "the CDK app's own bundler (`infra.code.PipBundler`: pip for manylinux "
                     "aarch64)",
            "venv": "the runtime dependencies as installed in `.venv` (no network)",
