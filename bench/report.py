@@ -261,6 +261,7 @@ def markdown(r: dict[str, Any]) -> str:
         f"{pj['empty_tick']['requests']:g} queries, {pj['empty_tick']['read_units']:g} read "
         "units, see section 6).",
     ]
+    lines += _sweep_index(r.get("sweep_index") or [])
 
     c = r["cost"]
     lines += [
@@ -318,7 +319,7 @@ def markdown(r: dict[str, Any]) -> str:
         + ", ".join(f"{s['shards']} shards {s['submitted_per_second']} jobs/s"
                     for s in sc["submission_by_shards"])
         + ". moto has no partition limits, so this shows the code's cost of sharding only; "
-          "on DynamoDB each shard of the `leases` and `due` indexes is one partition key "
+          "on DynamoDB each shard of the `sweep` and `due` indexes is one partition key "
           "(about 1,000 writes/s).",
     ]
 
@@ -353,6 +354,28 @@ def markdown(r: dict[str, Any]) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+def _sweep_index(rows: list[dict[str, Any]]) -> list[str]:
+    """Section 4's long jobs: what the sweep index costs a job that runs a while."""
+    if not rows:
+        return []
+    lines = [
+        "",
+        "Long jobs (`bench/sweep_index.py`, 60 s leases, a heartbeat every 20 s, a sweep "
+        "every minute): `sweep` index write units per job, against the old `leases` index whose "
+        "key moved on the lease and every heartbeat (1 + 2 + 2 per heartbeat + 1).",
+        "",
+        _row("heartbeats", "minutes running", "sweep index units", "old leases index units",
+             "sweeper moves", "jobs table units"),
+        _row("---", "---", "---", "---", "---", "---"),
+    ]
+    for row in rows:
+        lines.append(_row(row["heartbeats"], f"{row['minutes_running']:g}",
+                          f"{row['index_write_units']:g}", row["index_write_units_before"],
+                          f"{row['sweeper_moves_per_job']:g}",
+                          f"{row['jobs_table_write_units']:g}"))
+    return lines
 
 
 def throughput_threads(r: dict[str, Any]) -> int:

@@ -20,7 +20,17 @@ from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
-from bench import coldstart, cost, fairness, per_job, report, scaling, throughput, timing
+from bench import (
+    coldstart,
+    cost,
+    fairness,
+    per_job,
+    report,
+    scaling,
+    sweep_index,
+    throughput,
+    timing,
+)
 from bench.local import ROOT, runtime
 
 T = TypeVar("T")
@@ -48,6 +58,8 @@ class Profile:
     asset_method: str
     #: Wall-clock budget: a scaling size that would not fit is skipped (and reported).
     budget_seconds: float
+    #: Heartbeats of the long jobs whose sweep-index units are metered (bench.sweep_index).
+    heartbeats: tuple[int, ...] = (0, 30)
 
 
 PROFILES = {
@@ -58,12 +70,12 @@ PROFILES = {
     "quick": Profile(name="quick", workers=(1, 4, 2), jobs=30, floor_jobs=60,
                      queue_wait_seconds=8, precision_seconds=12, delayed_jobs=4,
                      stored=(500, 2_000), shards=(1, 8), shard_jobs=30, import_runs=3, timed=10,
-                     asset_method="venv", budget_seconds=110),
+                     asset_method="venv", budget_seconds=110, heartbeats=(0, 6)),
     "tiny": Profile(name="tiny", workers=(1,), jobs=8, floor_jobs=10,
                     queue_wait_seconds=2, precision_seconds=5, delayed_jobs=2,
                     stored=(100,), shards=(1,), shard_jobs=8, import_runs=1,
                     asset_method="skip", budget_seconds=60, handlers=("worker",),
-                    metered=2, timed=2, delays=(1.0, 2.0)),
+                    metered=2, timed=2, delays=(1.0, 2.0), heartbeats=(0,)),
 }
 
 
@@ -171,6 +183,8 @@ def main(argv: list[str] | None = None) -> int:
     }
     results["per_job"] = run.section("requests per job", lambda: per_job.measure_all(
         batch=profile.metered, timed=profile.timed))
+    results["sweep_index"] = run.section("sweep index", lambda: sweep_index.long_jobs(
+        profile.heartbeats, batch=3 if profile.name == "full" else 2))
     (results["throughput"], results["queue_wait"], results["precision"],
      results["fairness"]) = _throughput(run)
     shards = run.section("submission by shards", lambda: scaling.submission_by_shards(

@@ -64,7 +64,8 @@ def templates(app: Leasehold) -> dict[str, dict[str, Any]]:
     succeeded = _raw(app, done)
     running = {k: v for k, v in succeeded.items() if k not in ("finished_at", "result")}
     running.update({"state": {"S": "RUNNING"}, "lease_owner": {"S": "bench:1:abc"},
-                    "lease_shard": {"N": "0"}, "lease_expires_at": {"N": "0"}})
+                    "sweep_shard": {"N": "0"}, "sweep_at": {"N": "0"},
+                    "lease_expires_at": {"N": "0"}})
     return {"SUCCEEDED": succeeded, "SCHEDULED": _raw(app, later), "RUNNING": running}
 
 
@@ -73,13 +74,15 @@ def clone(template: dict[str, Any], now: int, shards: int, *, run_at: int | None
     item = dict(template)
     job_id = new_id(now)
     item["job_id"] = {"S": job_id}
-    for name in ("due_shard", "lease_shard"):
+    for name in ("due_shard", "sweep_shard"):
         if name in item:
             item[name] = {"N": str(shard_of(job_id, shards))}
     if run_at is not None:
         item["run_at"] = {"N": str(run_at)}
     if lease_expires_at is not None:
         item["lease_expires_at"] = {"N": str(lease_expires_at)}
+        # As the sweeper leaves a running job's bound: moved up to its lease.
+        item["sweep_at"] = {"N": str(lease_expires_at)}
     return item
 
 

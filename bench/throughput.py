@@ -119,7 +119,8 @@ def floor(n: int, *, threads: int = CLIENT_THREADS) -> dict[str, Any]:
                         TableName="floor-jobs",
                         Item={"job_id": {"S": job_id}, "state": {"S": "QUEUED"},
                               "epoch": {"N": "1"}, "tenant": {"S": "floor"},
-                              "created_at": {"N": str(now)}, "lease_shard": {"N": "0"},
+                              "created_at": {"N": str(now)}, "sweep_shard": {"N": "0"},
+                              "sweep_at": {"N": str(now + 25_000)},
                               "lease_expires_at": {"N": str(now + 900_000)}},
                         ConditionExpression="attribute_not_exists(job_id)")
                     sqs.send_message(QueueUrl=url, MessageBody=json.dumps(
@@ -144,7 +145,8 @@ def floor(n: int, *, threads: int = CLIENT_THREADS) -> dict[str, Any]:
                             ":one": {"N": "1"}, ":exp": {"N": str(now + 30_000)}})
                     ddb.update_item(
                         TableName="floor-jobs", Key={"job_id": {"S": job_id}},
-                        UpdateExpression="SET #s = :ok REMOVE lease_shard, lease_expires_at",
+                        UpdateExpression=("SET #s = :ok "
+                                          "REMOVE sweep_shard, sweep_at, lease_expires_at"),
                         ConditionExpression="#s = :running AND epoch = :one",
                         ExpressionAttributeNames={"#s": "state"},
                         ExpressionAttributeValues={

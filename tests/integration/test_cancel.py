@@ -60,10 +60,12 @@ def test_a_cancel_requested_on_a_lost_worker_ends_cancelled_at_the_sweep(
 ) -> None:
     registry.task("echo")(lambda payload, ctx: payload)
     job = submit(app, JobSpec(task="echo")).job
+    # A lease as long as the settings say (the sweep index's bound assumes no shorter one).
+    lease_ms = int(app.settings.lease_seconds * 1000)
     app.store.lease(job.job_id, job.epoch, owner="gone", now=app.now(),
-                    expires_at=app.now() + 1000, actor="gone")
+                    expires_at=app.now() + lease_ms, actor="gone")
     control.cancel(app, job.job_id)
-    clock.advance(10)
+    clock.advance(app.settings.lease_seconds + app.settings.skew_grace_seconds + 1)
     assert sweeper.sweep(app).cancelled == 1
     assert app.store.get(job.job_id).state is JobState.CANCELLED
 

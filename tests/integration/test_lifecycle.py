@@ -230,9 +230,11 @@ def test_a_job_that_keeps_killing_its_worker_goes_dead_as_a_poison_pill(
     job = submit(app, JobSpec(task="echo", max_attempts=10)).job
     for _ in range(app.settings.max_crash_recoveries):
         current = app.store.get(job.job_id)
+        # Leases as long as the settings say (the sweep index's bound assumes no shorter).
         app.store.lease(job.job_id, current.epoch, owner="doomed", now=app.now(),
-                        expires_at=app.now() + 1000, actor="doomed")
-        clock.advance(1 + app.settings.skew_grace_seconds + 1)
+                        expires_at=app.now() + int(app.settings.lease_seconds * 1000),
+                        actor="doomed")
+        clock.advance(app.settings.lease_seconds + app.settings.skew_grace_seconds + 1)
         sweeper.sweep(app)
     dead = app.store.get(job.job_id)
     assert dead.state is JobState.DEAD

@@ -36,6 +36,7 @@ from hypothesis.stateful import (
 from moto import mock_aws
 
 from leasehold.aws.clients import Clients
+from leasehold.aws.dynamo import from_av
 from leasehold.aws.faults import Fault, FaultInjector
 from leasehold.aws.provision import create_all
 from leasehold.aws.queues import Received
@@ -120,6 +121,8 @@ class Lifecycle(RuleBasedStateMachine):
         self.seen_bodies: list[str] = []
         self.zombies: list[tuple[Job, str]] = []
         self.url = self.app.queues.url("default", "normal")
+        #: Reads the raw rows (index attributes included) past the injected faults.
+        self.inspect = Clients(settings_).dynamodb
 
     def _observe(self, job: Job, source: JobState | None) -> None:
         self.latest[job.job_id] = job
@@ -354,6 +357,24 @@ class Lifecycle(RuleBasedStateMachine):
                 if "N" in v and k != "tokens"}
 
     @invariant()
+    def every_live_job_is_in_the_sweep_index_no_later_than_it_needs_the_sweeper(self) -> None:
+        # The sweep index's bound (docs/design.md): a live row's sweep_at never passes its
+        # deadline, nor (QUEUED) the expiry of a lease it could get now; other rows are out.
+        settings = self.app.settings
+        next_lease = self.app.now() + int(
+            (settings.lease_seconds - settings.skew_grace_seconds) * 1000)
+        pages = self.inspect.get_paginator("scan").paginate(TableName=settings.jobs_table)
+        for raw in (item for page in pages for item in page["Items"]):
+            item = from_av(raw)
+            if item["state"] in (JobState.QUEUED.value, JobState.RUNNING.value):
+                assert "sweep_shard" in item, item
+                assert item["sweep_at"] <= item["lease_expires_at"], item
+                if item["state"] == JobState.QUEUED.value:
+                    assert item["sweep_at"] <= next_lease, item
+            else:
+                assert "sweep_shard" not in item and "sweep_at" not in item, item
+
+    @invariant()
     def no_job_is_lost_and_attempts_stay_in_bounds(self) -> None:
         assert set(self.latest) == set(self.jobs)
         for job in self.latest.values():
@@ -364,7 +385,7 @@ class Lifecycle(RuleBasedStateMachine):
         # Each run is an attempt: a job runs at most its attempts, per manual retry.
         assert self.runs[job.job_id] <= job.max_attempts * (1 + self.manual_retries[job.job_id])
         if job.state in (JobState.QUEUED, JobState.RUNNING):
-            # In the leases index: the sweeper will find it if its message is lost.
+            # In the sweep index: the sweeper will find it if its message is lost.
             assert job.lease_expires_at is not None
         elif job.state is JobState.SCHEDULED:
             assert job.run_at > 0  # in the due index: the ticker will promote it

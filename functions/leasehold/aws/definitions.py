@@ -86,15 +86,11 @@ class TableDefinition:
 
 #: Sparse, sharded: only SCHEDULED jobs carry ``due_shard``; the ticker reads due ones only.
 DUE_INDEX = Index("due", Key("due_shard", "N"), Key("run_at", "N"))
-#: Sparse, sharded: only QUEUED and RUNNING jobs carry ``lease_shard``. ``state`` and ``epoch``
-#: ride along because they only change together with ``lease_expires_at`` (free to project).
-LEASES_INDEX = Index(
-    "leases",
-    Key("lease_shard", "N"),
-    Key("lease_expires_at", "N"),
-    projection="INCLUDE",
-    include=("state", "epoch"),
-)
+#: Sparse, sharded: only QUEUED and RUNNING jobs carry ``sweep_shard``. ``sweep_at`` is a lower
+#: bound of when the row may need the sweeper (never later than its lease or hand-off deadline),
+#: so a lease and its heartbeats never move it; KEYS_ONLY, for the same reason (a projected
+#: ``state``/``epoch``/expiry would make every lease rewrite the index). See docs/design.md.
+SWEEP_INDEX = Index("sweep", Key("sweep_shard", "N"), Key("sweep_at", "N"))
 BY_TENANT_INDEX = Index("by_tenant", Key("tenant"), Key("created_at", "N"))
 #: Sparse: only jobs a schedule fired carry ``schedule_id``; ``scheduled_for`` is ISO-8601 UTC
 #: (fixed width, so it sorts by time). Lists a schedule's runs and finds the ones handed off
@@ -104,7 +100,7 @@ BY_SCHEDULE_INDEX = Index("by_schedule", Key("schedule_id"), Key("scheduled_for"
 JOBS = TableDefinition(
     role="jobs",
     partition=Key("job_id"),
-    indexes=(DUE_INDEX, LEASES_INDEX, BY_TENANT_INDEX, BY_SCHEDULE_INDEX),
+    indexes=(DUE_INDEX, SWEEP_INDEX, BY_TENANT_INDEX, BY_SCHEDULE_INDEX),
 )
 SCHEDULES = TableDefinition(
     role="schedules",

@@ -2,7 +2,12 @@
 
 One primitive, :meth:`DynamoJobStore.transition`, performs every state change. It also keeps
 the sparse index keys in step with the state (only SCHEDULED jobs carry ``due_shard``, only
-QUEUED/RUNNING jobs carry ``lease_shard``) so that no caller can forget them.
+QUEUED/RUNNING jobs carry ``sweep_shard`` and ``sweep_at``) so that no caller can forget them.
+
+``sweep_at`` keeps one invariant: for every QUEUED or RUNNING job it is no later than the time
+the row may need the sweeper (its hand-off deadline, or the expiry of any lease it has or may
+still get). A lease and its heartbeats only push that time later, so they never touch the
+index; the sweeper moves ``sweep_at`` forward itself (:meth:`DynamoJobStore.move_sweep`).
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ from typing import Any, Protocol
 from botocore.exceptions import ClientError
 
 from leasehold.aws.clients import Clients
-from leasehold.aws.definitions import BY_TENANT_INDEX, DUE_INDEX, LEASES_INDEX
+from leasehold.aws.definitions import BY_TENANT_INDEX, DUE_INDEX, SWEEP_INDEX
 from leasehold.aws.dynamo import (
     Cancelled,
     batch_get,
@@ -58,14 +63,6 @@ class Change:
     expired_before: int | None = None
 
 
-@dataclass(frozen=True)
-class LeaseRef:
-    job_id: str
-    state: JobState
-    epoch: int
-    lease_expires_at: int
-
-
 class JobStore(Protocol):
     #: Called after every change the store made (see :data:`Observer`).
     observers: list[Observer]
@@ -82,7 +79,8 @@ class JobStore(Protocol):
     def update_running(self, job: Job, *, owner: str, set: Mapping[str, Any],
                        conflict: type[LeaseholdError]) -> Job: ...
     def request_cancel(self, job: Job) -> Job: ...
-    def expired_leases(self, shard: int, before: int, limit: int) -> list[LeaseRef]: ...
+    def sweep_candidates(self, shard: int, before: int, limit: int) -> list[str]: ...
+    def move_sweep(self, job: Job, to: int) -> bool: ...
     def due(self, shard: int, until: int, limit: int) -> list[str]: ...
     def by_tenant(self, tenant: str, *, limit: int, cursor: Mapping[str, Any] | None = None,
                   newest_first: bool = True) -> tuple[list[str], Mapping[str, Any] | None]: ...
@@ -149,7 +147,8 @@ class DynamoJobStore:
         """
         check_initial(job.state)
         token = secrets.token_hex(8)
-        item = job_to_item(job) | self._index_keys(job.job_id, job.state, job) | {
+        item = job_to_item(job) | self._index_keys(job.job_id, job.state, job,
+                                                   now=job.created_at) | {
             WRITE_TOKEN: token}
         put = {"TableName": self.table, "Item": to_av(item),
                "ConditionExpression": "attribute_not_exists(job_id)",
@@ -207,7 +206,7 @@ class DynamoJobStore:
             t.to_item() for t in history]}
         sets.update(change.set)
         removes = list(change.remove)
-        index = self._index_keys(job.job_id, change.target, None, sets)
+        index = self._index_keys(job.job_id, change.target, None, sets, now=now)
         sets.update({k: v for k, v in index.items() if v is not None})
         removes += [k for k, v in index.items() if v is None and k not in sets]
         values: dict[str, Any] = {":source": job.state.value, ":epoch": job.epoch}
@@ -299,13 +298,36 @@ class DynamoJobStore:
 
     # -- index queries ------------------------------------------------------------------
 
-    def expired_leases(self, shard: int, before: int, limit: int) -> list[LeaseRef]:
-        refs = []
-        for item in self._query(LEASES_INDEX.name, "lease_shard = :s AND lease_expires_at < :t",
-                                {":s": shard, ":t": before}, limit):
-            refs.append(LeaseRef(item["job_id"], JobState(item["state"]), int(item["epoch"]),
-                                 int(item["lease_expires_at"])))
-        return refs
+    def sweep_candidates(self, shard: int, before: int, limit: int) -> list[str]:
+        """Ids of QUEUED/RUNNING jobs whose ``sweep_at`` is before ``before``: a superset of the
+        shard's expired leases and lost hand-offs (the caller reads the rows to tell them)."""
+        return [item["job_id"] for item in self._query(
+            SWEEP_INDEX.name, "sweep_shard = :s AND sweep_at < :t",
+            {":s": shard, ":t": before}, limit)]
+
+    def move_sweep(self, job: Job, to: int) -> bool:
+        """Move a live job's ``sweep_at`` forward to ``to``; False if the row changed.
+
+        Conditioned on the (state, epoch) the caller read and on the deadline still being at
+        least ``to``, so the move can never put ``sweep_at`` past the time the row needs the
+        sweeper. Nothing else changes, so a retried write whose first try landed simply
+        succeeds again (it is idempotent).
+        """
+        try:
+            self._ddb.update_item(
+                TableName=self.table, Key={"job_id": {"S": job.job_id}},
+                UpdateExpression="SET sweep_at = :to",
+                ConditionExpression=("#state = :state AND epoch = :epoch AND "
+                                     "lease_expires_at >= :to"),
+                ExpressionAttributeNames={"#state": "state"},
+                ExpressionAttributeValues=to_av({
+                    ":to": to, ":state": job.state.value, ":epoch": job.epoch}),
+            )
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
+                return False
+            raise
+        return True
 
     def due(self, shard: int, until: int, limit: int) -> list[str]:
         return [item["job_id"] for item in self._query(
@@ -322,17 +344,22 @@ class DynamoJobStore:
     # -- helpers ------------------------------------------------------------------------
 
     def _index_keys(self, job_id: str, state: JobState, job: Job | None,
-                    sets: Mapping[str, Any] | None = None) -> dict[str, Any]:
-        """The index attributes a job in ``state`` must carry (None: must not carry)."""
+                    sets: Mapping[str, Any] | None = None, *, now: int) -> dict[str, Any]:
+        """The index attributes a job entering ``state`` at ``now`` must carry (None: must
+        not carry). Only creation and :meth:`transition` call this; a lease enters RUNNING
+        without it, because the ``sweep_at`` written on entry to QUEUED already bounds it."""
         shard = shard_of(job_id, self.settings.shards)
-        keys: dict[str, Any] = {"due_shard": None, "lease_shard": None, "lease_expires_at": None}
+        keys: dict[str, Any] = {"due_shard": None, "sweep_shard": None, "sweep_at": None,
+                                "lease_expires_at": None}
         if state is JobState.SCHEDULED:
             keys["due_shard"] = shard
         elif state in (JobState.QUEUED, JobState.RUNNING):
-            keys["lease_shard"] = shard
-            expires = (sets or {}).get("lease_expires_at") or (job and job.lease_expires_at)
+            expires = (sets or {}).get("lease_expires_at") or (
+                job.lease_expires_at if job is not None else None)
             if expires is None:
                 raise ValueError(f"a {state} job needs lease_expires_at")
+            keys["sweep_shard"] = shard
+            keys["sweep_at"] = sweep_bound(now, int(expires), self.settings)
             keys["lease_expires_at"] = expires
         if job is not None:  # creating: drop the Nones
             return {k: v for k, v in keys.items() if v is not None}
@@ -387,6 +414,18 @@ class DynamoJobStore:
         return query(self._ddb, limit=limit, TableName=self.table, IndexName=index,
                      KeyConditionExpression=condition,
                      ExpressionAttributeValues=to_av(values))
+
+
+def sweep_bound(now: int, deadline: int, settings: Settings) -> int:
+    """The latest safe ``sweep_at`` for a job queued at ``now`` with hand-off ``deadline``.
+
+    A lease taken at ``now`` or later (by a worker whose clock runs at most the skew grace
+    behind ours) expires no earlier than ``now + lease - grace``, and the hand-off itself is
+    overdue at ``deadline``: the row cannot need the sweeper before the earlier of the two.
+    """
+    lease_ms = int(settings.lease_seconds * 1000)
+    grace_ms = int(settings.skew_grace_seconds * 1000)
+    return min(deadline, now + lease_ms - grace_ms)
 
 
 def check_initial(state: JobState) -> None:

@@ -1,7 +1,10 @@
 """The sweeper: re-drives jobs whose lease expired or whose hand-off was lost.
 
-It reads the sparse ``leases`` index only, so its cost grows with the number of expired
-leases, never with the size of the table.
+It reads the sparse ``sweep`` index only, so its cost grows with the number of expired
+leases (and of jobs live longer than a lease), never with the size of the table. The index
+holds a lower bound of when each live row may need the sweeper (``sweep_at``); the sweeper
+reads the rows it finds, re-drives the really expired ones, and moves ``sweep_at`` of the
+others forward to their current deadline.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from leasehold.core.states import JobState
 from leasehold.errors import Conflict, NotFound
 from leasehold.lifecycle import handoff
 from leasehold.lifecycle.app import Leasehold
-from leasehold.lifecycle.store import Change, LeaseRef
+from leasehold.lifecycle.store import Change, sweep_bound
 from leasehold.lifecycle.worker import bury, error_sets, retry_change
 
 log = logging.getLogger(__name__)
@@ -32,6 +35,7 @@ class SweepReport:
     dead: int = 0           # poison pills and exhausted attempts
     cancelled: int = 0
     skipped: int = 0        # changed under us (a heartbeat or a finish won): nothing to do
+    moved: int = 0          # still live: ``sweep_at`` moved forward to its current deadline
     #: What each repair pass (``Leasehold.repairs``) repaired.
     repaired: dict[str, int] = field(default_factory=dict)
     job_ids: list[str] = field(default_factory=list)
@@ -50,10 +54,11 @@ def _sweep(app: Leasehold, limit_per_shard: int) -> SweepReport:
     report = SweepReport()
     backlog = _Backlog(app)
     for shard in range(app.settings.shards):
-        for ref in app.store.expired_leases(shard, cutoff, limit_per_shard):
+        ids = app.store.sweep_candidates(shard, cutoff, limit_per_shard)
+        for job in app.store.batch_get(ids) if ids else ():
             report.examined += 1
             try:
-                _recover(app, ref, now, cutoff, report, backlog)
+                _examine(app, job, now, cutoff, report, backlog)
             except (Conflict, NotFound):
                 report.skipped += 1
     # The features' own repairs (workflows that made no progress for a while, ...): each
@@ -77,12 +82,21 @@ class _Backlog:
         return self._seen[key]
 
 
-def _recover(app: Leasehold, ref: LeaseRef, now: int, cutoff: int, report: SweepReport,
+def _examine(app: Leasehold, job: Job, now: int, cutoff: int, report: SweepReport,
              backlog: _Backlog) -> None:
-    job = app.store.get(ref.job_id)
-    if job.epoch != ref.epoch or job.state is not ref.state or \
-            job.lease_expires_at is None or job.lease_expires_at >= cutoff:
-        report.skipped += 1
+    if job.state not in (JobState.QUEUED, JobState.RUNNING) or job.lease_expires_at is None:
+        report.skipped += 1  # it left the index after the query read it
+        return
+    if job.lease_expires_at >= cutoff:
+        # Live, only past its lower bound: move the bound to the row's current deadline (a
+        # RUNNING job's lease; a QUEUED job's hand-off deadline, or the earliest expiry of a
+        # lease it may get from now on). A refused move means the row changed: skip it.
+        to = job.lease_expires_at if job.state is JobState.RUNNING else \
+            sweep_bound(now, job.lease_expires_at, app.settings)
+        if app.store.move_sweep(job, to):
+            report.moved += 1
+        else:
+            report.skipped += 1
         return
     if job.state is JobState.QUEUED:
         _redispatch(app, job, now, cutoff, report, backlog)
