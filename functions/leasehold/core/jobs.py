@@ -141,7 +141,7 @@ _FIELDS = {
     "history",
 }
 #: Index keys: written by the store, never part of the domain record.
-INDEX_KEYS = {"due_shard", "lease_shard"}
+INDEX_KEYS = {"due_shard", "lease_shard", "tenant_shard"}
 
 
 def _plain(value: Any) -> Any:
