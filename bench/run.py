@@ -20,7 +20,17 @@ from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
-from bench import coldstart, cost, per_job, report, scaling, throughput, timing
+from bench import (
+    capacity,
+    coldstart,
+    cost,
+    per_job,
+    report,
+    scaling,
+    tenant_shards,
+    throughput,
+    timing,
+)
 from bench.local import ROOT, runtime
 
 T = TypeVar("T")
@@ -65,6 +75,9 @@ PROFILES = {
                     asset_method="skip", budget_seconds=60, handlers=("worker",),
                     metered=2, timed=2, delays=(1.0, 2.0)),
 }
+
+#: Jobs one big tenant submits per layout (bench.tenant_shards), within each profile's budget.
+TENANT_JOBS = {"full": 400, "quick": 40, "tiny": 6}
 
 
 class Run:
@@ -169,6 +182,8 @@ def main(argv: list[str] | None = None) -> int:
     results["throughput"], results["queue_wait"], results["precision"] = _throughput(run)
     shards = run.section("submission by shards", lambda: scaling.submission_by_shards(
         profile.shards, profile.shard_jobs))
+    one_tenant = run.section("one big tenant", lambda: tenant_shards.measure(
+        TENANT_JOBS[profile.name]))
     results["cold_start"] = {
         "imports": run.section("imports", lambda: coldstart.import_times(
             profile.import_runs, profile.handlers)),
@@ -176,6 +191,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     results["scaling"] = _scaling(run)
     results["scaling"]["submission_by_shards"] = shards
+    results["scaling"]["one_tenant"] = one_tenant
     results["cost"] = cost.model(results["per_job"], results["scaling"]["stored"])
     results["load"] = {"at_sections": run.loads, "at_end": [round(v, 2)
                                                             for v in os.getloadavg()]}
@@ -186,6 +202,8 @@ def main(argv: list[str] | None = None) -> int:
     json_path.parent.mkdir(parents=True, exist_ok=True)
     json_path.write_text(json.dumps(results, indent=2, sort_keys=False) + "\n")
     md_path.write_text(report.markdown(results))
+    capacity_path = (args.out / "capacity.md") if args.out else ROOT / "docs" / "capacity.md"
+    capacity_path.write_text(capacity.markdown(results))
     print(f"[bench {run.elapsed():6.1f}s] wrote {json_path} and {md_path}", file=sys.stderr)
     for target in results["targets"]:
         print(f"  {'met   ' if target['met'] else 'MISSED'}  {target['name']}: "

@@ -117,7 +117,7 @@ def test_a_tenant_refused_on_one_shard_is_admitted_on_another_until_all_are_full
 def test_one_shard_at_the_default_rate_keeps_the_tenant_item_as_it_was(
         app: Leasehold, tasks: TaskRegistry) -> None:
     assert Limits().shard_count() == 1
-    assert Limits(rate=10_000, burst=20_000).shard_count() == 40
+    assert Limits(rate=10_000, burst=20_000).shard_count() == 50
     assert Limits(rate=10_000, burst=3).shard_count() == 3  # a shard's burst stays >= 1
     api = api_for(app)
     job_id = api.post("/jobs", {"task": "echo"}).body["job_id"]
@@ -153,3 +153,21 @@ def test_sharded_admission_leaks_no_slot_when_a_tenant_write_is_lost_or_throttle
     sweeper.sweep(app)
     deliver(app)
     assert tenant_live(app) == live_counted_jobs(app) == 0
+
+
+def test_rows_written_before_sharding_are_listed_after_the_backfill_and_free_shard_0(
+        app: Leasehold, tasks: TaskRegistry) -> None:
+    from leasehold.tenancy.backfill import backfill_tenant_shards
+
+    api = api_for(app)
+    job_id = api.post("/jobs", {"task": "echo"}).body["job_id"]
+    # The row as the old code wrote it: no index shard (and no admission shard).
+    app.clients.dynamodb.update_item(
+        TableName=app.settings.jobs_table, Key={"job_id": {"S": job_id}},
+        UpdateExpression="REMOVE tenant_shard")
+    assert list_jobs(app, "default", limit=10)[0] == []
+    assert backfill_tenant_shards(app) == 1
+    assert backfill_tenant_shards(app) == 0  # idempotent
+    assert [j.job_id for j in list_jobs(app, "default", limit=10)[0]] == [job_id]
+    deliver(app)  # the slot goes back to shard 0, the tenant's own item
+    assert tenant_live(app, shards=1) == 0 == live_counted_jobs(app)

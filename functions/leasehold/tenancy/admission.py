@@ -87,8 +87,9 @@ class Limits:
 
 
 #: Admitted jobs/s one admission item sustains: ~1,000 write units/s per partition key, and
-#: a job costs 4 there (a transactional take and a transactional give-back, 2 units each).
-JOBS_PER_SHARD = 250
+#: a job costs 4 there (a transactional take and a transactional give-back, 2 units each):
+#: 250, of which admission plans for 80%.
+JOBS_PER_SHARD = 200
 #: Shards an admission tries before answering 429 (each try after the first costs a read or
 #: a refused write).
 MAX_SHARD_TRIES = 4
