@@ -77,7 +77,7 @@ PROFILES = {
 }
 
 #: Jobs one big tenant submits per layout (bench.tenant_shards), within each profile's budget.
-TENANT_JOBS = {"full": 400, "quick": 40, "tiny": 6}
+TENANT_JOBS = {"full": 400, "quick": 20, "tiny": 0}
 
 
 class Run:
