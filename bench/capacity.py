@@ -43,7 +43,8 @@ def rows(results: dict[str, Any], settings: Settings | None = None) -> list[dict
     price = results["cost"]["per_million_jobs"]["immediate"]["total"]
     fixed = results["cost"].get("fixed_per_month", 0.0)
     leases = units.get("jobs/leases", 0.0)
-    index = max(units.get("jobs/by_tenant", 0.0), INDEX_UNITS_PER_JOB)
+    index = max(units.get("jobs/by_tenant_shard", units.get("jobs/by_tenant", 0.0)),
+                INDEX_UNITS_PER_JOB)
     out = []
     for rate in RATES:
         table = rate * units.get("jobs", 0.0)
