@@ -42,8 +42,10 @@ def leasehold(per_job: dict[str, Any], worker_seconds: float) -> dict[str, float
     dynamodb = (per_job["write_units"] * PRICES["dynamodb_per_million_write_units"]
                 + per_job["read_units"] * PRICES["dynamodb_per_million_read_units"])
     sqs = per_job["sqs_requests"] * PRICES["sqs_per_million_requests"]
-    # One PutEvents entry per request here (each event is well under 64 KB).
-    events = per_job["eventbridge_requests"] * PRICES["eventbridge_per_million_custom_events"]
+    # EventBridge bills each published entry (each event is well under 64 KB), not requests:
+    # batching entries into requests of 10 does not change this line.
+    entries = per_job.get("eventbridge_entries", per_job["eventbridge_requests"])
+    events = entries * PRICES["eventbridge_per_million_custom_events"]
     worker = _lambda(1 / LAMBDA_BATCH, worker_seconds * WORKER_MEMORY_GB)
     return {"dynamodb": round(dynamodb, 3), "sqs": round(sqs, 3),
             "eventbridge": round(events, 3), "lambda_worker": round(worker, 3),
@@ -55,6 +57,9 @@ def model(per_job: dict[str, Any], scaling: list[dict[str, Any]]) -> dict[str, A
     api_seconds = float(per_job["api_seconds_per_request"])
     kinds = {kind: leasehold(per_job[kind], worker_seconds)
              for kind in ("immediate", "delayed", "retried", "cron_occurrence")}
+    if "immediate_publish_all" in per_job:  # what LEASEHOLD_PUBLISH=all would cost
+        kinds["immediate_publish_all"] = leasehold(per_job["immediate_publish_all"],
+                                                   worker_seconds)
     via_api = leasehold(per_job["immediate_via_api"], worker_seconds)
     api_gateway = PRICES["api_gateway_rest_per_million"]
     api_lambda = _lambda(1, api_seconds * API_MEMORY_GB)
@@ -83,7 +88,8 @@ def model(per_job: dict[str, Any], scaling: list[dict[str, Any]]) -> dict[str, A
         "prices": PRICES,
         "assumptions": [
             "Leasehold: measured write/read units, SQS requests and job state events "
-            "(EventBridge PutEvents, as the stack publishes them) per job (section 4); the "
+            "(as the stack publishes them: terminal states only, billed per event entry; "
+            "'immediate_publish_all' publishes every state) per job (section 4); the "
             "worker Lambda runs batches of 10 (one invocation per 10 jobs) at 1 GB arm64 for "
             "the measured worker time per job against the local emulator; no API Gateway "
             "unless named.",

@@ -166,9 +166,12 @@ class Usage:
     unmodelled: Tally = field(default_factory=dict)
     #: DynamoDB requests by ``Operation table`` (which table each request went to).
     by_table: Tally = field(default_factory=dict)
+    #: EventBridge entries published (what EventBridge bills), by operation.
+    event_entries: Tally = field(default_factory=dict)
 
     def add(self, other: Usage, sign: float = 1.0) -> None:
-        for name in ("requests", "write_units", "read_units", "unmodelled", "by_table"):
+        for name in ("requests", "write_units", "read_units", "unmodelled", "by_table",
+                     "event_entries"):
             _merge(getattr(self, name), getattr(other, name), sign)
 
     def total_requests(self, service: str | None = None) -> float:
@@ -198,6 +201,7 @@ class Usage:
             "dynamodb_requests": round(self.total_requests("dynamodb") / count, 3),
             "sqs_requests": round(self.total_requests("sqs") / count, 3),
             "eventbridge_requests": round(self.total_requests("events") / count, 3),
+            "eventbridge_entries": round(sum(self.event_entries.values()) / count, 3),
             "write_units": round(self.total_write_units() / count, 3),
             "write_units_by_table": scaled(self.write_units),
             "read_units": round(self.total_read_units() / count, 3),
@@ -267,6 +271,9 @@ class Meter:
             table = self._tables.get(name)
             usage.by_table[f"{op} {table.role if table else name}"] = 1
             self._units(op, parsed, context, usage)
+        if service == "events" and op == "PutEvents":  # one request holds up to 10 entries
+            published = len(parsed.get("Entries", [])) - int(parsed.get("FailedEntryCount", 0))
+            usage.event_entries[op] = published
         with self._lock:
             self.usage.add(usage)
 

@@ -4,7 +4,10 @@ Each kind runs a batch of 10 jobs through the real code paths (submission or tic
 worker as Lambda's event source drives it, the batched delete) on a private emulator, with
 the :mod:`bench.metering` hooks on the app's clients; the totals are divided by 10.
 
-The app publishes job state events to an EventBridge bus, as the CDK stack configures it.
+The app publishes job state events to an EventBridge bus, as the CDK stack configures it:
+terminal states only (``LEASEHOLD_PUBLISH=terminal``, the deployed default), sent in PutEvents
+requests of up to 10 per worker batch. ``immediate_publish_all`` is the immediate job with
+every state published (``all``), so the cost of that choice is visible.
 Receives are counted only when they return messages: the minimum a consumer needs is one
 receive per batch of up to 10, and idle polling is a cost per worker, not per job.
 """
@@ -87,8 +90,8 @@ def measure_all(*, batch: int = BATCH, timed: int = 3 * BATCH) -> dict[str, Any]
     fake_credentials()
     server = emulator.start()
     try:
-        # As deployed: the stack names an event bus, and every job state change is published.
-        app = library_app(server.endpoint, event_bus=EVENT_BUS)
+        # As deployed: the stack names an event bus and publishes terminal states only.
+        app = library_app(server.endpoint, event_bus=EVENT_BUS, publish="terminal")
         provision.create_all(app.clients, app.settings)
         app.clients.client("events").create_event_bus(Name=EVENT_BUS)
         bench = Bench(app)
@@ -103,6 +106,18 @@ def measure_all(*, batch: int = BATCH, timed: int = 3 * BATCH) -> dict[str, Any]
         # Warm up (first requests build clients and cache URLs), then measure.
         immediate()
         results["immediate"] = bench.measure(immediate).per(batch)
+
+        # The same with every state published (LEASEHOLD_PUBLISH=all), on the same tables.
+        every = Bench(library_app(server.endpoint, event_bus=EVENT_BUS, publish="all"))
+
+        def immediate_all() -> None:
+            tenant = _tenant()
+            for _ in range(batch):
+                submit(every.app, JobSpec(task="bench.noop", tenant=tenant))
+            every.run(batch)
+
+        immediate_all()
+        results["immediate_publish_all"] = every.measure(immediate_all).per(batch)
 
         def delayed() -> None:
             tenant = _tenant()

@@ -24,6 +24,7 @@ from bench import (
     capacity,
     coldstart,
     cost,
+    fairness,
     per_job,
     report,
     scaling,
@@ -101,12 +102,14 @@ class Run:
             self.seconds[name] = round(time.monotonic() - started, 1)
 
 
-def _throughput(run: Run) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+def _throughput(run: Run) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any],
+                                   dict[str, Any]]:
     p = run.profile
     floor = run.section("floor", lambda: throughput.floor(p.floor_jobs))
     runs = []
     queue: dict[str, Any] = {}
     precise: dict[str, Any] = {}
+    fair: dict[str, Any] = {}
     for workers in p.workers:
         with runtime(workers=workers) as rt:
             library = run.section(f"throughput library x{workers}",
@@ -126,7 +129,10 @@ def _throughput(run: Run) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any
                 precise = run.section("precision", lambda: timing.precision(
                     rt, p.precision_seconds, p.delayed_jobs, p.delays))
                 precise["workers"] = workers
-    return {"floor": floor, "runs": runs}, queue, precise
+                fair = run.section("fairness", partial(
+                    fairness.noisy_neighbour, rt, capacity, fairness.SECONDS.get(p.name, 3.0)))
+                fair["workers"] = workers
+    return {"floor": floor, "runs": runs}, queue, precise, fair
 
 
 def _scaling(run: Run) -> dict[str, Any]:
@@ -179,7 +185,8 @@ def main(argv: list[str] | None = None) -> int:
     }
     results["per_job"] = run.section("requests per job", lambda: per_job.measure_all(
         batch=profile.metered, timed=profile.timed))
-    results["throughput"], results["queue_wait"], results["precision"] = _throughput(run)
+    (results["throughput"], results["queue_wait"], results["precision"],
+     results["fairness"]) = _throughput(run)
     shards = run.section("submission by shards", lambda: scaling.submission_by_shards(
         profile.shards, profile.shard_jobs))
     one_tenant = run.section("one big tenant", lambda: tenant_shards.measure(

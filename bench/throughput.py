@@ -8,7 +8,9 @@ import time
 import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from http.client import HTTPConnection
 from typing import Any
+from urllib.parse import urlsplit
 
 from bench.local import Runtime, fake_credentials, wait_succeeded
 from leasehold.aws.clients import Clients
@@ -53,12 +55,35 @@ def library(runtime: Runtime, n: int, *, timeout: float = 300) -> dict[str, Any]
 
 
 def http(runtime: Runtime, n: int, *, timeout: float = 300) -> dict[str, Any]:
-    """Submit ``n`` no-op jobs with ``POST /jobs`` from 8 threads."""
+    """Submit ``n`` no-op jobs with ``POST /jobs`` from 8 clients at once: each thread keeps
+    its own keep-alive connection, as 8 real clients would (the gateway answers them
+    concurrently), and is its own tenant: 8 concurrent submitters of ONE tenant contend on
+    its token bucket item, and a submission that loses that race 5 times is answered 429
+    (see tenancy/admission.py), which would measure the bucket, not the gateway."""
+    url = urlsplit(runtime.api)
+    local = threading.local()
+    opened: list[HTTPConnection] = []
 
     def one(tenant: str) -> str:
-        return str(runtime.post("/jobs", {"task": "bench.noop"}, tenant=tenant)["job_id"])
+        connection = getattr(local, "connection", None)
+        if connection is None:
+            connection = local.connection = HTTPConnection(
+                url.hostname or "127.0.0.1", url.port, timeout=60)
+            opened.append(connection)
+            local.tenant = f"{tenant}-{len(opened)}-{threading.get_ident()}"
+        connection.request("POST", "/jobs", json.dumps({"task": "bench.noop"}), headers={
+            "Content-Type": "application/json", "X-Leasehold-Tenant": local.tenant})
+        response = connection.getresponse()
+        body = response.read()
+        if response.status not in (200, 201):
+            raise RuntimeError(f"POST /jobs: {response.status} {body[:200]!r}")
+        return str(json.loads(body)["job_id"])
 
-    return _measure(runtime, n, one, timeout=timeout)
+    try:
+        return _measure(runtime, n, one, timeout=timeout)
+    finally:
+        for connection in opened:
+            connection.close()
 
 
 # -- the floor ---------------------------------------------------------------------------------

@@ -14,7 +14,12 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from leasehold.aws.definitions import TABLES
-from leasehold.settings import FUNCTION_TIMEOUT_RESERVE_SECONDS, PRIORITIES, Settings
+from leasehold.settings import (
+    FUNCTION_TIMEOUT_RESERVE_SECONDS,
+    PRIORITIES,
+    PUBLISH_CHOICES,
+    Settings,
+)
 
 PoolKind = Literal["lambda", "ecs"]
 #: ``pip``: the real bundle (a local pip install for Python 3.12 on arm64, no Docker).
@@ -112,6 +117,10 @@ class StackConfig:
     #: Days the event bus archive keeps user events (the ones triggers consume), so they can be
     #: replayed after a trigger outage; 0 keeps no archive.
     event_archive_days: int = 30
+    #: Which job state changes the functions publish to the bus (``-c publish=all``):
+    #: ``terminal`` by default, since EventBridge bills every entry and consumers mostly react
+    #: to outcomes (see docs/design.md, "Job state events").
+    publish: str = "terminal"
 
     def validate(self) -> None:
         names = [pool.name for pool in self.pools]
@@ -126,6 +135,9 @@ class StackConfig:
             # longer than its source, since a moved message keeps its original enqueue time.
             raise ValueError("queueRetentionDays must be 1..13 (the DLQs keep 14, the SQS "
                              "maximum, and must keep messages longer than their sources)")
+        if self.publish not in PUBLISH_CHOICES:
+            raise ValueError(f"publish must be one of {', '.join(PUBLISH_CHOICES)}, "
+                             f"not {self.publish!r}")
         if self.event_archive_days < 0:
             raise ValueError("eventArchiveDays must be 0 (no archive) or more")
         self.settings().validate()
@@ -145,6 +157,7 @@ class StackConfig:
             task_modules=self.task_modules,
             # The functions publish job state events to the stack's bus by this name.
             event_bus=f"{self.prefix}-events",
+            publish=self.publish,
             # A job of a Lambda pool must finish within its function's timeout: the API
             # refuses a longer timeout_seconds at submission.
             pool_timeouts={pool.name: float(pool.timeout_seconds)
@@ -162,7 +175,7 @@ class StackConfig:
         parsed; lists and pools may be JSON.
         """
         values: dict[str, Any] = {}
-        text = {"prefix": "prefix", "alarmEmail": "alarm_email",
+        text = {"prefix": "prefix", "alarmEmail": "alarm_email", "publish": "publish",
                 "cognitoUserPoolArn": "cognito_user_pool_arn"}
         for key, name in text.items():
             if (value := get(key)) not in (None, ""):

@@ -33,8 +33,9 @@ def compose(
     # A tenant's live-job slot goes back, and its outcome is counted (back-pressure and
     # /stats), in the same transaction that ends the job.
     app.store.companions.append(slot_writes(app.settings))
-    # The outcomes of every other job (schedules, triggers, workflows), for /stats.
-    app.store.observers.append(count_outcomes(app))
+    # The outcomes of every other job (schedules, triggers, workflows), for /stats: counted
+    # once per batch of jobs.
+    count_outcomes(app)
     # Workflows: a step that finishes counts itself on its dependents and releases them; the
     # sweeper redoes that for workflows that made no progress for a while.
     install_workflows(app)

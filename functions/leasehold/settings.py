@@ -16,6 +16,12 @@ PRIORITIES = ("high", "normal", "low")
 #: minus this (:meth:`Settings.job_timeout_limit`); the worker starts a job only with its
 #: timeout plus half of this left (:mod:`leasehold.lifecycle.consumer`).
 FUNCTION_TIMEOUT_RESERVE_SECONDS = 10.0
+#: Which job state changes are published as events (``LEASEHOLD_PUBLISH``): every one, the
+#: terminal ones only (SUCCEEDED, DEAD, CANCELLED), or none. ``terminal`` is the default:
+#: consumers mostly react to outcomes, the intermediate states are visible through the API,
+#: and EventBridge bills every event entry (batching saves requests, not event dollars).
+#: ``leasehold dev`` publishes ``all`` to its local log unless told otherwise.
+PUBLISH_CHOICES = ("all", "terminal", "none")
 
 
 def _split(value: str) -> tuple[str, ...]:
@@ -57,6 +63,8 @@ class Settings:
     history_limit: int = 32
     task_modules: tuple[str, ...] = ()
     event_bus: str | None = None
+    #: Which job state changes go to ``event_bus`` (one of :data:`PUBLISH_CHOICES`).
+    publish: str = "terminal"
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
@@ -73,6 +81,7 @@ class Settings:
             "queue_prefix": "LEASEHOLD_QUEUE_PREFIX",
             "event_bus": "LEASEHOLD_EVENT_BUS",
             "queue_url_base": "LEASEHOLD_QUEUE_URL_BASE",
+            "publish": "LEASEHOLD_PUBLISH",
         }
         for name, var in text.items():
             if env.get(var):
@@ -116,6 +125,10 @@ class Settings:
             raise ValidationError("lease_seconds", "must be at least 1 second")
         if not self.pools:
             raise ValidationError("pools", "at least one pool is needed")
+        if self.publish not in PUBLISH_CHOICES:
+            raise ValidationError(
+                "LEASEHOLD_PUBLISH", f"{self.publish!r} is not one of {', '.join(PUBLISH_CHOICES)} "
+                "(which job state changes are published as events)")
         for pool, seconds in self.pool_timeouts.items():
             if seconds <= FUNCTION_TIMEOUT_RESERVE_SECONDS:
                 raise ValidationError(
@@ -154,6 +167,7 @@ class Settings:
             "LEASEHOLD_MAX_CRASH_RECOVERIES": str(self.max_crash_recoveries),
             "LEASEHOLD_HISTORY_LIMIT": str(self.history_limit),
             "LEASEHOLD_TASKS": ",".join(self.task_modules),
+            "LEASEHOLD_PUBLISH": self.publish,
         }
         if self.endpoint_url:
             env["AWS_ENDPOINT_URL"] = self.endpoint_url

@@ -48,6 +48,10 @@ def test_tiny_benchmark_run_writes_every_section_and_the_targets_table(tmp_path:
     assert results["throughput"]["floor"]["jobs_per_second"] > 0
     assert results["queue_wait"]["count"] >= 1
     assert results["precision"]["delayed"]["count"] >= 1
+    fair = results["fairness"]
+    assert fair["quiet_alone"]["count"] >= 1 and fair["quiet_with_noisy"]["count"] >= 1
+    assert fair["noisy"]["attempted"] == sum(fair["noisy"][k] for k in (
+        "admitted", "refused", "overloaded", "errors"))
 
     (stored,) = results["scaling"]["stored"]
     assert stored["ticker"]["promoted"] == 10 and stored["sweeper"]["recovered"] == 10
@@ -59,7 +63,8 @@ def test_tiny_benchmark_run_writes_every_section_and_the_targets_table(tmp_path:
     assert results["cold_start"]["imports"]["wall_ms"]["worker"] > 0
     assert results["cost"]["per_million_jobs"]["immediate"]["total"] > 0
     assert {t["name"] for t in results["targets"]} >= {
-        "requests per immediate no-op job", "write units per immediate no-op job"}
+        "requests per immediate no-op job", "write units per immediate no-op job",
+        "quiet tenant's queue wait p99 with a tenant at 5x capacity"}
 
     page = (tmp_path / "BENCHMARKS.md").read_text()
     assert "| target | goal | measured | verdict |" in page

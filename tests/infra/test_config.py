@@ -104,3 +104,10 @@ def test_event_archive_days_come_from_context_and_must_not_be_negative() -> None
 
 def test_the_functions_publish_to_the_bus_named_after_the_prefix() -> None:
     assert StackConfig(prefix="acme").settings().event_bus == "acme-events"
+
+
+def test_which_job_states_are_published_comes_from_context_and_reaches_the_functions() -> None:
+    assert _context({}).settings().to_env()["LEASEHOLD_PUBLISH"] == "terminal"
+    assert _context({"publish": "all"}).settings().to_env()["LEASEHOLD_PUBLISH"] == "all"
+    with pytest.raises(ValueError, match="publish must be one of all, terminal, none"):
+        _context({"publish": "some"})

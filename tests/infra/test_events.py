@@ -139,3 +139,14 @@ def test_the_trigger_dead_letter_queue_and_errors_alarm(synthesized: Synthesized
         "Namespace": "AWS/Lambda", "MetricName": "Errors",
         "Dimensions": [{"Name": "FunctionName", "Value": {"Ref": trigger}}],
     })
+
+
+def test_every_function_publishes_the_terminal_states_by_default(
+        synthesized: Synthesized) -> None:
+    """The stack passes the ``publish`` context value (default ``terminal``) to every function
+    that changes job state, next to the bus it publishes to."""
+    assert synthesized.config.publish == "terminal"
+    for function in synthesized.resources("AWS::Lambda::Function").values():
+        variables = function["Properties"]["Environment"]["Variables"]
+        if "LEASEHOLD_EVENT_BUS" in variables:
+            assert variables["LEASEHOLD_PUBLISH"] == "terminal", function["Properties"]["Handler"]

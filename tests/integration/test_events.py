@@ -21,7 +21,7 @@ def test_every_state_change_is_appended_to_the_local_event_log(
 ) -> None:
     registry.task("echo")(lambda payload, ctx: payload)
     log = tmp_path / "events.jsonl"
-    app = make_app(event_bus=f"file:{log}")
+    app = make_app(event_bus=f"file:{log}", publish="all")
     job = submit(app, JobSpec(task="echo", payload=1)).job
     deliver(app)
     seen = [e for e in events.tail(log) if e["detail"]["job_id"] == job.job_id]
@@ -46,7 +46,7 @@ def test_events_go_to_the_eventbridge_bus_where_a_rule_can_route_them(
                                  '"detail-type": ["Job Succeeded"]}')
     client.put_targets(Rule="done", EventBusName="leasehold-test",
                        Targets=[{"Id": "q", "Arn": arn}])
-    app: Leasehold = make_app(event_bus="leasehold-test")
+    app: Leasehold = make_app(event_bus="leasehold-test", publish="all")
     job = submit(app, JobSpec(task="echo", payload=1)).job
     deliver(app)
     import json

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import json
+import threading
 from collections.abc import Mapping
 from typing import Any
 
@@ -34,8 +35,74 @@ TITLE = "Leasehold"
 MAX_BODY_BYTES = MAX_PAYLOAD_BYTES + 64 * 1024
 
 
+class ConcurrentRestResolver(APIGatewayRestResolver):
+    """A REST resolver that answers requests from several threads at once.
+
+    Powertools keeps the request being answered on the resolver: the event and Lambda context
+    on the ``BaseRouter`` class itself, the routing context (route arguments, our ``leasehold``
+    and ``api_config``) on the instance. Two threads resolving at once would read each other's
+    event, path parameters or tenant. Here that state is per thread, so one resolver (and the
+    module-level routers, which delegate to it) serves the local gateway's threads; in Lambda,
+    one request per process, nothing changes.
+    """
+
+    def __init__(self, **kwargs: Any) -> None:
+        self._local = threading.local()
+        super().__init__(**kwargs)
+
+    @property
+    def current_event(self) -> Any:
+        return self._local.event
+
+    @current_event.setter
+    def current_event(self, value: Any) -> None:
+        self._local.event = value
+
+    @property
+    def lambda_context(self) -> Any:
+        return getattr(self._local, "lambda_context", None)
+
+    @lambda_context.setter
+    def lambda_context(self, value: Any) -> None:
+        self._local.lambda_context = value
+
+    @property
+    def context(self) -> dict[str, Any]:
+        if not hasattr(self._local, "context"):
+            self._local.context = {}
+        return self._local.context
+
+    @context.setter
+    def context(self, value: dict[str, Any]) -> None:
+        self._local.context = value
+
+    @property
+    def processed_stack_frames(self) -> list[str]:
+        if not hasattr(self._local, "frames"):
+            self._local.frames = []
+        return self._local.frames
+
+    @processed_stack_frames.setter
+    def processed_stack_frames(self, value: list[str]) -> None:
+        self._local.frames = value
+
+    def resolve(self, event: Any, context: Any) -> dict[str, Any]:
+        # Powertools also stores the event on the BaseRouter class; nothing here reads that.
+        self.current_event = self._to_proxy_event(dict(event))
+        self.lambda_context = context
+        return super().resolve(event, context)
+
+    def build_middleware_stacks(self) -> None:
+        """Build every route's middleware stack now: Powertools builds it on a route's first
+        call, and two threads making that first call at once would both wrap it."""
+        for route in (*self._static_routes, *self._dynamic_routes):
+            if not route._middleware_stack_built:
+                route._build_middleware_stack(router_middlewares=self._router_middlewares,
+                                              app=self)
+
+
 def build() -> APIGatewayRestResolver:
-    resolver = APIGatewayRestResolver(enable_validation=True)
+    resolver = ConcurrentRestResolver(enable_validation=True)
     errors.install(resolver)
     for router in ROUTERS:
         resolver.include_router(router)
@@ -45,6 +112,7 @@ def build() -> APIGatewayRestResolver:
         return Response(status_code=200, content_type=content_types.APPLICATION_JSON,
                         body=openapi_json())
 
+    resolver.build_middleware_stacks()
     return resolver
 
 
@@ -102,8 +170,8 @@ def _as_json(event: Mapping[str, Any]) -> dict[str, Any]:
 
 def handle(app: Leasehold, event: Mapping[str, Any], lambda_context: Any = None,
            api_config: ApiConfig | None = None) -> dict[str, Any]:
-    """Answer one API Gateway REST proxy event. Not re-entrant: Powertools keeps the current
-    event on the class, so concurrent callers (the local gateway) must serialize."""
+    """Answer one API Gateway REST proxy event. Safe to call from several threads at once
+    (the local gateway does): the resolver keeps each request's state per thread."""
     early = _unreadable(event)
     if early is not None:
         return early

@@ -5,6 +5,13 @@ Each event has source ``leasehold.job`` and a detail-type per state (``Job Queue
 local runtime ``event_bus`` is ``file:<path>`` and they are appended to a JSON-lines log that
 ``leasehold events tail`` follows. Publishing never fails a transition: the store's observer
 contract logs and swallows errors, and the job row stays the source of truth.
+
+Which changes are published is the ``publish`` setting (``LEASEHOLD_PUBLISH``): ``all``,
+``terminal`` (the default: SUCCEEDED, DEAD, CANCELLED) or ``none``. Within a batch (a worker's
+batch of records, a ticker or sweeper pass) events are sent together when it ends, in
+PutEvents requests of up to 10 entries; refused entries are retried a few times, then logged
+and counted. Delivery is at least once (a retried call whose first try landed publishes
+twice): a consumer that must not act twice keys on ``job_id``, ``state`` and ``epoch``.
 """
 
 from __future__ import annotations
@@ -13,7 +20,7 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -21,6 +28,7 @@ from leasehold.clock import iso
 from leasehold.core.jobs import Job
 from leasehold.core.states import JobState
 from leasehold.lifecycle.app import Leasehold
+from leasehold.lifecycle.deferral import Deferred
 from leasehold.lifecycle.store import Observer
 
 log = logging.getLogger(__name__)
@@ -59,23 +67,93 @@ def runtime_started(now: int, pid: int) -> dict[str, Any]:
             "detail": {"pid": pid}}
 
 
+def wanted(publish: str, job: Job, source: JobState | None) -> bool:
+    """Whether the change of ``job`` from ``source`` is published under ``publish``
+    (``all``, ``terminal`` or ``none``: :data:`leasehold.settings.PUBLISH_CHOICES`)."""
+    if source is job.state and job.state is not JobState.QUEUED:
+        return False  # not a state change (a re-drive is QUEUED -> QUEUED: still published)
+    if publish == "all":
+        return True
+    return publish == "terminal" and job.state.terminal
+
+
+#: PutEvents takes at most 10 entries, and 256 KB of entries, per request.
+MAX_ENTRIES = 10
+MAX_REQUEST_BYTES = 256 * 1024
+#: Tries for the entries of one request that PutEvents refused (FailedEntryCount, or the
+#: whole call failing once botocore's own retries ran out) before they are given up on.
+PUT_TRIES = 3
+#: Seconds before the first retry of refused entries; doubled for each later one.
+RETRY_SECONDS = 0.2
+
+
+def entry_size(entry: dict[str, Any]) -> int:
+    """An entry's size as EventBridge counts it against the 256 KB of a request (Time counts
+    14 bytes; Source, DetailType and Detail their UTF-8 bytes)."""
+    return 14 + sum(len(str(entry.get(key, "")).encode()) for key in
+                    ("Source", "DetailType", "Detail"))
+
+
+def requests(entries: Sequence[dict[str, Any]]) -> Iterator[list[dict[str, Any]]]:
+    """``entries`` in order, cut into PutEvents requests of at most 10 entries and 256 KB."""
+    chunk: list[dict[str, Any]] = []
+    size = 0
+    for entry in entries:
+        this = entry_size(entry)
+        if chunk and (len(chunk) == MAX_ENTRIES or size + this > MAX_REQUEST_BYTES):
+            yield chunk
+            chunk, size = [], 0
+        chunk.append(entry)
+        size += this
+    if chunk:
+        yield chunk
+
+
 class Sink(Protocol):
-    def publish(self, event: dict[str, Any]) -> None: ...
+    def publish_all(self, events: Sequence[dict[str, Any]]) -> int:
+        """Publish ``events`` in order; returns how many could not be published."""
+        ...
 
 
 class EventBridgeSink:
-    def __init__(self, client: Any, bus: str) -> None:
+    def __init__(self, client: Any, bus: str,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
         self.client = client
         self.bus = bus
+        self.sleep = sleep
 
-    def publish(self, event: dict[str, Any]) -> None:
-        response = self.client.put_events(Entries=[{
-            "Source": event["source"], "DetailType": event["detail-type"],
-            "Detail": json.dumps(event["detail"], separators=(",", ":")),
-            "EventBusName": self.bus,
-        }])
-        if response.get("FailedEntryCount"):
-            log.warning("EventBridge refused an event: %s", response.get("Entries"))
+    def entry(self, event: dict[str, Any]) -> dict[str, Any]:
+        return {"Source": event["source"], "DetailType": event["detail-type"],
+                "Detail": json.dumps(event["detail"], separators=(",", ":")),
+                "EventBusName": self.bus}
+
+    def publish_all(self, events: Sequence[dict[str, Any]]) -> int:
+        return sum(self._put(chunk) for chunk in requests([self.entry(e) for e in events]))
+
+    def _put(self, entries: list[dict[str, Any]]) -> int:
+        """One request's entries, the refused ones retried; returns how many were given up."""
+        pending = entries
+        for attempt in range(PUT_TRIES):
+            if attempt:
+                self.sleep(RETRY_SECONDS * 2 ** (attempt - 1))
+            try:
+                # Copies: a request's parameters are its own (botocore hooks may rewrite them).
+                response = self.client.put_events(Entries=[dict(e) for e in pending])
+            except Exception:  # throttled or failed past botocore's retries: all of them again
+                log.warning("PutEvents failed (%d entries, try %d of %d)", len(pending),
+                            attempt + 1, PUT_TRIES, exc_info=True)
+                continue
+            if not response.get("FailedEntryCount"):
+                return 0
+            results = response.get("Entries", [])
+            log.warning("PutEvents refused %d of %d entries (try %d of %d): %s",
+                        response["FailedEntryCount"], len(pending), attempt + 1, PUT_TRIES,
+                        sorted({r.get("ErrorCode") for r in results if r.get("ErrorCode")}))
+            # Results are in the order of the entries: only the refused ones go again.
+            pending = [e for e, r in zip(pending, results, strict=False) if r.get("ErrorCode")]
+            if not pending:
+                return 0
+        return len(pending)
 
 
 class FileSink:
@@ -87,9 +165,14 @@ class FileSink:
         self._lock = threading.Lock()
 
     def publish(self, event: dict[str, Any]) -> None:
-        line = json.dumps(event, separators=(",", ":"), sort_keys=True) + "\n"
+        self.publish_all([event])
+
+    def publish_all(self, events: Sequence[dict[str, Any]]) -> int:
+        lines = "".join(json.dumps(event, separators=(",", ":"), sort_keys=True) + "\n"
+                        for event in events)
         with self._lock, self.path.open("a", encoding="utf-8") as out:
-            out.write(line)
+            out.write(lines)
+        return 0
 
 
 def sink_for(app: Leasehold) -> Sink | None:
@@ -98,25 +181,69 @@ def sink_for(app: Leasehold) -> Sink | None:
         return None
     if bus.startswith(FILE_PREFIX):
         return FileSink(bus[len(FILE_PREFIX):])
-    return EventBridgeSink(app.clients.client("events"), bus)
+    return EventBridgeSink(app.clients.client("events"), bus, sleep=app.clock.sleep)
 
 
-def observer(sink: Sink, app: Leasehold) -> Observer:
-    def publish(job: Job, source: JobState | None) -> None:
-        if source is job.state and job.state is not JobState.QUEUED:
-            return  # not a state change (a re-drive is QUEUED -> QUEUED: still published)
-        sink.publish(job_event(job, source, app.now()))
+class Publisher:
+    """The store observer that publishes: at once, or at the end of the batch it is in.
 
-    return publish
+    Within :meth:`batch` (a worker's batch of records, a ticker or sweeper pass: see
+    ``Leasehold.batch``) the events of this thread are kept and sent when the batch ends, in
+    PutEvents requests of up to 10 entries, before the batch's records are reported done.
+    Outside a batch (one submission through the API, a heartbeat's thread) an event is sent
+    at once. An event that cannot be published is logged and counted (``unpublished``, and
+    ``on_unpublished``: the Lambda handlers' metric); it never fails or re-runs a job.
+    """
+
+    def __init__(self, sink: Sink, publish: str, now: Callable[[], int]) -> None:
+        self.sink = sink
+        self.publish = publish
+        self.now = now
+        self.unpublished = 0
+        self.on_unpublished: Callable[[int], None] | None = None
+        self._kept: Deferred[dict[str, Any]] = Deferred(self._send)
+        #: Keep this thread's events until the outermost batch ends, then send them.
+        self.batch = self._kept.batch
+        self._lock = threading.Lock()
+
+    def __call__(self, job: Job, source: JobState | None) -> None:
+        if not wanted(self.publish, job, source):
+            return
+        event = job_event(job, source, self.now())
+        if not self._kept.add(event):
+            self._send([event])
+
+    def _send(self, events: list[dict[str, Any]]) -> None:
+        if not events:
+            return
+        try:
+            lost = self.sink.publish_all(events)
+        except Exception:
+            log.exception("could not publish %d job state event(s)", len(events))
+            lost = len(events)
+        if lost:
+            log.error("%d job state event(s) not published; the jobs are unaffected (their "
+                      "rows are the source of truth)", lost,
+                      extra={"unpublished_events": lost})
+            with self._lock:
+                self.unpublished += lost
+            if self.on_unpublished is not None:
+                self.on_unpublished(lost)
 
 
-def install(app: Leasehold, sink: Sink | None = None) -> Sink | None:
-    """Publish every job state change of ``app`` (to ``sink``, or as its settings say)."""
+def install(app: Leasehold, sink: Sink | None = None) -> Publisher | None:
+    """Publish the job state changes of ``app`` that its ``publish`` setting names (to
+    ``sink``, or where its settings say), batched within ``app.batch()``."""
+    if app.settings.publish == "none":
+        return None
     sink = sink or sink_for(app)
-    if sink is not None:
-        observers: list[Observer] = app.store.observers
-        observers.append(observer(sink, app))
-    return sink
+    if sink is None:
+        return None
+    publisher = Publisher(sink, app.settings.publish, app.now)
+    observers: list[Observer] = app.store.observers
+    observers.append(publisher)
+    app.batches.append(publisher.batch)
+    return publisher
 
 
 def tail(path: str | Path, *, follow: bool = False, poll_seconds: float = 0.2,

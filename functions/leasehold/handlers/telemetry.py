@@ -11,15 +11,17 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
 from aws_lambda_powertools.metrics import MetricUnit
 
-from leasehold.core.jobs import Job
 from leasehold.core.states import JobState
-from leasehold.lifecycle.app import Leasehold
+
+if TYPE_CHECKING:  # types only: the api handler imports this module and defers the rest
+    from leasehold.core.jobs import Job
+    from leasehold.lifecycle.app import Leasehold
 
 metrics = Metrics()
 logger = Logger()
@@ -58,12 +60,20 @@ def observe(job: Job, source: JobState | None) -> None:
 
 def install(app: Leasehold) -> Leasehold:
     """Feed ``app``'s state changes into the metrics (call once per cold start)."""
+    from leasehold.events.publishing import Publisher  # here: the api handler imports us
     # Read the function's configuration now rather than at import, whichever came first.
     for target in (metrics, metrics.provider):
         target.namespace = os.environ.get("POWERTOOLS_METRICS_NAMESPACE", target.namespace)
         target.service = os.environ.get("POWERTOOLS_SERVICE_NAME", target.service)
     app.store.observers.append(observe)
+    for observer in app.store.observers:
+        if isinstance(observer, Publisher):  # job state events given up on, for an alarm
+            observer.on_unpublished = _unpublished
     return app
+
+
+def _unpublished(count: int) -> None:
+    metrics.add_metric(name="JobEventsUnpublished", unit=MetricUnit.Count, value=count)
 
 
 def instrumented(handler: F) -> F:

@@ -8,8 +8,10 @@ from above (store observers, sweeper repairs) so that this layer never imports t
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, ExitStack, contextmanager
 from dataclasses import dataclass, field
+from typing import Any
 
 from leasehold.aws.clients import Clients
 from leasehold.aws.queues import Queues
@@ -31,6 +33,10 @@ class Leasehold:
     #: Repair passes the sweeper runs after re-driving leases: name -> pass(app, now), which
     #: returns how many things it repaired. Features above the lifecycle register them.
     repairs: dict[str, Callable[[Leasehold, int], int]] = field(default_factory=dict)
+    #: Scopes a feature opens around one multi-job operation (a worker's batch of records, a
+    #: ticker or sweeper pass), to do once at its end what it would do per job: job state
+    #: events are sent in PutEvents calls of up to 10 entries when the batch ends.
+    batches: list[Callable[[], AbstractContextManager[Any]]] = field(default_factory=list)
 
     @classmethod
     def from_settings(
@@ -58,3 +64,12 @@ class Leasehold:
 
     def now(self) -> int:
         return self.clock.now_ms()
+
+    @contextmanager
+    def batch(self) -> Iterator[None]:
+        """One multi-job operation: what features defer within it is done when it ends
+        (also when it raises), before its caller reports anything done."""
+        with ExitStack() as stack:
+            for scope in self.batches:
+                stack.enter_context(scope())
+            yield

@@ -134,8 +134,12 @@ def process_event(worker: Worker, event: dict[str, Any], context: Any = None) ->
     batch = Batch(worker, event.get("Records", []), context)
     processor = BatchProcessor(event_type=EventType.SQS)
     try:
-        response = process_partial_response(
-            event=event, record_handler=batch.handle, processor=processor, context=context)
+        # What the records' jobs defer (their state events) is done when the batch ends,
+        # before the response reports them done (Lambda deletes them, or ``consume`` does).
+        with worker.app.batch():
+            response = process_partial_response(
+                event=event, record_handler=batch.handle, processor=processor,
+                context=context)
     finally:  # also when every record failed and Powertools raises
         batch.hand_back()
         if batch.unstarted:

@@ -38,6 +38,11 @@ class SweepReport:
 
 
 def sweep(app: Leasehold, *, limit_per_shard: int = 500) -> SweepReport:
+    with app.batch():  # the pass's job state events go out together when it ends
+        return _sweep(app, limit_per_shard)
+
+
+def _sweep(app: Leasehold, limit_per_shard: int) -> SweepReport:
     now = app.now()
     # A lease counts as expired only past the skew grace, so a worker whose clock runs a few
     # seconds behind ours never loses a lease it still believes it holds.

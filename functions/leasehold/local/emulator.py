@@ -4,7 +4,10 @@ moto's backends keep plain dicts with no locking, and its server answers each re
 own thread. A conditional write is a read followed by a write inside moto, so two concurrent
 ones could both pass their condition. :class:`AtomicRequests` serializes every DynamoDB
 request (and every SQS request but long polls, which would otherwise hold the lock while they
-wait), which makes each request atomic as it is on AWS.
+wait), which makes each request atomic as it is on AWS. DynamoDB's item answers are written
+straight as JSON (:mod:`leasehold.local.dynamo_responses`), moto's slowest step per job. It
+also emulates SQS fair queues, which moto's standard queues do not
+(:mod:`leasehold.local.fair_queues`).
 
 Run as ``python -m leasehold.local.emulator --port 0``: it prints ``READY <port>`` once it
 listens, and exits when its parent does.
@@ -82,6 +85,10 @@ def serve(host: str, port: int, parent: int | None = None) -> None:
     )
     from werkzeug.serving import make_server
 
+    from leasehold.local import dynamo_responses, fair_queues
+
+    dynamo_responses.install()
+    fair_queues.install()
     app = AtomicRequests(DomainDispatcherApplication(create_backend_app))
     server = make_server(host, port, app, threaded=True, request_handler=MotoRequestHandler)
     if parent is not None:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import base64
 import json
 import logging
-import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping
@@ -89,8 +88,8 @@ class _RequestHandler(AnyMethodHandler):
         event = proxy_event(self.command, self.path, dict(self.headers.items()), body,
                             source_ip=self.client_address[0])
         try:
-            with self.server.lock:  # Powertools keeps the current event on the class
-                response = self.server.handler(event)
+            # Concurrent: the api resolver keeps each request's state per thread.
+            response = self.server.handler(event)
         except Exception:
             log.exception("the api handler failed")
             response = {"statusCode": 500, "headers": {"Content-Type": "application/json"},
@@ -120,7 +119,6 @@ class Gateway(ThreadingHTTPServer):
 
     def __init__(self, host: str, port: int, handler: Handler) -> None:
         self.handler = handler
-        self.lock = threading.Lock()
         super().__init__((host, port), _RequestHandler)
 
     @property

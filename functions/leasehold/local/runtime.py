@@ -167,9 +167,12 @@ class Runtime:
         # An absolute path: the workers and `leasehold events tail` may run elsewhere.
         event_bus = os.environ.get("LEASEHOLD_EVENT_BUS") or \
             FILE_PREFIX + str(Path(opts.event_log).resolve())
+        # Every state change by default: a laptop's event log costs nothing, and its reader
+        # (`leasehold events tail`) is there to watch jobs move. LEASEHOLD_PUBLISH overrides.
+        publish = os.environ.get("LEASEHOLD_PUBLISH") or "all"
         settings = Settings.from_env(
             endpoint_url=endpoint, task_modules=opts.tasks, pools=opts.pools,
-            lease_seconds=opts.lease_seconds, event_bus=event_bus)
+            lease_seconds=opts.lease_seconds, event_bus=event_bus, publish=publish)
         self.app = compose(settings)
         # LEASEHOLD_PROVISION: the older, undocumented spelling of --provision.
         if self.emulator is not None or opts.provision or os.environ.get("LEASEHOLD_PROVISION"):

@@ -7,9 +7,10 @@ back in the transaction that makes the job terminal, through the companion below
 transaction whose first try landed fails the job row's condition and so never counts twice; a
 process that dies between two writes leaves nothing half done, because there is no second
 write. Jobs made by schedules, triggers, workflows and library calls hold no slot; their
-outcomes are counted for ``/stats`` by an observer (:func:`count_outcomes`), one write per
-finished job spread over ``OUTCOME_SHARDS`` items per tenant (no hot key), best-effort: an
-observer a crash skips does not count (a figure for people, never for admission).
+outcomes are counted for ``/stats`` by an observer (:class:`OutcomeCounts`), spread over
+``OUTCOME_SHARDS`` items per tenant (no hot key) and written once per batch of jobs (one write
+per finished job outside a batch), best-effort: counts a crash or a failed write skips are not
+counted (a figure for people, never for admission).
 
 A tenant whose rate needs it has several admission items (``leasehold.tenancy.admission``):
 shard 0 is the tenant's own item, shard k its ``{tenant}#admit#{k}``. A job's slot is given
@@ -19,6 +20,8 @@ and the figures for people sum every shard.
 
 from __future__ import annotations
 
+import logging
+from collections import Counter, defaultdict
 from typing import Any
 
 from leasehold.aws.dynamo import batch_get, to_av
@@ -26,9 +29,12 @@ from leasehold.core.ids import shard_of
 from leasehold.core.jobs import Job
 from leasehold.core.states import JobState
 from leasehold.lifecycle.app import Leasehold
-from leasehold.lifecycle.store import Companion, Observer
+from leasehold.lifecycle.deferral import Deferred
+from leasehold.lifecycle.store import Companion
 from leasehold.lifecycle.submission import ADMISSION_SHARD, COUNTED
 from leasehold.settings import Settings
+
+log = logging.getLogger(__name__)
 
 
 def add(settings: Settings, tenant: str, deltas: dict[str, int]) -> dict[str, Any]:
@@ -75,10 +81,21 @@ def _outcome_item(tenant: str, shard: int) -> str:
     return f"{tenant}#outcomes#{shard}"
 
 
-def count_outcomes(app: Leasehold) -> Observer:
-    """The store observer counting the outcomes of jobs the API did not admit."""
+class OutcomeCounts:
+    """The store observer counting the outcomes of jobs the API did not admit.
 
-    def observe(job: Job, source: JobState | None) -> None:
+    Within a batch (``Leasehold.batch``: a worker's batch of records, a ticker or sweeper
+    pass) the counts wait and go out at its end, one ``ADD`` per outcome item touched, so a
+    batch of ten jobs of one tenant costs one or a few writes instead of ten. Best-effort, as
+    documented above: a process that dies before its batch ends does not count it.
+    """
+
+    def __init__(self, app: Leasehold) -> None:
+        self.app = app
+        self._kept: Deferred[tuple[str, dict[str, int]]] = Deferred(self._write)
+        self.batch = self._kept.batch
+
+    def __call__(self, job: Job, source: JobState | None) -> None:
         if job.extra.get(COUNTED) or source is None:
             return  # API jobs are counted exactly, with their slot
         if source.live and job.state.terminal:
@@ -88,9 +105,30 @@ def count_outcomes(app: Leasehold) -> Observer:
         else:
             return
         item = _outcome_item(job.tenant, shard_of(job.job_id, OUTCOME_SHARDS))
-        app.clients.dynamodb.update_item(**add(app.settings, item, deltas)["Update"])
+        if not self._kept.add((item, deltas)):
+            self._write([(item, deltas)])
 
-    return observe
+    def _write(self, counts: list[tuple[str, dict[str, int]]]) -> None:
+        by_item: dict[str, Counter[str]] = defaultdict(Counter)
+        for item, deltas in counts:
+            by_item[item].update(deltas)
+        for item, total in by_item.items():
+            deltas = {name: amount for name, amount in total.items() if amount}
+            if not deltas:
+                continue
+            try:
+                self.app.clients.dynamodb.update_item(
+                    **add(self.app.settings, item, deltas)["Update"])
+            except Exception:
+                log.exception("could not count %s on %s (a /stats figure only)", deltas, item)
+
+
+def count_outcomes(app: Leasehold) -> OutcomeCounts:
+    """Install the outcome counts on ``app``: a store observer, batched within its batches."""
+    counter = OutcomeCounts(app)
+    app.store.observers.append(counter)
+    app.batches.append(counter.batch)
+    return counter
 
 
 def counts(app: Leasehold, tenant: str, admission_shards: int = 1

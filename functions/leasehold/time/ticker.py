@@ -170,8 +170,9 @@ def _lost_race(app: Leasehold, store: ScheduleStore, schedule: Schedule,
 def tick(app: Leasehold, *, lookahead_seconds: float = LOOKAHEAD_SECONDS) -> TickReport:
     """One pass of the ticker, as EventBridge (or a local loop) drives it."""
     report = TickReport()
-    promote_due(app, lookahead_seconds=lookahead_seconds, report=report)
-    fire_schedules(app, lookahead_seconds=lookahead_seconds, report=report)
+    with app.batch():  # the pass's job state events go out together when it ends
+        promote_due(app, lookahead_seconds=lookahead_seconds, report=report)
+        fire_schedules(app, lookahead_seconds=lookahead_seconds, report=report)
     return report
 
 

@@ -1,0 +1,96 @@
+"""Outcome counts of jobs the API did not admit (``/stats``): exact totals, written once per
+worker batch (one ``ADD`` per outcome item touched, not one per job), at once outside a batch,
+and a failed count write never fails or re-runs a job."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import pytest
+
+from leasehold.aws.faults import Fault, FaultInjector
+from leasehold.core.registry import TaskRegistry
+from leasehold.core.spec import JobSpec
+from leasehold.core.states import JobState
+from leasehold.lifecycle.app import Leasehold
+from leasehold.lifecycle.consumer import consume
+from leasehold.lifecycle.control import cancel
+from leasehold.lifecycle.submission import submit
+from leasehold.lifecycle.worker import Worker
+from leasehold.tenancy.counters import OUTCOME_SHARDS, counts
+from tests.conftest import MakeApp
+from tests.integration.helpers import deliver
+
+UPDATE = "dynamodb.UpdateItem"
+
+
+class CountWrites:
+    """Every UpdateItem the app makes on the tenants table."""
+
+    def __init__(self, app: Leasehold) -> None:
+        self.items: list[str] = []
+        self.table = app.settings.tenants_table
+        app.clients.dynamodb.meta.events.register(
+            "before-parameter-build.dynamodb.UpdateItem", self._seen)
+
+    def _seen(self, params: dict[str, Any], **_: Any) -> None:
+        if params.get("TableName") == self.table:
+            self.items.append(params["Key"]["tenant"]["S"])
+
+
+@pytest.fixture
+def app(make_app: MakeApp, registry: TaskRegistry) -> Leasehold:
+    registry.task("ok")(lambda payload, ctx: payload)
+
+    def boom(payload: Any, ctx: Any) -> None:
+        raise ValueError("no")
+
+    registry.task("boom")(boom)
+    return make_app()
+
+
+def _consume_one_batch(app: Leasehold, worker: Worker | None = None) -> dict[str, int]:
+    batch = app.queues.receive(app.queues.url("default", "normal"), max_messages=10)
+    return consume(worker or Worker(app), batch)
+
+
+def test_a_worker_batch_counts_its_outcomes_in_one_write_per_outcome_item(
+        app: Leasehold) -> None:
+    writes = CountWrites(app)
+    for n in range(8):
+        submit(app, JobSpec(task="ok", tenant="acme", payload=n))
+    for n in range(2):
+        submit(app, JobSpec(task="boom", tenant="acme", payload=n, max_attempts=1))
+    assert _consume_one_batch(app) == {"processed": 10, "failed": 0}
+    # Ten jobs, each outcome item touched written once (never one write per job).
+    assert len(writes.items) == len(set(writes.items)) <= OUTCOME_SHARDS
+    assert len(writes.items) < 10
+    by_state, _ = counts(app, "acme")
+    assert (by_state["SUCCEEDED"], by_state["DEAD"]) == (8, 2)
+
+
+def test_outside_a_batch_an_outcome_is_counted_at_once(app: Leasehold) -> None:
+    job = submit(app, JobSpec(task="ok", tenant="acme")).job
+    writes = CountWrites(app)
+    cancel(app, job.job_id)  # a QUEUED job cancelled through the API: no batch around it
+    assert len(writes.items) == 1
+    assert counts(app, "acme")[0]["CANCELLED"] == 1
+
+
+def test_a_count_that_cannot_be_written_fails_no_job(app: Leasehold) -> None:
+    runs: Counter[int] = Counter()
+    app.registry.task("counted")(lambda payload, ctx: runs.update([payload]))
+    jobs = [submit(app, JobSpec(task="counted", tenant="acme", payload=n)).job.job_id
+            for n in range(5)]
+    worker = Worker(app)
+    writes = CountWrites(app)
+    # Every tenants-table write fails past botocore's retries (the job rows' writes do not).
+    injector = FaultInjector([Fault(target=UPDATE, kind="fail", times=None,
+                                    when=lambda params: params.get("TableName") ==
+                                    app.settings.tenants_table)])
+    injector.install(app.clients.dynamodb)
+    assert _consume_one_batch(app, worker) == {"processed": 5, "failed": 0}
+    assert writes.items  # it tried
+    assert all(app.store.get(job).state is JobState.SUCCEEDED for job in jobs)
+    assert deliver(app, worker) == 0 and runs == Counter(range(5))
