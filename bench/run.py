@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from bench import (
+    capacity,
     coldstart,
     cost,
     fairness,
@@ -28,6 +29,7 @@ from bench import (
     report,
     scaling,
     sweep_index,
+    tenant_shards,
     throughput,
     timing,
 )
@@ -77,6 +79,9 @@ PROFILES = {
                     asset_method="skip", budget_seconds=60, handlers=("worker",),
                     metered=2, timed=2, delays=(1.0, 2.0), heartbeats=(0,)),
 }
+
+#: Jobs one big tenant submits per layout (bench.tenant_shards), within each profile's budget.
+TENANT_JOBS = {"full": 400, "quick": 20, "tiny": 0}
 
 
 class Run:
@@ -189,6 +194,8 @@ def main(argv: list[str] | None = None) -> int:
      results["fairness"]) = _throughput(run)
     shards = run.section("submission by shards", lambda: scaling.submission_by_shards(
         profile.shards, profile.shard_jobs))
+    one_tenant = run.section("one big tenant", lambda: tenant_shards.measure(
+        TENANT_JOBS[profile.name]))
     results["cold_start"] = {
         "imports": run.section("imports", lambda: coldstart.import_times(
             profile.import_runs, profile.handlers)),
@@ -196,6 +203,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     results["scaling"] = _scaling(run)
     results["scaling"]["submission_by_shards"] = shards
+    results["scaling"]["one_tenant"] = one_tenant
     results["cost"] = cost.model(results["per_job"], results["scaling"]["stored"])
     results["load"] = {"at_sections": run.loads, "at_end": [round(v, 2)
                                                             for v in os.getloadavg()]}
@@ -206,6 +214,8 @@ def main(argv: list[str] | None = None) -> int:
     json_path.parent.mkdir(parents=True, exist_ok=True)
     json_path.write_text(json.dumps(results, indent=2, sort_keys=False) + "\n")
     md_path.write_text(report.markdown(results))
+    capacity_path = (args.out / "capacity.md") if args.out else ROOT / "docs" / "capacity.md"
+    capacity_path.write_text(capacity.markdown(results))
     print(f"[bench {run.elapsed():6.1f}s] wrote {json_path} and {md_path}", file=sys.stderr)
     for target in results["targets"]:
         print(f"  {'met   ' if target['met'] else 'MISSED'}  {target['name']}: "

@@ -49,6 +49,11 @@ class Settings:
     pool_timeouts: Mapping[str, float] = field(default_factory=dict)
     pools: tuple[str, ...] = ("default",)
     shards: int = 8
+    #: Partitions of each tenant's ``by_tenant_shard`` index (~1,000 jobs/s each): 16 lets
+    #: one tenant submit 10,000+ jobs/s; a listing page queries every one. Raise it freely
+    #: (rows keep the shard they were written under, all below the new count); never lower
+    #: it, or rows on the higher shards drop out of listings.
+    tenant_shards: int = 16
     lease_seconds: float = 60.0
     #: How long a QUEUED job may wait for its hand-off before the sweeper re-sends it.
     handoff_seconds: float = 900.0
@@ -85,6 +90,7 @@ class Settings:
             values["region"] = env["AWS_DEFAULT_REGION"]
         numbers = {
             "shards": ("LEASEHOLD_SHARDS", int),
+            "tenant_shards": ("LEASEHOLD_TENANT_SHARDS", int),
             "lease_seconds": ("LEASEHOLD_LEASE_SECONDS", float),
             "handoff_seconds": ("LEASEHOLD_HANDOFF_SECONDS", float),
             "skew_grace_seconds": ("LEASEHOLD_SKEW_GRACE_SECONDS", float),
@@ -113,6 +119,8 @@ class Settings:
     def validate(self) -> None:
         if self.shards < 1:
             raise ValidationError("shards", "must be at least 1")
+        if self.tenant_shards < 1:
+            raise ValidationError("tenant_shards", "must be at least 1")
         if self.lease_seconds < 1:
             raise ValidationError("lease_seconds", "must be at least 1 second")
         if not self.pools:
@@ -152,6 +160,7 @@ class Settings:
             "LEASEHOLD_QUEUE_PREFIX": self.queue_prefix,
             "LEASEHOLD_POOLS": ",".join(self.pools),
             "LEASEHOLD_SHARDS": str(self.shards),
+            "LEASEHOLD_TENANT_SHARDS": str(self.tenant_shards),
             "LEASEHOLD_LEASE_SECONDS": str(self.lease_seconds),
             "LEASEHOLD_HANDOFF_SECONDS": str(self.handoff_seconds),
             "LEASEHOLD_SKEW_GRACE_SECONDS": str(self.skew_grace_seconds),

@@ -60,6 +60,8 @@ def test_tiny_benchmark_run_writes_every_section_and_the_targets_table(tmp_path:
     # The sweep index: a job that never outlives its bound enters and leaves it, nothing more.
     (short,) = results["sweep_index"]
     assert (short["heartbeats"], short["index_write_units"]) == (0, 2)
+    assert results["scaling"]["one_tenant"][-1]["jobs_per_second"] >= 10_000
+    assert "10,000 jobs/s" in (tmp_path / "capacity.md").read_text()
 
     assert results["cold_start"]["imports"]["wall_ms"]["worker"] > 0
     assert results["cost"]["per_million_jobs"]["immediate"]["total"] > 0

@@ -9,6 +9,7 @@ from leasehold.lifecycle.consumer import consume
 from leasehold.lifecycle.submission import COUNTED
 from leasehold.lifecycle.worker import Worker
 from leasehold.settings import PRIORITIES
+from leasehold.tenancy.counters import slot_item
 
 
 def receive_all(app: Leasehold, pool: str = "default") -> list[Received]:
@@ -51,11 +52,15 @@ def inject(app: Leasehold, *faults: Fault, seed: int = 0) -> FaultInjector:
     return injector
 
 
-def tenant_live(app: Leasehold, tenant: str = "default") -> int:
-    """The tenant's live-job counter as admission sees it."""
-    item = app.clients.dynamodb.get_item(TableName=app.settings.tenants_table,
-                                         Key={"tenant": {"S": tenant}}, ConsistentRead=True)
-    return int(item.get("Item", {}).get("live", {"N": "0"})["N"])
+def tenant_live(app: Leasehold, tenant: str = "default", shards: int = 8) -> int:
+    """The tenant's live-job counter as admission sees it, summed over its admission shards."""
+    total = 0
+    for shard in range(shards):
+        item = app.clients.dynamodb.get_item(
+            TableName=app.settings.tenants_table,
+            Key={"tenant": {"S": slot_item(tenant, shard)}}, ConsistentRead=True)
+        total += int(item.get("Item", {}).get("live", {"N": "0"})["N"])
+    return total
 
 
 def live_counted_jobs(app: Leasehold, tenant: str = "default") -> int:

@@ -56,6 +56,7 @@ from leasehold.lifecycle.submission import COUNTED, submit
 from leasehold.lifecycle.worker import Delivery, Worker
 from leasehold.settings import Settings
 from leasehold.tenancy.admission import Limits, submit_admitted
+from leasehold.tenancy.counters import slot_item
 from leasehold.time import ticker
 from leasehold.workflows import parse_workflow, start_workflow
 from leasehold.workflows.progress import step_job_id
@@ -350,11 +351,17 @@ class Lifecycle(RuleBasedStateMachine):
             assert self._tenant(tenant).get("live", 0) == live, (tenant, live)
 
     def _tenant(self, tenant: str) -> dict[str, int]:
-        item = self.app.clients.dynamodb.get_item(
-            TableName=self.app.settings.tenants_table, Key={"tenant": {"S": tenant}},
-            ConsistentRead=True).get("Item", {})
-        return {k: int(float(v["N"])) for k, v in item.items()
-                if "N" in v and k != "tokens"}
+        """The tenant's counters summed over its admission shards (LIMITS needs 4)."""
+        totals: dict[str, int] = {}
+        for shard in range(LIMITS.shard_count()):
+            item = self.app.clients.dynamodb.get_item(
+                TableName=self.app.settings.tenants_table,
+                Key={"tenant": {"S": slot_item(tenant, shard)}},
+                ConsistentRead=True).get("Item", {})
+            for k, v in item.items():
+                if "N" in v and k not in ("tokens", "refilled_at"):
+                    totals[k] = totals.get(k, 0) + int(float(v["N"]))
+        return totals
 
     @invariant()
     def every_live_job_is_in_the_sweep_index_no_later_than_it_needs_the_sweeper(self) -> None:

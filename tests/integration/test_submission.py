@@ -10,6 +10,7 @@ from leasehold.core.states import JobState
 from leasehold.errors import IdempotencyConflict, PayloadTooLarge, ValidationError
 from leasehold.lifecycle.app import Leasehold
 from leasehold.lifecycle.submission import submit
+from leasehold.tenancy.listing import list_jobs
 
 from .helpers import receive_all
 
@@ -20,8 +21,8 @@ def tasks(registry: TaskRegistry) -> None:
 
 
 def all_job_ids(app: Leasehold, tenant: str = "default") -> list[str]:
-    ids, _ = app.store.by_tenant(tenant, limit=100)
-    return ids
+    jobs, _ = list_jobs(app, tenant, limit=100)
+    return [job.job_id for job in jobs]
 
 
 def test_an_idempotent_replay_returns_the_same_job_without_a_second_message(

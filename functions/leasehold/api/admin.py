@@ -81,7 +81,8 @@ def redrive(body: RedriveIn) -> RedriveOut:
 def get_stats() -> StatsOut:
     app = context.leasehold(router)
     tenant = context.tenant(router)
-    by_state, live = stats.counts(app, tenant)
+    by_state, live = stats.counts(
+        app, tenant, context.config(router).limits.shard_count())
     return StatsOut(tenant=tenant, jobs=by_state, live=live, queues=[
         QueueStats(pool=q.pool, priority=q.priority, queue=q.queue,  # type: ignore[arg-type]
                    visible=q.visible, in_flight=q.in_flight, delayed=q.delayed,

@@ -141,7 +141,7 @@ _FIELDS = {
     "history",
 }
 #: Index keys: written by the store, never part of the domain record.
-INDEX_KEYS = {"due_shard", "sweep_shard", "sweep_at"}
+INDEX_KEYS = {"due_shard", "sweep_shard", "sweep_at", "tenant_shard"}
 
 
 def _plain(value: Any) -> Any:

@@ -82,8 +82,10 @@ class JobStore(Protocol):
     def sweep_candidates(self, shard: int, before: int, limit: int) -> list[str]: ...
     def move_sweep(self, job: Job, to: int) -> bool: ...
     def due(self, shard: int, until: int, limit: int) -> list[str]: ...
-    def by_tenant(self, tenant: str, *, limit: int, cursor: Mapping[str, Any] | None = None,
-                  newest_first: bool = True) -> tuple[list[str], Mapping[str, Any] | None]: ...
+    def by_tenant(self, tenant: str, shard: int, *, limit: int,
+                  cursor: Mapping[str, Any] | None = None, newest_first: bool = True,
+                  bound: int | None = None
+                  ) -> tuple[list[tuple[int, str]], Mapping[str, Any] | None]: ...
     def batch_get(self, job_ids: Sequence[str]) -> list[Job]: ...
 
 
@@ -112,6 +114,11 @@ class _Refused(Exception):
 
 class ConditionFailed(LeaseholdError):
     """A conditional write found the job changed."""
+
+
+def tenant_shard(tenant: str, shard: int) -> str:
+    """The ``by_tenant_shard`` index key of a tenant's ``shard``."""
+    return f"{tenant}#{shard}"
 
 
 class DynamoJobStore:
@@ -149,7 +156,9 @@ class DynamoJobStore:
         token = secrets.token_hex(8)
         item = job_to_item(job) | self._index_keys(job.job_id, job.state, job,
                                                    now=job.created_at) | {
-            WRITE_TOKEN: token}
+            WRITE_TOKEN: token,
+            "tenant_shard": tenant_shard(job.tenant,
+                                         shard_of(job.job_id, self.settings.tenant_shards))}
         put = {"TableName": self.table, "Item": to_av(item),
                "ConditionExpression": "attribute_not_exists(job_id)",
                "ReturnValuesOnConditionCheckFailure": "ALL_OLD"}
@@ -333,13 +342,22 @@ class DynamoJobStore:
         return [item["job_id"] for item in self._query(
             DUE_INDEX.name, "due_shard = :s AND run_at <= :t", {":s": shard, ":t": until}, limit)]
 
-    def by_tenant(self, tenant: str, *, limit: int, cursor: Mapping[str, Any] | None = None,
-                  newest_first: bool = True) -> tuple[list[str], Mapping[str, Any] | None]:
+    def by_tenant(self, tenant: str, shard: int, *, limit: int,
+                  cursor: Mapping[str, Any] | None = None, newest_first: bool = True,
+                  bound: int | None = None
+                  ) -> tuple[list[tuple[int, str]], Mapping[str, Any] | None]:
+        """One page of one shard of a tenant's jobs: (created_at, job_id) in created_at order,
+        from ``bound`` on (inclusive; older if ``newest_first``), and where the next resumes."""
+        condition = "tenant_shard = :t"
+        values: dict[str, Any] = {":t": tenant_shard(tenant, shard)}
+        if bound is not None:
+            condition += f" AND created_at {'<=' if newest_first else '>='} :b"
+            values[":b"] = bound
         items, last = query_page(
             self._ddb, limit=limit, cursor=cursor, TableName=self.table,
-            IndexName=BY_TENANT_INDEX.name, KeyConditionExpression="tenant = :t",
-            ExpressionAttributeValues=to_av({":t": tenant}), ScanIndexForward=not newest_first)
-        return [item["job_id"] for item in items], last
+            IndexName=BY_TENANT_INDEX.name, KeyConditionExpression=condition,
+            ExpressionAttributeValues=to_av(values), ScanIndexForward=not newest_first)
+        return [(int(item["created_at"]), item["job_id"]) for item in items], last
 
     # -- helpers ------------------------------------------------------------------------
 

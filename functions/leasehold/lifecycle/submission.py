@@ -16,6 +16,8 @@ from leasehold.lifecycle.app import Leasehold
 
 #: Marks a job that holds a live-job slot of its tenant (see ``leasehold.tenancy.admission``).
 COUNTED = "counted"
+#: Which of its tenant's admission items a counted job took its slot from (absent: 0).
+ADMISSION_SHARD = "admission_shard"
 
 
 @dataclass(frozen=True)
@@ -54,19 +56,22 @@ def new_job(app: Leasehold, spec: ResolvedSpec, now: int, *, job_id: str | None 
     )
 
 
-def submit(app: Leasehold, spec: JobSpec, *, counted: bool = False,
+def submit(app: Leasehold, spec: JobSpec, *, counted: bool = False, shard: int = 0,
            also: Sequence[Mapping[str, Any]] = ()) -> Submitted:
     """Validate, write and hand off a job.
 
     ``counted``: the job holds one of its tenant's live-job slots, taken by the admission
     write in ``also`` (committed with the row, or not at all); the slot is given back when
-    the job finishes. Internal submissions are not counted.
+    the job finishes. Internal submissions are not counted. ``shard``: the tenant's
+    admission item the slot was taken from, recorded on the row so it is given back there.
     """
     now = app.now()
     resolved = resolve(spec, app.registry, pools=app.settings.pools,
                        timeout_limits=app.settings.job_timeout_limits(), now_ms=now)
-    job, created = app.store.create(
-        new_job(app, resolved, now, extra={COUNTED: True} if counted else None), also=also)
+    extra: dict[str, Any] | None = None
+    if counted:
+        extra = {COUNTED: True, ADMISSION_SHARD: shard} if shard else {COUNTED: True}
+    job, created = app.store.create(new_job(app, resolved, now, extra=extra), also=also)
     if not created and (job.spec_hash != resolved.spec_hash or job.tenant != resolved.tenant):
         raise IdempotencyConflict(
             f"idempotency key {resolved.idempotency_key!r} was used for another job spec",

@@ -7,6 +7,13 @@
   never spend the same token twice, a burst cannot overshoot the cap, and no crash, lost
   response or throttle can leave a slot without its job or a job without its slot.
 * The slot is given back in the transaction that ends the job (:mod:`.counters`).
+* One item takes ~1,000 writes/s, and each admitted job writes it twice (the slot taken, then
+  given back), both transactional (2 units each): ~250 jobs/s. A tenant whose rate needs more
+  has its bucket and cap split over :meth:`Limits.shard_count` items (rate, burst and cap
+  divided evenly); admission starts on a random shard and, refused there, tries others
+  before answering 429. The job row records its shard (``admission_shard``, absent: 0), so the
+  terminal transaction gives the slot back where it was taken. Shard 0 is the tenant's own
+  item, so rows and items written before sharding keep working.
 * A global backlog limit (visible messages in the pool's queues) answers 503 before any of it.
 """
 
@@ -15,10 +22,11 @@ from __future__ import annotations
 import logging
 import math
 import os
+import random
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from decimal import Decimal
 from typing import Any, TypeVar
 
@@ -30,6 +38,7 @@ from leasehold.errors import Overloaded, RateLimited
 from leasehold.lifecycle.app import Leasehold
 from leasehold.lifecycle.submission import Submitted, submit
 from leasehold.settings import PRIORITIES
+from leasehold.tenancy.counters import slot_item
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -44,6 +53,23 @@ class Limits:
     max_live: int = 10_000
     #: Visible messages across a pool's queues above which every submission gets 503.
     max_backlog: int = 100_000
+    #: Items the bucket and the cap are split over (None: as many as the rate needs, at
+    #: :data:`JOBS_PER_SHARD` admitted jobs/s each; 1 at the default rate).
+    shards: int | None = None
+
+    def shard_count(self) -> int:
+        """How many admission items a tenant's rate needs; never so many that one shard's
+        burst or cap falls below one job."""
+        wanted = self.shards or math.ceil(self.rate / JOBS_PER_SHARD)
+        return max(1, min(wanted, int(self.burst), self.max_live))
+
+    def per_shard(self, shards: int) -> Limits:
+        """The share of one of ``shards`` items: rate, burst and cap divided evenly (the cap
+        rounded down, so the shards together never admit more than the whole)."""
+        if shards == 1:
+            return self
+        return replace(self, rate=self.rate / shards, burst=self.burst / shards,
+                       max_live=self.max_live // shards)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Limits:
@@ -53,15 +79,24 @@ class Limits:
             ("rate", "LEASEHOLD_TENANT_RATE", float), ("burst", "LEASEHOLD_TENANT_BURST", float),
             ("max_live", "LEASEHOLD_TENANT_MAX_LIVE", int),
             ("max_backlog", "LEASEHOLD_MAX_BACKLOG", int),
+            ("shards", "LEASEHOLD_TENANT_ADMISSION_SHARDS", int),
         ):
             if env.get(var):
                 values[name] = kind(env[var])
         return cls(**values)
 
 
+#: Admitted jobs/s one admission item sustains: ~1,000 write units/s per partition key, and
+#: a job costs 4 there (a transactional take and a transactional give-back, 2 units each):
+#: 250, of which admission plans for 80%.
+JOBS_PER_SHARD = 200
+#: Shards an admission tries before answering 429 (each try after the first costs a read or
+#: a refused write).
+MAX_SHARD_TRIES = 4
+
 #: What an API instance last saw of a tenant's bucket: (tokens, refilled_at). A correct guess
 #: saves the read; a wrong one fails the write's condition, which returns the real item.
-Buckets = dict[str, tuple[float, int | None]]
+Buckets = dict[str, tuple[float, int | None]]  # by admission item key
 
 
 def _bucket(item: Mapping[str, Any], limits: Limits) -> tuple[float, int | None]:
@@ -69,8 +104,9 @@ def _bucket(item: Mapping[str, Any], limits: Limits) -> tuple[float, int | None]
     return (float(item.get("tokens", limits.burst)), None if old is None else int(old))
 
 
-def _spend(app: Leasehold, tenant: str, limits: Limits, state: tuple[float, int | None], *,
-           slot: bool) -> tuple[dict[str, Any], tuple[float, int]]:
+def _spend(app: Leasehold, tenant: str, key: str, limits: Limits,
+           state: tuple[float, int | None], *, slot: bool
+           ) -> tuple[dict[str, Any], tuple[float, int]]:
     """The tenant update that spends a token (and takes a live slot), and the bucket after it.
 
     Raises :class:`RateLimited` when the bucket is empty.
@@ -94,7 +130,7 @@ def _spend(app: Leasehold, tenant: str, limits: Limits, state: tuple[float, int 
         expression += " ADD live :one"
         values[":one"] = 1
     update = {
-        "TableName": app.settings.tenants_table, "Key": {"tenant": {"S": tenant}},
+        "TableName": app.settings.tenants_table, "Key": {"tenant": {"S": key}},
         "UpdateExpression": expression,
         "ConditionExpression": f"{fresh} AND (attribute_not_exists(live) OR live < :cap)",
         "ExpressionAttributeValues": to_av(values),
@@ -111,12 +147,12 @@ def _refused(item: Mapping[str, Any], tenant: str, limits: Limits) -> tuple[floa
     return _bucket(item, limits)
 
 
-def _state(app: Leasehold, tenant: str, limits: Limits, buckets: Buckets
+def _state(app: Leasehold, key: str, limits: Limits, buckets: Buckets
            ) -> tuple[float, int | None]:
-    state = buckets.get(tenant)
+    state = buckets.get(key)
     if state is None:
         state = _bucket(from_av(app.clients.dynamodb.get_item(
-            TableName=app.settings.tenants_table, Key={"tenant": {"S": tenant}},
+            TableName=app.settings.tenants_table, Key={"tenant": {"S": key}},
             ConsistentRead=True).get("Item", {})), limits)
     return state
 
@@ -129,26 +165,52 @@ class _Refused(Exception):
 
 def _admit(app: Leasehold, tenant: str, pool: str, limits: Limits, backlog: Backlog | None,
            buckets: Buckets | None, attempts: int, *, slot: bool,
-           write: Callable[[dict[str, Any]], T], spent: Callable[[T], bool]) -> T:
+           write: Callable[[dict[str, Any], int], T], spent: Callable[[T], bool]) -> T:
     """Backlog (503), then the tenant update (a token, and a slot if ``slot``) made by
-    ``write``, tried again from the bucket a refusal shows until the rate or cap says no."""
+    ``write`` on one of the tenant's admission shards: a random one first, then others
+    while they refuse (at most :data:`MAX_SHARD_TRIES`), so a tenant is not refused while
+    its rate or cap has room on another shard."""
     if backlog is not None:
         backlog.check(app, pool, limits)
     buckets = {} if buckets is None else buckets
-    state = _state(app, tenant, limits, buckets)
+    shards = limits.shard_count()
+    share = limits.per_shard(shards)
+    order = random.sample(range(shards), min(shards, MAX_SHARD_TRIES))
+    refusal: RateLimited | None = None
+    for shard in order:
+        try:
+            return _admit_on(app, tenant, shard, share, buckets, attempts, slot=slot,
+                             write=write, spent=spent)
+        except RateLimited as refused:
+            refusal = refused if refusal is None or refused.retry_after < \
+                refusal.retry_after else refusal
+    assert refusal is not None
+    if shards == 1:
+        raise refusal
+    raise RateLimited(f"tenant {tenant!r} is over its rate of {limits.rate:g} submissions/s "
+                      f"or its {limits.max_live} live jobs", retry_after=refusal.retry_after)
+
+
+def _admit_on(app: Leasehold, tenant: str, shard: int, limits: Limits, buckets: Buckets,
+              attempts: int, *, slot: bool, write: Callable[[dict[str, Any], int], T],
+              spent: Callable[[T], bool]) -> T:
+    """The update on one admission shard, tried again from the bucket a refusal shows until
+    the rate or cap says no."""
+    key = slot_item(tenant, shard)
+    state = _state(app, key, limits, buckets)
     for _ in range(attempts):
         try:
-            update, after = _spend(app, tenant, limits, state, slot=slot)
+            update, after = _spend(app, tenant, key, limits, state, slot=slot)
         except RateLimited:
-            buckets.pop(tenant, None)  # re-read next time: other instances may refill it
+            buckets.pop(key, None)  # re-read next time: other instances may refill it
             raise
         try:
-            result = write(update)
+            result = write(update, shard)
         except _Refused as refused:
             state = _refused(refused.item, tenant, limits)
             continue
         if spent(result):
-            buckets[tenant] = after
+            buckets[key] = after
         return result
     raise RateLimited(f"tenant {tenant!r} is submitting too fast", retry_after=1)
 
@@ -161,9 +223,9 @@ def submit_admitted(app: Leasehold, spec: JobSpec, pool: str, limits: Limits,
     An idempotent replay of a job that exists is answered without spending anything, even
     at the cap.
     """
-    def write(update: dict[str, Any]) -> Submitted:
+    def write(update: dict[str, Any], shard: int) -> Submitted:
         try:
-            return submit(app, spec, counted=True, also=[{"Update": update}])
+            return submit(app, spec, counted=True, shard=shard, also=[{"Update": update}])
         except Cancelled as cancelled:
             raise _Refused(cancelled.items[1] or {}) from None
 
@@ -178,7 +240,7 @@ def check(app: Leasehold, tenant: str, pool: str, limits: Limits,
 
     A lost response here spends a second token, never a slot.
     """
-    def write(update: dict[str, Any]) -> None:
+    def write(update: dict[str, Any], shard: int) -> None:
         try:
             app.clients.dynamodb.update_item(**update)
         except ClientError as exc:

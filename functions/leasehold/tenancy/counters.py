@@ -11,6 +11,11 @@ outcomes are counted for ``/stats`` by an observer (:class:`OutcomeCounts`), spr
 ``OUTCOME_SHARDS`` items per tenant (no hot key) and written once per batch of jobs (one write
 per finished job outside a batch), best-effort: counts a crash or a failed write skips are not
 counted (a figure for people, never for admission).
+
+A tenant whose rate needs it has several admission items (``leasehold.tenancy.admission``):
+shard 0 is the tenant's own item, shard k its ``{tenant}#admit#{k}``. A job's slot is given
+back on the shard its row names (``admission_shard``; rows without one took it from shard 0),
+and the figures for people sum every shard.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ from leasehold.core.states import JobState
 from leasehold.lifecycle.app import Leasehold
 from leasehold.lifecycle.deferral import Deferred
 from leasehold.lifecycle.store import Companion
-from leasehold.lifecycle.submission import COUNTED
+from leasehold.lifecycle.submission import ADMISSION_SHARD, COUNTED
 from leasehold.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -42,6 +47,11 @@ def add(settings: Settings, tenant: str, deltas: dict[str, int]) -> dict[str, An
         "ExpressionAttributeNames": names, "ExpressionAttributeValues": to_av(values)}}
 
 
+def slot_item(tenant: str, shard: int) -> str:
+    """The key of a tenant's admission shard (its bucket share and live-slot count)."""
+    return tenant if shard == 0 else f"{tenant}#admit#{shard}"
+
+
 def slot_writes(settings: Settings) -> Companion:
     """The store companion that gives a slot back when a counted job ends (and takes it again
     when a finished one is retried by hand), counting the outcome for ``/stats``."""
@@ -49,14 +59,19 @@ def slot_writes(settings: Settings) -> Companion:
     def writes(job: Job, target: JobState) -> list[dict[str, Any]]:
         if not job.extra.get(COUNTED):
             return []
+        item = slot_item(job.tenant, int(job.extra.get(ADMISSION_SHARD) or 0))
         if job.state.live and target.terminal:
-            return [add(settings, job.tenant, {"live": -1, f"count_{target.value}": 1})]
+            return [add(settings, item, {"live": -1, f"count_{target.value}": 1})]
         if job.state.terminal and target.live:
-            return [add(settings, job.tenant, {"live": 1, f"count_{job.state.value}": -1})]
+            return [add(settings, item, {"live": 1, f"count_{job.state.value}": -1})]
         return []
 
     return writes
 
+
+#: Admission shards ``counts`` reads at least (a batch read takes 100 keys; absent ones cost
+#: nothing).
+MIN_ADMISSION_SHARDS_READ = 8
 
 #: Items per tenant the outcome counts of other jobs are spread over.
 OUTCOME_SHARDS = 8
@@ -116,17 +131,22 @@ def count_outcomes(app: Leasehold) -> OutcomeCounts:
     return counter
 
 
-def counts(app: Leasehold, tenant: str) -> tuple[dict[str, int], int]:
+def counts(app: Leasehold, tenant: str, admission_shards: int = 1
+           ) -> tuple[dict[str, int], int]:
     """Finished jobs by outcome (every job), and live API-admitted jobs, of one tenant.
 
-    Counters, never a scan: one batched read of the tenant's item and its outcome shards.
+    Counters, never a scan: one batched read of the tenant's admission shards (the first
+    ``admission_shards``, at least :data:`MIN_ADMISSION_SHARDS_READ`, so lowering the setting
+    does not hide what the higher shards hold) and its outcome shards.
     Live jobs are not split by state (that would cost a write on every transition; queue
     depths show QUEUED and RUNNING per pool).
     """
-    keys = [tenant, *(_outcome_item(tenant, shard) for shard in range(OUTCOME_SHARDS))]
+    slots = [slot_item(tenant, shard)
+             for shard in range(max(admission_shards, MIN_ADMISSION_SHARDS_READ))]
+    keys = [*slots, *(_outcome_item(tenant, shard) for shard in range(OUTCOME_SHARDS))]
     items = batch_get(app.clients.dynamodb, app.settings.tenants_table, "tenant", keys)
     by_state = {state.value: max(0, sum(int(item.get(f"count_{state.value}", 0))
                                          for item in items))
                 for state in JobState if state.terminal}
-    live = next((int(item.get("live", 0)) for item in items if item["tenant"] == tenant), 0)
+    live = sum(int(item.get("live", 0)) for item in items if item["tenant"] in slots)
     return by_state, max(0, live)

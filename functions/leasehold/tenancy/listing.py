@@ -1,13 +1,24 @@
 """Listing a tenant's jobs, newest first, with filters and a resumable position.
 
-The ``by_tenant`` index is KEYS_ONLY (cheap to keep), so filters apply to the rows fetched
-with ``batch_get``; a page may hold fewer matches than asked when most rows do not match, and
-the cursor always points just past the last row examined, so nothing is skipped or repeated.
+The ``by_tenant_shard`` index is KEYS_ONLY (cheap to keep), so filters apply to the rows
+fetched with ``batch_get``; a page may hold fewer matches than asked when most rows do not
+match, and the cursor always points just past the last row examined, so nothing is skipped or
+repeated.
+
+A tenant's rows are spread over ``Settings.tenant_shards`` index partitions. A listing reads
+each shard lazily, in created_at order, and merges them in one total order, (created_at,
+job_id): rows with equal created_at are put in job_id order within a shard (DynamoDB's own
+order of ties is its own), and the cursor is the (created_at, job_id) of the last row
+examined. Resuming queries every shard from that created_at on (inclusive) and drops what
+lies at or before the cursor, so the cursor does not depend on which shard a row lives in,
+nor on the shard count.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+import heapq
+import itertools
+from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,9 +42,45 @@ class JobFilter:
                 and (self.pool is None or job.pool == self.pool))
 
 
-def position(job: Job) -> dict[str, Any]:
-    """The index key of ``job``: where a listing resumes after it."""
-    return {"tenant": job.tenant, "created_at": job.created_at, "job_id": job.job_id}
+Row = tuple[int, str]  # (created_at, job_id): the listing's total order
+
+
+def position(tenant: str, row: Row) -> dict[str, Any]:
+    """Where a listing resumes after ``row``."""
+    return {"tenant": tenant, "created_at": row[0], "job_id": row[1]}
+
+
+def _shard_rows(app: Leasehold, tenant: str, shard: int, *, page: int, newest_first: bool,
+                bound: int | None) -> Iterator[Row]:
+    cursor: Mapping[str, Any] | None = None
+    while True:
+        rows, cursor = app.store.by_tenant(tenant, shard, limit=page, cursor=cursor,
+                                           newest_first=newest_first, bound=bound)
+        yield from rows
+        if cursor is None:
+            return
+
+
+def _in_order(rows: Iterator[Row], newest_first: bool) -> Iterator[Row]:
+    """``rows`` (in created_at order) with each run of equal created_at sorted by job_id."""
+    for _, tied in itertools.groupby(rows, key=lambda row: row[0]):
+        yield from sorted(tied, reverse=newest_first)
+
+
+def merged(app: Leasehold, tenant: str, *, page: int, newest_first: bool = True,
+           after: Row | None = None) -> Iterator[Row]:
+    """Every row of the tenant after ``after``, all shards merged in (created_at, job_id)
+    order (descending if ``newest_first``); each shard is read a page at a time, on demand."""
+    bound = None if after is None else after[0]
+    streams = [_in_order(_shard_rows(app, tenant, shard, page=page, newest_first=newest_first,
+                                     bound=bound), newest_first)
+               for shard in range(app.settings.tenant_shards)]
+    rows = heapq.merge(*streams, reverse=newest_first)
+    if after is None:
+        return rows
+    if newest_first:
+        return itertools.dropwhile(lambda row: row >= after, rows)
+    return itertools.dropwhile(lambda row: row <= after, rows)
 
 
 def list_jobs(app: Leasehold, tenant: str, *, limit: int, where: JobFilter = JobFilter(),
@@ -41,20 +88,23 @@ def list_jobs(app: Leasehold, tenant: str, *, limit: int, where: JobFilter = Job
               newest_first: bool = True) -> tuple[list[Job], dict[str, Any] | None]:
     """Up to ``limit`` matching jobs and the position to resume from (None: no more)."""
     found: list[Job] = []
-    cursor = dict(after) if after else None
+    chunk = max(limit, 25)
+    start = None if not after else (int(after["created_at"]), str(after["job_id"]))
+    rows = merged(app, tenant, page=chunk, newest_first=newest_first, after=start)
+    last: Row | None = None
     for _ in range(MAX_PAGES):
-        ids, last = app.store.by_tenant(tenant, limit=max(limit, 25), cursor=cursor,
-                                        newest_first=newest_first)
-        jobs = app.store.batch_get(ids)
-        for index, job in enumerate(jobs):
-            if job.tenant != tenant:
+        batch = list(itertools.islice(rows, chunk))
+        jobs = {job.job_id: job for job in app.store.batch_get([row[1] for row in batch])}
+        for index, row in enumerate(batch):
+            last = row
+            job = jobs.get(row[1])
+            if job is None or job.tenant != tenant:
                 continue
             if where.matches(job):
                 found.append(job)
             if len(found) >= limit:
-                more = last is not None or index < len(jobs) - 1
-                return found, (position(job) if more else None)
-        if last is None:
+                more = index < len(batch) - 1 or next(rows, None) is not None
+                return found, (position(tenant, row) if more else None)
+        if len(batch) < chunk:
             return found, None
-        cursor = dict(last)
-    return found, cursor
+    return found, (None if last is None else position(tenant, last))
