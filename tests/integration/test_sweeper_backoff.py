@@ -1,4 +1,4 @@
-"""The sweeper loop backs off while it finds nothing, and still recovers an expired lease in time."""
+"""The sweeper loop backs off while idle, and still recovers an expired lease in time."""
 
 from __future__ import annotations
 

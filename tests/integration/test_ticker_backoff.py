@@ -1,4 +1,4 @@
-"""The ticker loop backs off while it finds nothing, yet fires new work at once and keeps its lease."""
+"""The ticker loop backs off while idle, yet fires new work at once and keeps its lease."""
 
 from __future__ import annotations
 
