@@ -6,6 +6,10 @@ ones could both pass their condition. :class:`AtomicRequests` serializes every D
 request (and every SQS request but long polls, which would otherwise hold the lock while they
 wait), which makes each request atomic as it is on AWS.
 
+:class:`CountedRequests` counts every request by service and operation; ``GET
+/_leasehold/requests`` answers the counts so far (the idle benchmark reads it, to see what
+the whole runtime, all its processes, asks of AWS).
+
 Run as ``python -m leasehold.local.emulator --port 0``: it prints ``READY <port>`` once it
 listens, and exits when its parent does.
 """
@@ -20,6 +24,8 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
+from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -66,6 +72,54 @@ class AtomicRequests:
             return list(self.app(environ, start_response))
 
 
+#: The emulator's own path: the request counts so far (JSON, ``{"service Operation": n}``).
+COUNTS_PATH = "/_leasehold/requests"
+
+
+class CountedRequests:
+    """WSGI middleware: counts requests by service and operation, answers them on a path."""
+
+    def __init__(self, app: WSGIApp) -> None:
+        self.app = app
+        self.counts: Counter[str] = Counter()
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def operation(environ: dict[str, Any]) -> str:
+        """``dynamodb Query``, ``sqs ReceiveMessage``, ... (JSON protocols name it in a header;
+        others by their signed service and their method)."""
+        target = str(environ.get("HTTP_X_AMZ_TARGET", ""))
+        if target:
+            prefix, _, name = target.partition(".")
+            service = {"DynamoDB": "dynamodb", "AmazonSQS": "sqs", "AWSEvents": "events",
+                       "DynamoDBStreams": "dynamodbstreams"}.get(prefix.split("_")[0],
+                                                                 prefix.lower())
+            return f"{service} {name}"
+        scope = str(environ.get("HTTP_AUTHORIZATION", "")).split("Credential=")[-1].split("/")
+        service = scope[3] if len(scope) > 3 else "unknown"
+        return f"{service} {environ.get('REQUEST_METHOD', '?')}"
+
+    def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]
+                 ) -> Iterable[bytes]:
+        if environ.get("PATH_INFO") == COUNTS_PATH:
+            with self._lock:
+                body = json.dumps(dict(self.counts)).encode()
+            start_response("200 OK", [("Content-Type", "application/json"),
+                                      ("Content-Length", str(len(body)))])
+            return [body]
+        key = self.operation(environ)
+        with self._lock:
+            self.counts[key] += 1
+        return self.app(environ, start_response)
+
+
+def counts(endpoint: str, timeout: float = 10.0) -> dict[str, int]:
+    """The request counts of the emulator at ``endpoint`` so far."""
+    with urllib.request.urlopen(endpoint + COUNTS_PATH, timeout=timeout) as response:
+        found: dict[str, int] = json.loads(response.read())
+    return found
+
+
 def _watch_parent(parent: int) -> None:
     """Exit when the process that started us is gone (it may have been SIGKILLed)."""
     while True:
@@ -82,7 +136,7 @@ def serve(host: str, port: int, parent: int | None = None) -> None:
     )
     from werkzeug.serving import make_server
 
-    app = AtomicRequests(DomainDispatcherApplication(create_backend_app))
+    app = CountedRequests(AtomicRequests(DomainDispatcherApplication(create_backend_app)))
     server = make_server(host, port, app, threaded=True, request_handler=MotoRequestHandler)
     if parent is not None:
         threading.Thread(target=_watch_parent, args=(parent,), daemon=True).start()
