@@ -20,7 +20,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
-from bench import coldstart, cost, per_job, report, scaling, throughput, timing
+from bench import coldstart, cost, idle, per_job, report, scaling, throughput, timing
 from bench.local import ROOT, runtime
 
 T = TypeVar("T")
@@ -48,6 +48,8 @@ class Profile:
     asset_method: str
     #: Wall-clock budget: a scaling size that would not fit is skipped (and reported).
     budget_seconds: float
+    #: The idle runtime: seconds to settle (its loops back off), then seconds counted.
+    idle: tuple[float, float] = (35.0, 40.0)
 
 
 PROFILES = {
@@ -58,12 +60,12 @@ PROFILES = {
     "quick": Profile(name="quick", workers=(1, 4, 2), jobs=30, floor_jobs=60,
                      queue_wait_seconds=8, precision_seconds=12, delayed_jobs=4,
                      stored=(500, 2_000), shards=(1, 8), shard_jobs=30, import_runs=3, timed=10,
-                     asset_method="venv", budget_seconds=110),
+                     asset_method="venv", budget_seconds=110, idle=(1.0, 3.0)),
     "tiny": Profile(name="tiny", workers=(1,), jobs=8, floor_jobs=10,
                     queue_wait_seconds=2, precision_seconds=5, delayed_jobs=2,
                     stored=(100,), shards=(1,), shard_jobs=8, import_runs=1,
                     asset_method="skip", budget_seconds=60, handlers=("worker",),
-                    metered=2, timed=2, delays=(1.0, 2.0)),
+                    metered=2, timed=2, delays=(1.0, 2.0), idle=(0.0, 1.0)),
 }
 
 
@@ -167,6 +169,9 @@ def main(argv: list[str] | None = None) -> int:
     results["per_job"] = run.section("requests per job", lambda: per_job.measure_all(
         batch=profile.metered, timed=profile.timed))
     results["throughput"], results["queue_wait"], results["precision"] = _throughput(run)
+    results["idle"] = run.section("idle runtime", lambda: idle.measure(
+        settle_seconds=profile.idle[0], seconds=profile.idle[1],
+        pause_seconds=1.0 if profile.name == "full" else 0.3))
     shards = run.section("submission by shards", lambda: scaling.submission_by_shards(
         profile.shards, profile.shard_jobs))
     results["cold_start"] = {
