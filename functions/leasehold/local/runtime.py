@@ -292,7 +292,10 @@ class Runtime:
             + ", ".join(self.app.registry.names() if self.app else []),
             f"  sweeper:   every {self.options.sweep_seconds:g}s; ticker every "
             f"{self.options.tick_seconds:g}s while it holds the leader lease "
-            f"({self.options.leader_lease_seconds:g}s); job leases {settings.lease_seconds:g}s",
+            f"({self.options.leader_lease_seconds:g}s); both slow down while idle (to "
+            f"{self.options.idle_sweep_seconds or self.options.sweep_seconds:g}s / "
+            f"{self.options.idle_tick_seconds or self.options.tick_seconds:g}s) until the API "
+            f"takes a write; job leases {settings.lease_seconds:g}s",
             f"  events:    {events}",
             f"  state:     {self._state_line()}",
             "Press Ctrl-C to stop (in-flight jobs finish first).",
