@@ -293,7 +293,7 @@ class Runtime:
             f"  sweeper:   every {self.options.sweep_seconds:g}s; ticker every "
             f"{self.options.tick_seconds:g}s while it holds the leader lease "
             f"({self.options.leader_lease_seconds:g}s); both slow down while idle (to "
-            f"{self.options.idle_sweep_seconds or self.options.sweep_seconds:g}s / "
+            f"{max(self._idle_sweep() or 0, self.options.sweep_seconds):g}s / "
             f"{self.options.idle_tick_seconds or self.options.tick_seconds:g}s) until the API "
             f"takes a write; job leases {settings.lease_seconds:g}s",
             f"  events:    {events}",
@@ -334,8 +334,17 @@ class Runtime:
         # same tables only repeat each other's reads.
         assert self.app is not None
         sweeper.run(self.app, self.stopping, interval_seconds=self.options.sweep_seconds,
-                    idle_interval_seconds=self.options.idle_sweep_seconds or None,
-                    wake=self.sweep_wake)
+                    idle_interval_seconds=self._idle_sweep(), wake=self.sweep_wake)
+
+    def _idle_sweep(self) -> float | None:
+        """The sweeper's slowest pace: a lost worker's job waits at most half a lease more
+        (and a lost hand-off half a hand-off period more) than at the base pace."""
+        assert self.app is not None
+        settings = self.app.settings
+        if not self.options.idle_sweep_seconds:
+            return None
+        return min(self.options.idle_sweep_seconds, settings.lease_seconds / 2,
+                   settings.handoff_seconds / 2)
 
     def _tick(self) -> None:
         assert self.app is not None
