@@ -124,3 +124,17 @@ def test_stop_does_not_wait_for_a_long_poll(app: Leasehold,
             "Messages", [])
     assert [m["Body"] for m in found] == ['{"job_id":"late","epoch":1}']
     assert recorder.batches == []
+
+
+def test_a_delayed_message_reaches_an_idle_worker_when_it_falls_due(
+        app: Leasehold, running: tuple[PollingWorker, Recorder]) -> None:
+    # moto wakes a waiting receive when a message is sent, not when a delay runs out; the
+    # emulator makes it wake then too (SQS returns a message when it is due).
+    worker, recorder = running
+    _wait_listening(worker)
+    sent = time.monotonic()
+    app.clients.sqs.send_message(QueueUrl=app.queues.url("default", "low"),
+                                 MessageBody='{"job_id":"later","epoch":1}', DelaySeconds=2)
+    assert recorder.arrived.wait(8), "the idle worker never received the delayed message"
+    started, _ = recorder.batches[0]
+    assert 2.0 <= started - sent < 2.4

@@ -128,6 +128,31 @@ def _watch_parent(parent: int) -> None:
         time.sleep(0.5)
 
 
+def prompt_long_polls() -> None:
+    """Make moto's waiting receive see delayed and re-visible messages when they are due.
+
+    moto wakes a long poll when a message is *sent*, but a message whose ``DelaySeconds`` or
+    visibility timeout runs out sends nothing: moto's loop re-checks its queue only once a
+    second, so an idle worker's long poll would start a delayed job up to a second late (SQS
+    itself returns it when due). This waits until the queue's next message falls due instead.
+    """
+    from moto.sqs import models
+
+    def wait_for_messages(self: Any, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        with self._messages_lock:
+            while not self.messages:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return
+                now = models.unix_time_millis()
+                due = [max(m.visible_at, m.delayed_until) for m in self._messages]
+                soonest = (min(due) - now) / 1000 if due else left
+                self._messages_lock.wait(min(left, max(0.005, soonest)))
+
+    models.Queue.wait_for_messages = wait_for_messages  # type: ignore[method-assign]
+
+
 def serve(host: str, port: int, parent: int | None = None) -> None:
     from moto.moto_server.werkzeug_app import (
         DomainDispatcherApplication,
@@ -136,6 +161,7 @@ def serve(host: str, port: int, parent: int | None = None) -> None:
     )
     from werkzeug.serving import make_server
 
+    prompt_long_polls()
     app = CountedRequests(AtomicRequests(DomainDispatcherApplication(create_backend_app)))
     server = make_server(host, port, app, threaded=True, request_handler=MotoRequestHandler)
     if parent is not None:
