@@ -193,7 +193,7 @@ def run(app: Leasehold, stop: threading.Event, *, interval_seconds: float = 1.0,
     With a ``lease`` only the holder ticks, so a fleet of loops costs one ticker's reads; a
     standby takes over within one lease period of the leader's death. Ticks are idempotent,
     so a brief overlap of two leaders (clock skew) is harmless. The leader renews its lease
-    every third of a lease period, whether it ticks or not.
+    before each tick and every third of a lease period between ticks, however slow its pace.
 
     With ``idle_interval_seconds`` a tick whose due queries return nothing doubles the wait
     before the next, up to that (and never beyond half the look-ahead: whatever falls due
@@ -220,7 +220,10 @@ def run(app: Leasehold, stop: threading.Event, *, interval_seconds: float = 1.0,
                 pace.wake()
                 next_tick = min(next_tick, last_tick + interval_seconds)
             leading = True
-            if lease is not None and (renewed_at is None or now - renewed_at >= renew_every):
+            # Renewed right before each tick (a long tick then starts with a whole lease) and
+            # every third of a lease between ticks.
+            if lease is not None and (renewed_at is None or now - renewed_at >= renew_every
+                                      or now >= next_tick):
                 leading = lease.acquire()
                 renewed_at = now if leading else None
             if not leading:
