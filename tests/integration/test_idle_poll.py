@@ -138,3 +138,33 @@ def test_a_delayed_message_reaches_an_idle_worker_when_it_falls_due(
     assert recorder.arrived.wait(8), "the idle worker never received the delayed message"
     started, _ = recorder.batches[0]
     assert 2.0 <= started - sent < 2.4
+
+
+def test_what_a_dead_pollers_long_poll_receives_is_hidden_for_seconds_only(
+        app: Leasehold) -> None:
+    # A process killed while its long poll waits: the emulator (like SQS) still hands that
+    # poll the next message. Nobody takes it from the poll, as nobody is left.
+    orphan = PollingWorker(app, PollerOptions(wait_seconds=20), worker=_Named())
+    poll = orphan._long_poll("normal")
+    time.sleep(0.3)
+    url = app.queues.url("default", "normal")
+    app.clients.sqs.send_message(QueueUrl=url, MessageBody='{"job_id":"orphaned","epoch":1}')
+    assert [m.body for m in poll.result(timeout=5)] == ['{"job_id":"orphaned","epoch":1}']
+    shown = time.monotonic()
+    found: list[dict[str, Any]] = []
+    while not found:
+        assert time.monotonic() - shown < 8, "hidden for a whole visibility timeout"
+        found = app.clients.sqs.receive_message(QueueUrl=url, WaitTimeSeconds=1).get(
+            "Messages", [])
+    assert [m["Body"] for m in found] == ['{"job_id":"orphaned","epoch":1}']
+
+
+def test_a_long_polled_batch_taken_to_run_gets_the_full_visibility(
+        app: Leasehold, running: tuple[PollingWorker, Recorder]) -> None:
+    worker, recorder = running
+    _wait_listening(worker)
+    url = app.queues.url("default", "high")
+    app.clients.sqs.send_message(QueueUrl=url, MessageBody='{"job_id":"mine","epoch":1}')
+    assert recorder.arrived.wait(5)
+    time.sleep(6)  # past the long poll's own visibility
+    assert app.clients.sqs.receive_message(QueueUrl=url).get("Messages", []) == []

@@ -19,9 +19,10 @@ another tenant's job wait behind it in the same batch.
 
 Stopping (SIGTERM, Ctrl-C) stops polling and lets in-flight batches finish before exiting.
 It never waits for a long poll: those run on daemon threads, and a batch one of them
-receives after the stop is made visible again at once (an exit in the middle of a long
-poll can still leave its messages invisible for one visibility timeout, after which SQS
-delivers them again; the sweeper's hand-off deadline covers the rest).
+receives after the stop is made visible again at once. A long poll receives with a short
+visibility (:data:`LISTEN_VISIBILITY_SECONDS`), extended to the full one when its batch is
+taken to run, so a process that dies while its long poll waits (the server still hands that
+poll the next message) hides that message for seconds, not a visibility timeout.
 """
 
 from __future__ import annotations
@@ -45,6 +46,10 @@ from leasehold.settings import PRIORITIES
 log = logging.getLogger(__name__)
 
 DEFAULT_WEIGHTS: Mapping[str, int] = {"high": 6, "normal": 3, "low": 1}
+#: A long poll receives for this long only; the batch gets the full visibility when it is
+#: taken to run. A process that dies while its long poll waits (the server does not know)
+#: would otherwise hide what that poll still receives for a whole visibility timeout.
+LISTEN_VISIBILITY_SECONDS = 5
 
 
 class PriorityPicker:
@@ -160,7 +165,7 @@ class PollingWorker:
                 batch = self.app.queues.receive(
                     url, max_messages=self.options.batch_size,
                     wait_seconds=min(20, max(1, int(self.options.wait_seconds))),
-                    visibility_seconds=self._visibility())
+                    visibility_seconds=LISTEN_VISIBILITY_SECONDS)
             except Exception as exc:
                 future.set_exception(exc)
                 return
@@ -195,8 +200,18 @@ class PollingWorker:
                 self.stopping.wait(1.0)  # queue unreachable: do not spin
                 continue
             if batch:
+                self._hold(batch)
                 return batch
         return []
+
+    def _hold(self, batch: list[Received]) -> None:
+        """A long poll's batch is ours now: the full visibility, as a short poll gives."""
+        try:
+            self.app.queues.extend_all(batch[0].queue_url, [m.receipt_handle for m in batch],
+                                       self._visibility())
+        except Exception:
+            # Run it anyway: if it shows again meanwhile, its lease is fenced by the epoch.
+            log.warning("could not extend a long-polled batch", exc_info=True)
 
     def listen(self) -> list[Received]:
         """Idle: long-poll every queue at once; the first batch to arrive (empty on stop).
