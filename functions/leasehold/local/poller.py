@@ -49,7 +49,7 @@ DEFAULT_WEIGHTS: Mapping[str, int] = {"high": 6, "normal": 3, "low": 1}
 #: A long poll receives for this long only; the batch gets the full visibility when it is
 #: taken to run. A process that dies while its long poll waits (the server does not know)
 #: would otherwise hide what that poll still receives for a whole visibility timeout.
-LISTEN_VISIBILITY_SECONDS = 5
+LISTEN_VISIBILITY_SECONDS = 2
 
 
 class PriorityPicker:
