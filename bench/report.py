@@ -29,7 +29,7 @@ def targets(r: dict[str, Any]) -> list[dict[str, Any]]:
     def lateness_ok(part: dict[str, Any]) -> bool:
         return part["count"] > 0 and part["p99_s"] <= 1.5
 
-    return [
+    found = [
         _target("throughput vs floor (library)", ">= 0.8",
                 f"{best['ratio_library']:.2f} ({best['workers']} workers)",
                 best["ratio_library"] >= 0.8),
@@ -62,6 +62,34 @@ def targets(r: dict[str, Any]) -> list[dict[str, Any]]:
                 f"{imports[slowest]:.0f} ms ({slowest})", imports[slowest] <= 300),
         _target("code asset size (zipped)", "<= 10 MB", f"{zipped / MB:.1f} MB",
                 zipped <= 10 * MB),
+    ]
+    if "idle" in r:
+        found.append(_idle_target(r["idle"]))
+    return found
+
+
+def _idle_target(idle: dict[str, Any]) -> dict[str, Any]:
+    return _target("idle AWS requests per second of `leasehold dev`", "<= 3",
+                   f"{idle['requests_per_second']:g} ({idle['workers']} workers)",
+                   idle["requests_per_second"] <= 3)
+
+
+def _idle_section(idle: dict[str, Any]) -> list[str]:
+    waits = idle["queue_wait_s_by_priority"]
+    return [
+        "",
+        "## 8. The idle local runtime",
+        "",
+        f"`leasehold dev` with {idle['workers']} worker processes, left alone for "
+        f"{idle['settle_seconds']:g} s (its loops back off), then every AWS request of every "
+        f"process counted at the embedded emulator for {idle['seconds']:g} s: "
+        f"**{idle['requests_per_second']:g} requests/s** ({idle['requests']} requests). "
+        "By operation, per second: "
+        + ", ".join(f"{op} {n:g}" for op, n in idle["by_operation_per_second"].items()) + ".",
+        "",
+        "Then one no-op job per priority, each submitted to the idle runtime alone; its queue "
+        "wait (`started_at - created_at`): "
+        + ", ".join(f"{p} {w:.3f} s" for p, w in waits.items()) + ".",
     ]
 
 
@@ -370,6 +398,8 @@ def markdown(r: dict[str, Any]) -> str:
                     for n, b in asset["largest_packages_unzipped_bytes"].items()) + ".",
         "",
     ]
+    if "idle" in r:
+        lines += _idle_section(r["idle"])
     return "\n".join(lines)
 
 

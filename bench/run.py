@@ -25,6 +25,7 @@ from bench import (
     coldstart,
     cost,
     fairness,
+    idle,
     per_job,
     report,
     scaling,
@@ -62,6 +63,8 @@ class Profile:
     budget_seconds: float
     #: Heartbeats of the long jobs whose sweep-index units are metered (bench.sweep_index).
     heartbeats: tuple[int, ...] = (0, 30)
+    #: The idle runtime: seconds to settle (its loops back off), then seconds counted.
+    idle: tuple[float, float] = (35.0, 40.0)
 
 
 PROFILES = {
@@ -72,12 +75,14 @@ PROFILES = {
     "quick": Profile(name="quick", workers=(1, 4, 2), jobs=30, floor_jobs=60,
                      queue_wait_seconds=8, precision_seconds=12, delayed_jobs=4,
                      stored=(500, 2_000), shards=(1, 8), shard_jobs=30, import_runs=3, timed=10,
-                     asset_method="venv", budget_seconds=110, heartbeats=(0, 6)),
+                     asset_method="venv", budget_seconds=110, heartbeats=(0, 6),
+                     idle=(1.0, 3.0)),
     "tiny": Profile(name="tiny", workers=(1,), jobs=8, floor_jobs=10,
                     queue_wait_seconds=2, precision_seconds=5, delayed_jobs=2,
                     stored=(100,), shards=(1,), shard_jobs=8, import_runs=1,
                     asset_method="skip", budget_seconds=60, handlers=("worker",),
-                    metered=2, timed=2, delays=(1.0, 2.0), heartbeats=(0,)),
+                    metered=2, timed=2, delays=(1.0, 2.0), heartbeats=(0,),
+                    idle=(0.0, 1.0)),
 }
 
 #: Jobs one big tenant submits per layout (bench.tenant_shards), within each profile's budget.
@@ -192,6 +197,9 @@ def main(argv: list[str] | None = None) -> int:
         profile.heartbeats, batch=3 if profile.name == "full" else 2))
     (results["throughput"], results["queue_wait"], results["precision"],
      results["fairness"]) = _throughput(run)
+    results["idle"] = run.section("idle runtime", lambda: idle.measure(
+        settle_seconds=profile.idle[0], seconds=profile.idle[1],
+        pause_seconds=1.0 if profile.name == "full" else 0.3))
     shards = run.section("submission by shards", lambda: scaling.submission_by_shards(
         profile.shards, profile.shard_jobs))
     one_tenant = run.section("one big tenant", lambda: tenant_shards.measure(

@@ -12,6 +12,7 @@ from botocore.exceptions import ClientError
 from leasehold.aws.clients import Clients
 from leasehold.aws.definitions import TABLES, queues
 from leasehold.aws.provision import create_all
+from leasehold.local.emulator import counts
 from leasehold.settings import Settings
 
 
@@ -80,3 +81,14 @@ def test_the_runtime_creates_the_resources_the_definitions_describe(endpoint: st
     names = {url.rsplit("/", 1)[-1] for url in sqs.list_queues(QueueNamePrefix="defs")["QueueUrls"]}
     for queue in queues(settings):
         assert {queue.name(settings), queue.dlq_name(settings)} <= names
+
+
+def test_the_emulator_counts_requests_by_service_and_operation(endpoint: str) -> None:
+    before = counts(endpoint)
+    ddb, sqs = client(endpoint, "dynamodb"), client(endpoint, "sqs")
+    ddb.list_tables()
+    ddb.list_tables()
+    sqs.create_queue(QueueName="counted")
+    after = counts(endpoint)
+    grew = {k: after[k] - before.get(k, 0) for k in after if after[k] != before.get(k, 0)}
+    assert grew == {"dynamodb ListTables": 2, "sqs CreateQueue": 1}

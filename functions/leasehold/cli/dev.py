@@ -63,6 +63,13 @@ def register(subparsers: Any) -> None:
                      help="how often the sweeper runs, e.g. --sweep-seconds 1")
     dev.add_argument("--tick-seconds", type=float, default=1.0,
                      help="how often the ticker runs, e.g. --tick-seconds 0.5")
+    dev.add_argument("--idle-sweep-seconds", type=float, default=16.0,
+                     help="while sweeps find nothing, slow down to this (never beyond half "
+                          "the lease or the hand-off period; 0: never), e.g. "
+                          "--idle-sweep-seconds 4")
+    dev.add_argument("--idle-tick-seconds", type=float, default=30.0,
+                     help="while ticks find nothing, slow down to this (never beyond half "
+                          "the look-ahead; 0: never), e.g. --idle-tick-seconds 5")
     dev.add_argument("--heartbeat-seconds", type=float, default=2.0,
                      help="how often workers extend their leases, e.g. --heartbeat-seconds 1")
     dev.add_argument("--drain-seconds", type=float, default=30.0,
@@ -107,8 +114,8 @@ def run_dev(args: argparse.Namespace) -> int:
     from leasehold.local.runtime import PortBusy, Runtime, RuntimeOptions
 
     if args.leader_lease_seconds < 2 * args.tick_seconds:
-        # The leader renews once a tick; a lease shorter than two ticks lapses between
-        # renewals and leadership flaps between runtimes.
+        # A standby asks once a tick; a lease shorter than two ticks would let leadership
+        # flap between runtimes.
         print("leasehold dev: --leader-lease-seconds must be at least twice --tick-seconds",
               file=sys.stderr)
         return 2
@@ -117,6 +124,7 @@ def run_dev(args: argparse.Namespace) -> int:
         batch_size=args.batch_size, tasks=_split(args.tasks), pools=_split(args.pools),
         endpoint=args.endpoint, lease_seconds=args.lease_seconds,
         sweep_seconds=args.sweep_seconds, tick_seconds=args.tick_seconds,
+        idle_sweep_seconds=args.idle_sweep_seconds, idle_tick_seconds=args.idle_tick_seconds,
         heartbeat_seconds=args.heartbeat_seconds, drain_seconds=args.drain_seconds,
         leader_lease_seconds=args.leader_lease_seconds,
         event_log=args.event_log or str(Path(args.state_dir) / "events.jsonl"),

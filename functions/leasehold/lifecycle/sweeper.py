@@ -4,15 +4,21 @@ It reads the sparse ``sweep`` index only, so its cost grows with the number of e
 leases (and of jobs live longer than a lease), never with the size of the table. The index
 holds a lower bound of when each live row may need the sweeper (``sweep_at``); the sweeper
 reads the rows it finds, re-drives the really expired ones, and moves ``sweep_at`` of the
-others forward to their current deadline.
+others forward to their current deadline. A long-running loop (:func:`run`) sweeps every
+``interval_seconds`` while sweeps find work and backs off (doubling, up to a cap) while they
+find none: an expired lease is then recovered within the cap of its expiry instead of
+within the base interval.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
+import time
 from dataclasses import dataclass, field, replace
 
 from leasehold.core.jobs import Job
+from leasehold.core.pacing import IdlePacing
 from leasehold.core.states import JobState
 from leasehold.errors import Conflict, NotFound
 from leasehold.lifecycle import handoff
@@ -66,6 +72,39 @@ def _sweep(app: Leasehold, limit_per_shard: int) -> SweepReport:
     for name, repair in app.repairs.items():
         report.repaired[name] = repair(app, now)
     return report
+
+
+def found_work(report: SweepReport) -> bool:
+    return bool(report.examined or any(report.repaired.values()))
+
+
+def run(app: Leasehold, stop: threading.Event, *, interval_seconds: float = 2.0,
+        idle_interval_seconds: float | None = None,
+        wake: threading.Event | None = None) -> None:
+    """Sweep until ``stop`` is set (local runtime, ECS).
+
+    With ``idle_interval_seconds`` a sweep that finds nothing doubles the wait before the
+    next, up to that. ``wake`` (set, e.g., when an API accepts a write) brings the loop back
+    to its base pace at once: the next sweep comes at most ``interval_seconds`` after the
+    last. The caller sets it on stop too, as the loop sleeps on it.
+    """
+    pace = IdlePacing(interval_seconds, idle_interval_seconds or interval_seconds)
+    alarm = wake if wake is not None else stop
+    while not stop.is_set():
+        last = time.monotonic()
+        try:
+            found = found_work(sweep(app))
+        except Exception:
+            log.exception("sweeper failed; trying again")
+            found = True
+        deadline = time.monotonic() + pace.after(found)
+        while not stop.is_set():
+            if not alarm.wait(max(0.0, deadline - time.monotonic())):
+                break
+            if wake is not None and wake.is_set():
+                wake.clear()
+                pace.wake()
+                deadline = min(deadline, last + interval_seconds)
 
 
 class _Backlog:

@@ -9,6 +9,10 @@ straight as JSON (:mod:`leasehold.local.dynamo_responses`), moto's slowest step 
 also emulates SQS fair queues, which moto's standard queues do not
 (:mod:`leasehold.local.fair_queues`).
 
+:class:`CountedRequests` counts every request by service and operation; ``GET
+/_leasehold/requests`` answers the counts so far (the idle benchmark reads it, to see what
+the whole runtime, all its processes, asks of AWS).
+
 Run as ``python -m leasehold.local.emulator --port 0``: it prints ``READY <port>`` once it
 listens, and exits when its parent does.
 """
@@ -23,6 +27,8 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
+from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -69,12 +75,85 @@ class AtomicRequests:
             return list(self.app(environ, start_response))
 
 
+#: The emulator's own path: the request counts so far (JSON, ``{"service Operation": n}``).
+COUNTS_PATH = "/_leasehold/requests"
+
+
+class CountedRequests:
+    """WSGI middleware: counts requests by service and operation, answers them on a path."""
+
+    def __init__(self, app: WSGIApp) -> None:
+        self.app = app
+        self.counts: Counter[str] = Counter()
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def operation(environ: dict[str, Any]) -> str:
+        """``dynamodb Query``, ``sqs ReceiveMessage``, ... (JSON protocols name it in a header;
+        others by their signed service and their method)."""
+        target = str(environ.get("HTTP_X_AMZ_TARGET", ""))
+        if target:
+            prefix, _, name = target.partition(".")
+            service = {"DynamoDB": "dynamodb", "AmazonSQS": "sqs", "AWSEvents": "events",
+                       "DynamoDBStreams": "dynamodbstreams"}.get(prefix.split("_")[0],
+                                                                 prefix.lower())
+            return f"{service} {name}"
+        scope = str(environ.get("HTTP_AUTHORIZATION", "")).split("Credential=")[-1].split("/")
+        service = scope[3] if len(scope) > 3 else "unknown"
+        return f"{service} {environ.get('REQUEST_METHOD', '?')}"
+
+    def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]
+                 ) -> Iterable[bytes]:
+        if environ.get("PATH_INFO") == COUNTS_PATH:
+            with self._lock:
+                body = json.dumps(dict(self.counts)).encode()
+            start_response("200 OK", [("Content-Type", "application/json"),
+                                      ("Content-Length", str(len(body)))])
+            return [body]
+        key = self.operation(environ)
+        with self._lock:
+            self.counts[key] += 1
+        return self.app(environ, start_response)
+
+
+def counts(endpoint: str, timeout: float = 10.0) -> dict[str, int]:
+    """The request counts of the emulator at ``endpoint`` so far."""
+    with urllib.request.urlopen(endpoint + COUNTS_PATH, timeout=timeout) as response:
+        found: dict[str, int] = json.loads(response.read())
+    return found
+
+
 def _watch_parent(parent: int) -> None:
     """Exit when the process that started us is gone (it may have been SIGKILLed)."""
     while True:
         if os.getppid() != parent:
             os._exit(0)
         time.sleep(0.5)
+
+
+def prompt_long_polls() -> None:
+    """Make moto's waiting receive see delayed and re-visible messages when they are due.
+
+    moto wakes a long poll when a message is *sent*, but a message whose ``DelaySeconds`` or
+    visibility timeout runs out sends nothing: moto's loop re-checks its queue only once a
+    second, so an idle worker's long poll would start a delayed job up to a second late (SQS
+    itself returns it when due). This waits until the queue's next message falls due instead.
+    """
+    from moto.sqs import models
+
+    def wait_for_messages(self: Any, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        with self._messages_lock:
+            while not self.messages:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return
+                now = models.unix_time_millis()
+                due = [max(m.visible_at, m.delayed_until) for m in self._messages]
+                soonest = (min(due) - now) / 1000 if due else left
+                self._messages_lock.wait(min(left, max(0.005, soonest)))
+
+    models.Queue.wait_for_messages = wait_for_messages  # type: ignore[method-assign]
 
 
 def serve(host: str, port: int, parent: int | None = None) -> None:
@@ -89,7 +168,8 @@ def serve(host: str, port: int, parent: int | None = None) -> None:
 
     dynamo_responses.install()
     fair_queues.install()
-    app = AtomicRequests(DomainDispatcherApplication(create_backend_app))
+    prompt_long_polls()
+    app = CountedRequests(AtomicRequests(DomainDispatcherApplication(create_backend_app)))
     server = make_server(host, port, app, threaded=True, request_handler=MotoRequestHandler)
     if parent is not None:
         threading.Thread(target=_watch_parent, args=(parent,), daemon=True).start()

@@ -1,10 +1,14 @@
 """The long-running polling worker (local runtime, ECS): Lambda's SQS event source, by hand.
 
-One poller thread feeds ``concurrency`` runner threads. It polls one of the pool's three
-queues at a time, chosen by a smooth weighted
+One poller thread feeds ``concurrency`` runner threads. While busy it short-polls one of the
+pool's three queues at a time, chosen by a smooth weighted
 round-robin (high 6 : normal 3 : low 1 by default): ``high`` is asked first most often, but
 every queue is asked first at its share of polls, so a flood of ``high`` jobs slows ``low``
-down without ever starving it. A polled batch goes through
+down without ever starving it. Once a round of short polls finds every queue empty, the
+worker is idle: it long-polls all three queues at once (``WaitTimeSeconds``, one request per
+queue per ``wait_seconds``), and the first batch to arrive on any of them starts at once and
+makes the worker busy again. An idle worker costs three receives per ``wait_seconds``, not
+several a second. A polled batch goes through
 :func:`leasehold.lifecycle.consumer.consume`, exactly as Lambda would deliver it (partial
 batch failures, successes deleted).
 
@@ -14,16 +18,22 @@ each message with its tenant as ``MessageGroupId``): one tenant's flood does not
 another tenant's job wait behind it in the same batch.
 
 Stopping (SIGTERM, Ctrl-C) stops polling and lets in-flight batches finish before exiting.
+It never waits for a long poll: those run on daemon threads, and a batch one of them
+receives after the stop is made visible again at once. A long poll receives with a short
+visibility (:data:`LISTEN_VISIBILITY_SECONDS`), extended to the full one when its batch is
+taken to run, so a process that dies while its long poll waits (the server still hands that
+poll the next message) hides that message for seconds, not a visibility timeout.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass, field
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field, replace
 
 from leasehold.aws.queues import Message, Received
 from leasehold.lifecycle import fleet
@@ -36,6 +46,10 @@ from leasehold.settings import PRIORITIES
 log = logging.getLogger(__name__)
 
 DEFAULT_WEIGHTS: Mapping[str, int] = {"high": 6, "normal": 3, "low": 1}
+#: A long poll receives for this long only; the batch gets the full visibility when it is
+#: taken to run. A process that dies while its long poll waits (the server does not know)
+#: would otherwise hide what that poll still receives for a whole visibility timeout.
+LISTEN_VISIBILITY_SECONDS = 2
 
 
 class PriorityPicker:
@@ -89,8 +103,14 @@ class PollerOptions:
     concurrency: int = 4
     batch_size: int = 5
     heartbeat_seconds: float = 5.0
-    #: Longest pause between polls of empty queues (the pause doubles up to it).
+    #: Longest pause between polls of empty queues (the pause doubles up to it); used
+    #: only when long polls are off (``wait_seconds`` 0).
     idle_seconds: float = 0.5
+    #: An idle worker's long poll (SQS ``WaitTimeSeconds``, at most 20).
+    wait_seconds: int = 20
+    #: An idle worker's registry heartbeat, when nothing changed since the last one (the
+    #: item says so, and the fleet view counts it stale after three of them).
+    idle_heartbeat_seconds: float = 10.0
     weights: Mapping[str, int] = field(default_factory=lambda: dict(DEFAULT_WEIGHTS))
 
 
@@ -110,6 +130,11 @@ class PollingWorker:
         self.tenants_in_flight: Counter[str] = Counter()
         self._processed = 0
         self._lock = threading.Lock()
+        #: The idle worker's outstanding long polls, by priority.
+        self._listening: dict[str, Future[list[Received]]] = {}
+        #: What the registry was last told: (jobs in flight, processed, interval).
+        self._told: tuple[tuple[str, ...], int, float] | None = None
+        self._last_beat = 0.0
         self.info = fleet.WorkerInfo(worker_id=self.worker.worker_id, pool=options.pool,
                                      started_at=app.now(),
                                      heartbeat_seconds=options.heartbeat_seconds)
@@ -122,9 +147,87 @@ class PollingWorker:
             url = self.app.queues.url(self.options.pool, priority)
             batch = self.app.queues.receive(
                 url, max_messages=self.options.batch_size,
-                visibility_seconds=int(max(30, self.app.settings.lease_seconds * 2)))
+                visibility_seconds=self._visibility())
             if batch:
                 return batch
+        return []
+
+    def _visibility(self) -> int:
+        return int(max(30, self.app.settings.lease_seconds * 2))
+
+    def _long_poll(self, priority: str) -> Future[list[Received]]:
+        """Start one long poll on a daemon thread (never joined: stop must not wait for it)."""
+        future: Future[list[Received]] = Future()
+        url = self.app.queues.url(self.options.pool, priority)
+
+        def listen() -> None:
+            try:
+                batch = self.app.queues.receive(
+                    url, max_messages=self.options.batch_size,
+                    wait_seconds=min(20, max(1, int(self.options.wait_seconds))),
+                    visibility_seconds=LISTEN_VISIBILITY_SECONDS)
+            except Exception as exc:
+                future.set_exception(exc)
+                return
+            if batch and self.stopping.is_set():
+                self._give_back(batch)  # nobody will run it: let another worker have it now
+                batch = []
+            future.set_result(batch)
+
+        threading.Thread(target=listen, name=f"listen-{priority}", daemon=True).start()
+        return future
+
+    def _give_back(self, batch: list[Received]) -> None:
+        if not batch:
+            return
+        try:
+            self.app.queues.extend_all(batch[0].queue_url, [m.receipt_handle for m in batch], 0)
+        except Exception:
+            log.warning("could not give back %d message(s); they return after their "
+                        "visibility timeout", len(batch), exc_info=True)
+
+    def _take_listened(self) -> list[Received]:
+        """A batch a finished long poll brought, in priority order (empty if none has)."""
+        for priority in list(self._listening):
+            future = self._listening[priority]
+            if not future.done():
+                continue
+            del self._listening[priority]
+            try:
+                batch = future.result()
+            except Exception:
+                log.exception("long poll on %s failed", priority)
+                self.stopping.wait(1.0)  # queue unreachable: do not spin
+                continue
+            if batch:
+                self._hold(batch)
+                return batch
+        return []
+
+    def _hold(self, batch: list[Received]) -> None:
+        """A long poll's batch is ours now: the full visibility, as a short poll gives."""
+        try:
+            self.app.queues.extend_all(batch[0].queue_url, [m.receipt_handle for m in batch],
+                                       self._visibility())
+        except Exception:
+            # Run it anyway: if it shows again meanwhile, its lease is fenced by the epoch.
+            log.warning("could not extend a long-polled batch", exc_info=True)
+
+    def listen(self) -> list[Received]:
+        """Idle: long-poll every queue at once; the first batch to arrive (empty on stop).
+
+        A queue that already has a long poll outstanding is not asked again, so an idle
+        worker makes one receive per queue per ``wait_seconds``. Batches that arrive on
+        other queues meanwhile are kept for the next calls (their messages are received).
+        """
+        while not self.stopping.is_set():
+            batch = self._take_listened()
+            if batch:
+                return batch
+            for priority in PRIORITIES:
+                if priority not in self._listening:
+                    self._listening[priority] = self._long_poll(priority)
+            wait(list(self._listening.values()), timeout=0.2, return_when=FIRST_COMPLETED)
         return []
 
     def poll_once(self) -> int:
@@ -157,22 +260,31 @@ class PollingWorker:
     def _poll_loop(self, slots: threading.Semaphore, pool: ThreadPoolExecutor,
                    running: set[Future[None]]) -> None:
         # One poller feeds `concurrency` runners, as Lambda's event source pollers feed
-        # concurrent invocations: idle workers cost a few receives a second, not one per thread.
+        # concurrent invocations: an idle worker costs three long polls, not one per thread.
         pause = 0.05
+        idle = False
         while not self.stopping.is_set():
             if not slots.acquire(timeout=0.2):
                 continue  # every runner is busy
             try:
-                batch = self.receive()
+                # A batch a long poll already received comes first: its messages are ours.
+                batch = self._take_listened()
+                if not batch and not idle:
+                    batch = self.receive()
+                    idle = not batch and self.options.wait_seconds > 0
+                elif not batch:
+                    batch = self.listen()
             except Exception:
                 log.exception("poll failed")  # queue unreachable: back off and try again
                 batch = []
             if not batch:
                 slots.release()
-                self.stopping.wait(pause)
-                pause = min(self.options.idle_seconds, pause * 2)
+                if self.options.wait_seconds <= 0:
+                    self.stopping.wait(pause)
+                    pause = min(self.options.idle_seconds, pause * 2)
                 continue
             pause = 0.05
+            idle = False
             future = pool.submit(self._run, batch)
             running.add(future)
 
@@ -181,6 +293,14 @@ class PollingWorker:
                 slots.release()
 
             future.add_done_callback(finished)
+        # Stopped: batches that long polls brought but nobody ran go back to their queues.
+        for listening in self._listening.values():
+            listening.add_done_callback(self._give_back_when_done)
+        self._listening.clear()
+
+    def _give_back_when_done(self, done: Future[list[Received]]) -> None:
+        if done.exception() is None:
+            self._give_back(done.result())
 
     # -- registry -------------------------------------------------------------------------
 
@@ -199,13 +319,36 @@ class PollingWorker:
                 self.protection.busy()
             else:
                 self.protection.idle()
-        fleet.heartbeat(self.app, self.info, current_jobs=self.current_jobs(),
-                        processed=processed)
+        jobs = tuple(self.current_jobs())
+        # Idle (nothing running, nothing changed since the last beat): the registry item
+        # promises the next beat within the idle interval, so readers' staleness rule
+        # (three missed beats) stays right while an idle fleet writes a few times a minute.
+        quiet = not busy and self._told is not None and self._told[:2] == (jobs, processed)
+        interval = max(self.options.heartbeat_seconds, self.options.idle_heartbeat_seconds) \
+            if quiet else self.options.heartbeat_seconds
+        info = replace(self.info, heartbeat_seconds=interval)
+        fleet.heartbeat(self.app, info, current_jobs=jobs, processed=processed)
+        self._told = (jobs, processed, interval)
+        self._last_beat = time.monotonic()
+
+    def beat_due(self) -> bool:
+        """Whether the registry needs a beat now: something changed, or the promise runs out."""
+        told = self._told
+        if told is None:
+            return True
+        with self._lock:
+            processed = self._processed
+        if (tuple(self.current_jobs()), processed) != told[:2]:
+            return True
+        # Renew a promise once it is due (a busy worker's one every heartbeat).
+        return time.monotonic() - self._last_beat >= told[2] - \
+            self.options.heartbeat_seconds / 2
 
     def _beat_loop(self) -> None:
         while not self.stopping.wait(self.options.heartbeat_seconds):
             try:
-                self.beat()
+                if self.beat_due():
+                    self.beat()
             except Exception:
                 log.warning("worker heartbeat failed", exc_info=True)
 

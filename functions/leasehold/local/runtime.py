@@ -58,6 +58,11 @@ class RuntimeOptions:
     lease_seconds: float = 30.0
     sweep_seconds: float = 2.0
     tick_seconds: float = 1.0
+    #: A sweep or tick that finds nothing doubles the wait before the next one, up to these
+    #: (a write through the API brings both back to their base pace at once); 0 turns the
+    #: back-off off. The ticker's is also held below half its look-ahead.
+    idle_sweep_seconds: float = 16.0
+    idle_tick_seconds: float = 30.0
     heartbeat_seconds: float = 2.0
     drain_seconds: float = 30.0
     #: The ticker's leader lease; a standby takes over this long after the leader dies.
@@ -139,6 +144,9 @@ class Runtime:
         self.lease: AnnouncedLease | None = None
         self.loaded = 0
         self._saving = threading.Lock()
+        #: Set when the API accepts a write: the ticker and the sweeper look at once.
+        self.tick_wake = threading.Event()
+        self.sweep_wake = threading.Event()
         #: Set once the saved state is loaded: a runtime whose load failed must not write its
         #: empty tables over the file it could not read.
         self._may_save = False
@@ -249,7 +257,13 @@ class Runtime:
 
     def _answer(self, event: dict[str, Any]) -> dict[str, Any]:
         assert self.app is not None
-        return handle(self.app, event, None, self.api_config)
+        response = handle(self.app, event, None, self.api_config)
+        if event.get("httpMethod") not in ("GET", "HEAD", "OPTIONS") and \
+                int(response.get("statusCode", 500)) < 400:
+            # A new schedule, a far-future job, a cancel, ... : the backed-off loops look now.
+            self.tick_wake.set()
+            self.sweep_wake.set()
+        return response
 
     def _spawn(self, pool: str) -> subprocess.Popen[bytes]:
         assert self.app is not None
@@ -281,7 +295,10 @@ class Runtime:
             + ", ".join(self.app.registry.names() if self.app else []),
             f"  sweeper:   every {self.options.sweep_seconds:g}s; ticker every "
             f"{self.options.tick_seconds:g}s while it holds the leader lease "
-            f"({self.options.leader_lease_seconds:g}s); job leases {settings.lease_seconds:g}s",
+            f"({self.options.leader_lease_seconds:g}s); both slow down while idle (to "
+            f"{max(self._idle_sweep() or 0, self.options.sweep_seconds):g}s / "
+            f"{self.options.idle_tick_seconds or self.options.tick_seconds:g}s) until the API "
+            f"takes a write; job leases {settings.lease_seconds:g}s",
             f"  events:    {events}",
             f"  state:     {self._state_line()}",
             "Press Ctrl-C to stop (in-flight jobs finish first).",
@@ -319,18 +336,25 @@ class Runtime:
         # No leader lease here: sweeps are fenced transitions, so two runtimes sweeping the
         # same tables only repeat each other's reads.
         assert self.app is not None
-        while True:
-            try:
-                sweeper.sweep(self.app)
-            except Exception:
-                log.exception("sweeper failed; trying again")
-            if self.stopping.wait(self.options.sweep_seconds):
-                return
+        sweeper.run(self.app, self.stopping, interval_seconds=self.options.sweep_seconds,
+                    idle_interval_seconds=self._idle_sweep(), wake=self.sweep_wake)
+
+    def _idle_sweep(self) -> float | None:
+        """The sweeper's slowest pace: a lost worker's job waits at most half a lease more
+        (and a lost hand-off half a hand-off period more) than at the base pace."""
+        assert self.app is not None
+        settings = self.app.settings
+        if not self.options.idle_sweep_seconds:
+            return None
+        return min(self.options.idle_sweep_seconds, settings.lease_seconds / 2,
+                   settings.handoff_seconds / 2)
 
     def _tick(self) -> None:
         assert self.app is not None
         ticker.run(self.app, self.stopping, interval_seconds=self.options.tick_seconds,
-                   lease=self.lease, lookahead_seconds=self.options.lookahead_seconds)
+                   lease=self.lease, lookahead_seconds=self.options.lookahead_seconds,
+                   idle_interval_seconds=self.options.idle_tick_seconds or None,
+                   wake=self.tick_wake)
 
     # -- stop -----------------------------------------------------------------------------
 
@@ -338,6 +362,8 @@ class Runtime:
         if self.stopping.is_set():
             return
         self.stopping.set()
+        self.tick_wake.set()  # the loops sleep on these
+        self.sweep_wake.set()
         print("Stopping: draining in-flight jobs...", file=self.out, flush=True)
         if self.gateway is not None:
             if any(t.name == "gateway" for t in self.threads):

@@ -15,9 +15,12 @@ concurrent tickers, or a ticker killed half-way (re-run by the next tick) create
 from __future__ import annotations
 
 import logging
+import math
 import threading
+import time
 from dataclasses import dataclass, field, replace
 
+from leasehold.core.pacing import IdlePacing
 from leasehold.core.states import JobState
 from leasehold.errors import Conflict, NotFound
 from leasehold.lifecycle import handoff
@@ -176,23 +179,67 @@ def tick(app: Leasehold, *, lookahead_seconds: float = LOOKAHEAD_SECONDS) -> Tic
     return report
 
 
+def found_work(report: TickReport) -> bool:
+    """Whether a tick's due queries returned anything (jobs or schedules, fired or not)."""
+    return bool(report.promoted or report.skipped or report.schedules)
+
+
 def run(app: Leasehold, stop: threading.Event, *, interval_seconds: float = 1.0,
         lease: LeaderLease | None = None,
-        lookahead_seconds: float = LOOKAHEAD_SECONDS) -> None:
+        lookahead_seconds: float = LOOKAHEAD_SECONDS,
+        idle_interval_seconds: float | None = None,
+        wake: threading.Event | None = None) -> None:
     """Tick every ``interval_seconds`` until ``stop`` is set (local runtime, ECS).
 
     With a ``lease`` only the holder ticks, so a fleet of loops costs one ticker's reads; a
     standby takes over within one lease period of the leader's death. Ticks are idempotent,
-    so a brief overlap of two leaders (clock skew) is harmless.
+    so a brief overlap of two leaders (clock skew) is harmless. The leader renews its lease
+    before each tick and every third of a lease period between ticks, however slow its pace.
+
+    With ``idle_interval_seconds`` a tick whose due queries return nothing doubles the wait
+    before the next, up to that (and never beyond half the look-ahead: whatever falls due
+    before the next tick was then already beyond this tick's look-ahead, so the next tick
+    still hands it off ahead of its time). Work written by others is due at least
+    ``MAX_DELAY_SECONDS`` ahead (nearer work goes to SQS directly), so it is never late
+    either. ``wake`` (set, e.g., when an API writes a schedule) makes the loop tick at once
+    (at most once per ``interval_seconds``) and return to its base pace; the caller sets it
+    on stop too, as the loop sleeps on it.
     """
+    cap = interval_seconds if idle_interval_seconds is None else \
+        min(idle_interval_seconds, lookahead_seconds / 2)
+    pace = IdlePacing(interval_seconds, cap)
+    alarm = wake if wake is not None else stop
+    renew_every = lease.lease_ms / 3000 if lease is not None else math.inf
+    renewed_at: float | None = None
+    last_tick = -math.inf
+    next_tick = time.monotonic()
     try:
         while not stop.is_set():
-            if lease is None or lease.acquire():
+            now = time.monotonic()
+            if wake is not None and wake.is_set():
+                wake.clear()
+                pace.wake()
+                next_tick = min(next_tick, last_tick + interval_seconds)
+            leading = True
+            # Renewed right before each tick (a long tick then starts with a whole lease) and
+            # every third of a lease between ticks.
+            if lease is not None and (renewed_at is None or now - renewed_at >= renew_every
+                                      or now >= next_tick):
+                leading = lease.acquire()
+                renewed_at = now if leading else None
+            if not leading:
+                alarm.wait(interval_seconds)  # a standby asks again at the base pace
+                continue
+            if now >= next_tick:
+                last_tick = now
                 try:
-                    tick(app, lookahead_seconds=lookahead_seconds)
+                    found = found_work(tick(app, lookahead_seconds=lookahead_seconds))
                 except Exception:
                     log.exception("tick failed; the next one retries")
-            stop.wait(interval_seconds)
+                    found = True  # retry at the base pace
+                next_tick = time.monotonic() + pace.after(found)
+            until = next_tick if renewed_at is None else min(next_tick, renewed_at + renew_every)
+            alarm.wait(max(0.0, until - time.monotonic()))
     finally:
         if lease is not None:
             lease.release()

@@ -1,0 +1,100 @@
+"""The sweeper loop backs off while idle, and still recovers an expired lease in time."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from typing import Any
+
+import pytest
+
+from leasehold.clock import FakeClock
+from leasehold.core.registry import TaskRegistry
+from leasehold.core.spec import JobSpec
+from leasehold.core.states import JobState
+from leasehold.lifecycle import sweeper
+from leasehold.lifecycle.app import Leasehold
+from leasehold.lifecycle.submission import submit
+
+from .helpers import receive_all
+
+
+@pytest.fixture
+def sweeps(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    seen: list[float] = []
+    real = sweeper.sweep
+
+    def counted(app: Leasehold, **kwargs: Any) -> sweeper.SweepReport:
+        seen.append(time.monotonic())
+        return real(app, **kwargs)
+
+    monkeypatch.setattr(sweeper, "sweep", counted)
+    return seen
+
+
+def _leased_by_a_dead_worker(app: Leasehold, registry: TaskRegistry) -> str:
+    registry.task("echo")(lambda payload, ctx: payload)
+    job = submit(app, JobSpec(task="echo", payload="p")).job
+    [message] = receive_all(app)
+    app.store.lease(job.job_id, json.loads(message.body)["epoch"], owner="dead:1",
+                    now=app.now(), expires_at=app.now() + 30_000, actor="dead")
+    return job.job_id
+
+
+def _loop(app: Leasehold, **kwargs: Any) -> tuple[threading.Thread, threading.Event]:
+    stop = threading.Event()
+    thread = threading.Thread(target=sweeper.run, args=(app, stop), daemon=True,
+                              kwargs={"interval_seconds": 0.05, **kwargs})
+    thread.start()
+    return thread, stop
+
+
+def test_a_backed_off_sweeper_recovers_an_expired_lease_within_its_cap(
+        app: Leasehold, registry: TaskRegistry, clock: FakeClock, sweeps: list[float]) -> None:
+    job_id = _leased_by_a_dead_worker(app, registry)
+    thread, stop = _loop(app, idle_interval_seconds=0.8)
+    try:
+        deadline = time.monotonic() + 10
+        while len(sweeps) < 6:  # waits 0.1, 0.2, 0.4, 0.8, 0.8: backed off to its cap
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        assert app.store.get(job_id).state is JobState.RUNNING  # not expired yet
+        clock.advance(30 + app.settings.skew_grace_seconds + 1)  # the lease expires now
+        expired = time.monotonic()
+        while app.store.get(job_id).state is JobState.RUNNING:
+            assert time.monotonic() - expired < 5, "the sweeper never recovered the lease"
+            time.sleep(0.02)
+        # Within the cap, with slack for a loaded machine: uncapped, the next wait would
+        # already be 3.2 s (0.1 doubled five times).
+        assert time.monotonic() - expired < 0.8 + 2.0
+        recovered = app.store.get(job_id)
+        assert (recovered.state, recovered.crash_count) == (JobState.QUEUED, 1)
+    finally:
+        stop.set()
+        thread.join(5)
+
+
+def test_a_wake_brings_a_backed_off_sweeper_back_at_once(
+        app: Leasehold, sweeps: list[float]) -> None:
+    wake = threading.Event()
+    thread, stop = _loop(app, idle_interval_seconds=30, wake=wake)
+    try:
+        deadline = time.monotonic() + 10
+        while len(sweeps) < 5:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        time.sleep(0.2)
+        before = len(sweeps)
+        woken = time.monotonic()
+        wake.set()
+        while len(sweeps) == before:
+            assert time.monotonic() - woken < 1.0, "the woken sweeper did not sweep"
+            time.sleep(0.01)
+        time.sleep(0.3)
+        assert len(sweeps) >= before + 2  # and back at its base pace (then doubling again)
+    finally:
+        stop.set()
+        wake.set()
+        thread.join(5)
+    assert not thread.is_alive()
