@@ -85,14 +85,14 @@ class OutcomeCounts:
     """The store observer counting the outcomes of jobs the API did not admit.
 
     Within a batch (``Leasehold.batch``: a worker's batch of records, a ticker or sweeper
-    pass) the counts wait and go out at its end, one ``ADD`` per outcome item touched, so a
-    batch of ten jobs of one tenant costs one or a few writes instead of ten. Best-effort, as
+    pass) the counts wait and go out at its end, one ``ADD`` per tenant, so a batch of ten
+    jobs of one tenant costs one write instead of ten. Best-effort, as
     documented above: a process that dies before its batch ends does not count it.
     """
 
     def __init__(self, app: Leasehold) -> None:
         self.app = app
-        self._kept: Deferred[tuple[str, dict[str, int]]] = Deferred(self._write)
+        self._kept: Deferred[tuple[str, str, dict[str, int]]] = Deferred(self._write)
         self.batch = self._kept.batch
 
     def __call__(self, job: Job, source: JobState | None) -> None:
@@ -104,18 +104,22 @@ class OutcomeCounts:
             deltas = {f"count_{source.value}": -1}
         else:
             return
-        item = _outcome_item(job.tenant, shard_of(job.job_id, OUTCOME_SHARDS))
-        if not self._kept.add((item, deltas)):
-            self._write([(item, deltas)])
+        if not self._kept.add((job.tenant, job.job_id, deltas)):
+            self._write([(job.tenant, job.job_id, deltas)])
 
-    def _write(self, counts: list[tuple[str, dict[str, int]]]) -> None:
-        by_item: dict[str, Counter[str]] = defaultdict(Counter)
-        for item, deltas in counts:
-            by_item[item].update(deltas)
-        for item, total in by_item.items():
+    def _write(self, counts: list[tuple[str, str, dict[str, int]]]) -> None:
+        # One write per tenant: its counts of the whole batch go to one of its outcome items,
+        # picked by the batch's first job (spread over the items as batches come and go).
+        by_tenant: dict[str, Counter[str]] = defaultdict(Counter)
+        first: dict[str, str] = {}
+        for tenant, job_id, deltas in counts:
+            by_tenant[tenant].update(deltas)
+            first.setdefault(tenant, job_id)
+        for tenant, total in by_tenant.items():
             deltas = {name: amount for name, amount in total.items() if amount}
             if not deltas:
                 continue
+            item = _outcome_item(tenant, shard_of(first[tenant], OUTCOME_SHARDS))
             try:
                 self.app.clients.dynamodb.update_item(
                     **add(self.app.settings, item, deltas)["Update"])
