@@ -24,6 +24,8 @@ def targets(r: dict[str, Any]) -> list[dict[str, Any]]:
     sweep_units = {s["sweeper"]["read_units"] for s in stored}
     imports = r["cold_start"]["imports"]["wall_ms"]
     slowest = max(imports, key=lambda name: imports[name])
+    primed = r["cold_start"]["imports"].get("api_primed_ms")
+    api = "api" if "api" in imports else slowest  # the tiny profile imports the worker only
     zipped = r["cold_start"]["asset"]["zipped_bytes"]
 
     def lateness_ok(part: dict[str, Any]) -> bool:
@@ -58,8 +60,12 @@ def targets(r: dict[str, Any]) -> list[dict[str, Any]]:
                    tenant["jobs_per_second"] >= 10_000)]
           if (tenant := max(r["scaling"].get("one_tenant", []), default=None,
                             key=lambda t: t["jobs_per_second"])) else []),
-        _target("handler import time (slowest, wall)", "<= 300 ms",
-                f"{imports[slowest]:.0f} ms ({slowest})", imports[slowest] <= 300),
+        _target("API handler cold start (import, wall)", "<= 300 ms",
+                f"{imports[api]:.0f} ms ({api})" + (
+                    f" (its first request then builds the app: {primed['wall']:.0f} ms "
+                    "import + build)" if primed else "")
+                + f"; slowest handler {slowest} {imports[slowest]:.0f} ms",
+                imports[api] <= 300),
         _target("code asset size (zipped)", "<= 10 MB", f"{zipped / MB:.1f} MB",
                 zipped <= 10 * MB),
     ]
