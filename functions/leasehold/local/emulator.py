@@ -164,9 +164,11 @@ def serve(host: str, port: int, parent: int | None = None) -> None:
     )
     from werkzeug.serving import make_server
 
-    from leasehold.local import dynamo_responses, fair_queues
+    from leasehold.local import dynamo_parsing, dynamo_responses, fair_queues, sqs_time
 
     dynamo_responses.install()
+    dynamo_parsing.install()
+    sqs_time.install()
     fair_queues.install()
     prompt_long_polls()
     app = CountedRequests(AtomicRequests(DomainDispatcherApplication(create_backend_app)))
