@@ -27,8 +27,11 @@ from leasehold.settings import Settings
 ROOT = Path(__file__).resolve().parent.parent
 TASKS = "bench.tasks"
 #: Back-pressure off: the benchmark measures capacity, not the per-tenant limits.
+#: One admission item per tenant: a rate this high would otherwise be split over 5,000 items,
+#: and every submission would meet a fresh one (a read and a create, not a take).
 UNLIMITED = {"LEASEHOLD_TENANT_RATE": "1000000", "LEASEHOLD_TENANT_BURST": "1000000",
-             "LEASEHOLD_TENANT_MAX_LIVE": "100000000", "LEASEHOLD_MAX_BACKLOG": "100000000"}
+             "LEASEHOLD_TENANT_MAX_LIVE": "100000000", "LEASEHOLD_MAX_BACKLOG": "100000000",
+             "LEASEHOLD_TENANT_ADMISSION_SHARDS": "1"}
 
 
 def clean_env(**extra: str) -> dict[str, str]:

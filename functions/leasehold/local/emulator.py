@@ -164,10 +164,17 @@ def serve(host: str, port: int, parent: int | None = None) -> None:
     )
     from werkzeug.serving import make_server
 
-    from leasehold.local import dynamo_parsing, dynamo_responses, fair_queues, sqs_time
+    from leasehold.local import (
+        dynamo_parsing,
+        dynamo_responses,
+        dynamo_transactions,
+        fair_queues,
+        sqs_time,
+    )
 
     dynamo_responses.install()
     dynamo_parsing.install()
+    dynamo_transactions.install()
     sqs_time.install()
     fair_queues.install()
     prompt_long_polls()
