@@ -114,6 +114,20 @@ def test_a_tenant_refused_on_one_shard_is_admitted_on_another_until_all_are_full
     assert api.post("/jobs", {"task": "echo"}).status == 201
 
 
+def test_a_cap_that_does_not_divide_by_the_shards_admits_exactly_the_cap(
+        make_app: Any, tasks: TaskRegistry) -> None:
+    app = make_app()
+    limits = {"rate": 1000, "burst": 1000, "max_live": 8}  # 5 admission items: 2+2+2+1+1
+    assert Limits(**limits).shard_count() == 5
+    assert sum(Limits(**limits).per_shard(5, k).max_live for k in range(5)) == 8
+    api = api_for(app, **limits)
+    for round_ in range(3):  # whatever order the tries take, every free slot is found
+        for _ in range(8):
+            assert api.post("/jobs", {"task": "echo"}).status == 201, round_
+        assert api.post("/jobs", {"task": "echo"}).status == 429
+        deliver(app)
+
+
 def test_one_shard_at_the_default_rate_keeps_the_tenant_item_as_it_was(
         app: Leasehold, tasks: TaskRegistry) -> None:
     assert Limits().shard_count() == 1
