@@ -25,6 +25,7 @@ from leasehold.aws.definitions import BY_TENANT_INDEX, DUE_INDEX, SWEEP_INDEX
 from leasehold.aws.dynamo import (
     Cancelled,
     batch_get,
+    condition_failed,
     from_av,
     old_item,
     query,
@@ -333,7 +334,7 @@ class DynamoJobStore:
                     ":to": to, ":state": job.state.value, ":epoch": job.epoch}),
             )
         except ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
+            if condition_failed(exc):
                 return False
             raise
         return True

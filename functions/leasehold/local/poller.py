@@ -178,13 +178,19 @@ class PollingWorker:
         return future
 
     def _give_back(self, batch: list[Received]) -> None:
+        self._set_visibility(batch, 0, "could not give back %d message(s); they return "
+                                       "after their visibility timeout")
+
+    def _set_visibility(self, batch: list[Received], seconds: int, failed: str) -> None:
+        """Set a received batch's visibility; a failure is logged (``failed`` takes the
+        batch's size), never raised: the messages then keep the visibility they had."""
         if not batch:
             return
         try:
-            self.app.queues.extend_all(batch[0].queue_url, [m.receipt_handle for m in batch], 0)
+            self.app.queues.extend_all(batch[0].queue_url, [m.receipt_handle for m in batch],
+                                       seconds)
         except Exception:
-            log.warning("could not give back %d message(s); they return after their "
-                        "visibility timeout", len(batch), exc_info=True)
+            log.warning(failed, len(batch), exc_info=True)
 
     def _take_listened(self) -> list[Received]:
         """A batch a finished long poll brought, in priority order (empty if none has)."""
@@ -205,13 +211,11 @@ class PollingWorker:
         return []
 
     def _hold(self, batch: list[Received]) -> None:
-        """A long poll's batch is ours now: the full visibility, as a short poll gives."""
-        try:
-            self.app.queues.extend_all(batch[0].queue_url, [m.receipt_handle for m in batch],
-                                       self._visibility())
-        except Exception:
-            # Run it anyway: if it shows again meanwhile, its lease is fenced by the epoch.
-            log.warning("could not extend a long-polled batch", exc_info=True)
+        """A long poll's batch is ours now: the full visibility, as a short poll gives.
+        If that fails it runs anyway: should it show again meanwhile, its lease is fenced by
+        the epoch."""
+        self._set_visibility(batch, self._visibility(),
+                             "could not extend a long-polled batch of %d")
 
     def listen(self) -> list[Received]:
         """Idle: long-poll every queue at once; the first batch to arrive (empty on stop).

@@ -267,12 +267,7 @@ class Backlog:
             cached = self._cache.get(pool)
         if cached is not None and time.monotonic() - cached[0] < self._ttl:
             return cached[1]
-        total = 0
-        for priority in PRIORITIES:
-            attributes = app.clients.sqs.get_queue_attributes(
-                QueueUrl=app.queues.url(pool, priority),
-                AttributeNames=["ApproximateNumberOfMessages"])["Attributes"]
-            total += int(attributes.get("ApproximateNumberOfMessages", 0))
+        total = sum(app.queues.visible(pool, priority) for priority in PRIORITIES)
         with self._lock:
             self._cache[pool] = (time.monotonic(), total)
         return total
