@@ -10,6 +10,7 @@ from leasehold.api.app import handle
 from leasehold.api.context import ApiConfig
 from leasehold.lifecycle.app import Leasehold
 from leasehold.local.gateway import proxy_event
+from leasehold.tenancy.admission import Limits
 
 
 @dataclass
@@ -53,3 +54,8 @@ class ApiClient:
 
     def delete(self, path: str, **kwargs: Any) -> Reply:
         return self.call("DELETE", path, **kwargs)
+
+
+def api_for(app: Leasehold, **limits: Any) -> ApiClient:
+    """A client trusting the tenant header, under these admission limits."""
+    return ApiClient(app, ApiConfig(trust_tenant_header=True, limits=Limits(**limits)))

@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
 from leasehold.aws.faults import Fault, FaultInjector
 from leasehold.aws.queues import Received
 from leasehold.lifecycle.app import Leasehold
@@ -70,3 +76,16 @@ def live_counted_jobs(app: Leasehold, tenant: str = "default") -> int:
             TableName=app.settings.jobs_table, ProjectionExpression="job_id")["Items"]])
     return sum(1 for job in jobs if job.tenant == tenant and job.state.live
                and job.extra.get(COUNTED))
+
+
+def timed_calls(monkeypatch: pytest.MonkeyPatch, module: Any, name: str) -> list[float]:
+    """When each call of ``module.name`` began (monotonic seconds): the real function, timed."""
+    seen: list[float] = []
+    real: Callable[..., Any] = getattr(module, name)
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        seen.append(time.monotonic())
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(module, name, counted)
+    return seen

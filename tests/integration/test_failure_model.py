@@ -15,7 +15,6 @@ from typing import Any
 
 import pytest
 
-from leasehold.api.context import ApiConfig
 from leasehold.aws.clients import Clients
 from leasehold.aws.faults import Fault, InjectedCrash
 from leasehold.clock import FakeClock
@@ -30,10 +29,9 @@ from leasehold.lifecycle import control, sweeper
 from leasehold.lifecycle.app import Leasehold
 from leasehold.lifecycle.submission import submit
 from leasehold.lifecycle.worker import Delivery, Outcome, Worker
-from leasehold.tenancy.admission import Limits
 from leasehold.time import ticker
 
-from .api_client import ApiClient
+from .api_client import api_for
 from .helpers import deliver, inject, live_counted_jobs, receive_all, tenant_live
 
 #: Every DynamoDB write (reads are never worth losing: a lost read is just retried).
@@ -45,10 +43,6 @@ WRITES = "|".join(f"dynamodb.{op}" for op in (
 def tasks(registry: TaskRegistry) -> TaskRegistry:
     registry.task("echo")(lambda payload, ctx: payload)
     return registry
-
-
-def api_for(app: Leasehold, **limits: Any) -> ApiClient:
-    return ApiClient(app, ApiConfig(trust_tenant_header=True, limits=Limits(**limits)))
 
 
 def values(params: Mapping[str, Any]) -> Mapping[str, Any]:

@@ -17,20 +17,12 @@ from leasehold.lifecycle import sweeper
 from leasehold.lifecycle.app import Leasehold
 from leasehold.lifecycle.submission import submit
 
-from .helpers import receive_all
+from .helpers import receive_all, timed_calls
 
 
 @pytest.fixture
 def sweeps(monkeypatch: pytest.MonkeyPatch) -> list[float]:
-    seen: list[float] = []
-    real = sweeper.sweep
-
-    def counted(app: Leasehold, **kwargs: Any) -> sweeper.SweepReport:
-        seen.append(time.monotonic())
-        return real(app, **kwargs)
-
-    monkeypatch.setattr(sweeper, "sweep", counted)
-    return seen
+    return timed_calls(monkeypatch, sweeper, "sweep")
 
 
 def _leased_by_a_dead_worker(app: Leasehold, registry: TaskRegistry) -> str:

@@ -12,7 +12,6 @@ from typing import Any
 
 import pytest
 
-from leasehold.api.context import ApiConfig
 from leasehold.aws.faults import Fault
 from leasehold.clock import FakeClock
 from leasehold.core.registry import TaskRegistry
@@ -23,7 +22,7 @@ from leasehold.tenancy.admission import Limits
 from leasehold.tenancy.counters import counts, slot_item
 from leasehold.tenancy.listing import list_jobs
 
-from .api_client import ApiClient
+from .api_client import api_for
 from .helpers import deliver, inject, live_counted_jobs, tenant_live
 
 WRITES = "|".join(f"dynamodb.{op}" for op in ("PutItem", "UpdateItem", "TransactWriteItems"))
@@ -33,10 +32,6 @@ WRITES = "|".join(f"dynamodb.{op}" for op in ("PutItem", "UpdateItem", "Transact
 def tasks(registry: TaskRegistry) -> TaskRegistry:
     registry.task("echo")(lambda payload, ctx: payload)
     return registry
-
-
-def api_for(app: Leasehold, **limits: Any) -> ApiClient:
-    return ApiClient(app, ApiConfig(trust_tenant_header=True, limits=Limits(**limits)))
 
 
 def _submit_many(app: Leasehold, clock: FakeClock, count: int) -> list[tuple[int, str]]:

@@ -15,19 +15,13 @@ from leasehold.lifecycle.app import Leasehold
 from leasehold.time import schedules, ticker
 from leasehold.time.leader import LeaderLease
 
+from .helpers import timed_calls
+
 
 @pytest.fixture
 def ticks(monkeypatch: pytest.MonkeyPatch) -> list[float]:
     """When each tick ran (wall time): the real tick, counted."""
-    seen: list[float] = []
-    real = ticker.tick
-
-    def counted(app: Leasehold, **kwargs: Any) -> ticker.TickReport:
-        seen.append(time.monotonic())
-        return real(app, **kwargs)
-
-    monkeypatch.setattr(ticker, "tick", counted)
-    return seen
+    return timed_calls(monkeypatch, ticker, "tick")
 
 
 @pytest.fixture
