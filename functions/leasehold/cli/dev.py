@@ -135,16 +135,17 @@ def run_dev(args: argparse.Namespace) -> int:
     if args.lookahead_seconds is not None:
         options.lookahead_seconds = args.lookahead_seconds
     runtime = Runtime(options)
-    try:
-        runtime.start()
-    except (PortBusy, StateInUse) as exc:
-        print(f"leasehold dev: {exc}", file=sys.stderr)
-        return 2
-    except (LeaseholdError, RuntimeError) as exc:
-        print(f"leasehold dev: could not start: {exc}", file=sys.stderr)
-        runtime.stop()
-        return 1
-    runtime.run_until_signalled()
+    with runtime.signals() as signalled:  # a Ctrl-C during the start stops it once started
+        try:
+            runtime.start()
+        except (PortBusy, StateInUse) as exc:
+            print(f"leasehold dev: {exc}", file=sys.stderr)
+            return 2
+        except (LeaseholdError, RuntimeError) as exc:
+            print(f"leasehold dev: could not start: {exc}", file=sys.stderr)
+            runtime.stop()
+            return 1
+        runtime.run_until_signalled(signalled)
     return 0
 
 

@@ -12,6 +12,7 @@ drain, and stops the emulator last.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import functools
 import logging
@@ -22,6 +23,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
@@ -375,8 +377,11 @@ class Runtime:
             self.emulator.stop()
         print("Stopped.", file=self.out, flush=True)
 
-    def run_until_signalled(self) -> None:
-        """Block until SIGINT or SIGTERM, then stop cleanly."""
+    @contextlib.contextmanager
+    def signals(self) -> Iterator[threading.Event]:
+        """SIGINT and SIGTERM set the event this yields while it is open: a Ctrl-C that
+        arrives while the runtime starts stops it once started, not with a traceback
+        halfway through its start."""
         signalled = threading.Event()
 
         def on_signal(signum: int, frame: Any) -> None:
@@ -384,9 +389,15 @@ class Runtime:
 
         previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
         try:
-            while not signalled.wait(0.5):
-                pass
+            yield signalled
         finally:
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
+
+    def run_until_signalled(self, signalled: threading.Event) -> None:
+        """Block until ``signalled`` (from :meth:`signals`) is set, then stop cleanly."""
+        try:
+            while not signalled.wait(0.5):
+                pass
+        finally:
             self.stop()
