@@ -85,7 +85,7 @@ def test_state_survives_a_restart_and_fresh_starts_empty(tmp_path: Path) -> None
     try:
         assert "started empty" in banner(fresh, "state")
         assert fresh.call("GET", "/jobs").body["jobs"] == []
-        assert survivor in (state / "state.json.old").read_text()  # autosaved, moved aside
+        assert survivor in (state / "state.json.old.1").read_text()  # autosaved, moved aside
     finally:
         assert fresh.stop() == 0
 

@@ -12,6 +12,7 @@ from botocore.exceptions import ClientError
 from leasehold.aws.clients import Clients
 from leasehold.aws.definitions import TABLES, queues
 from leasehold.aws.provision import create_all
+from leasehold.local import snapshots
 from leasehold.local.emulator import counts
 from leasehold.settings import Settings
 
@@ -92,3 +93,29 @@ def test_the_emulator_counts_requests_by_service_and_operation(endpoint: str) ->
     after = counts(endpoint)
     grew = {k: after[k] - before.get(k, 0) for k in after if after[k] != before.get(k, 0)}
     assert grew == {"dynamodb ListTables": 2, "sqs CreateQueue": 1}
+
+
+def test_a_snapshot_holds_the_items_a_scan_reads_and_is_skipped_while_nothing_is_written(
+        endpoint: str) -> None:
+    ddb = client(endpoint, "dynamodb")
+    for name in ("snap-a", "snap-b"):
+        ddb.create_table(TableName=name, BillingMode="PAY_PER_REQUEST",
+                         KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+                         AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}])
+    ddb.put_item(TableName="snap-a", Item={
+        "pk": {"S": "job"}, "n": {"N": "1.5"}, "ok": {"BOOL": True}, "none": {"NULL": True},
+        "tags": {"SS": ["x", "y"]}, "nums": {"NS": ["1", "2"]},
+        "extra": {"M": {"deep": {"L": [{"S": "a"}, {"M": {"k": {"N": "3"}}}]}}}})
+    ddb.put_item(TableName="snap-b", Item={"pk": {"S": "tenant"}, "live": {"N": "1"}})
+    region = ddb.meta.region_name
+    cut = snapshots.take(endpoint, region, ["snap-a", "snap-b"])
+    assert cut.tables is not None
+    for name in ("snap-a", "snap-b"):
+        assert cut.tables[name] == ddb.scan(TableName=name)["Items"]
+    assert snapshots.take(endpoint, region, ["snap-a"], unless=cut.sequence).tables is None
+    ddb.get_item(TableName="snap-a", Key={"pk": {"S": "job"}})  # a read changes nothing
+    assert snapshots.take(endpoint, region, ["snap-a"], unless=cut.sequence).tables is None
+    ddb.delete_item(TableName="snap-b", Key={"pk": {"S": "tenant"}})
+    later = snapshots.take(endpoint, region, ["snap-a", "snap-b"], unless=cut.sequence)
+    assert later.tables is not None and later.tables["snap-b"] == []
+    assert later.sequence > cut.sequence

@@ -21,7 +21,7 @@ def register(subparsers: Any) -> None:
         "leasehold dev",
         "leasehold dev --port 9000 --workers 4",
         "leasehold dev --tasks examples.tasks,examples.workflow_tasks",
-        "leasehold dev --fresh                 # start empty (the old state is kept as .old)",
+        "leasehold dev --fresh                 # start empty (the old state is kept as .old.<n>)",
         "leasehold dev --endpoint http://localhost:4566",
     ], run_dev, client=False)
     dev.add_argument("--host", default="127.0.0.1", help="API address, e.g. --host 0.0.0.0")
@@ -47,14 +47,15 @@ def register(subparsers: Any) -> None:
                           "(else a missing one stops the start, named), e.g. --endpoint "
                           "http://localhost:4566 --provision")
     dev.add_argument("--state-dir", default=os.environ.get("LEASEHOLD_STATE_DIR", ".leasehold"),
-                     help="where the embedded emulator's tables are saved when you stop and "
-                          "loaded when you start (default .leasehold, or $LEASEHOLD_STATE_DIR), "
-                          "e.g. --state-dir /tmp/lh")
+                     help="where the embedded emulator's tables are saved and loaded when you "
+                          "start (default .leasehold, or $LEASEHOLD_STATE_DIR); one runtime "
+                          "at a time, e.g. --state-dir /tmp/lh")
     dev.add_argument("--fresh", action="store_true",
-                     help="start empty: move the saved state and event log aside (*.old)")
-    dev.add_argument("--save-seconds", type=float, default=60.0,
-                     help="also save the state this often while running, so a killed runtime "
-                          "loses at most this much (0: only on stop), e.g. --save-seconds 10")
+                     help="start empty: move the saved state and event log aside "
+                          "(*.old.1, *.old.2, ...)")
+    dev.add_argument("--save-seconds", type=float, default=1.0,
+                     help="how often to save what changed, so a killed runtime loses about "
+                          "this much (0: only on stop), e.g. --save-seconds 5")
     dev.add_argument("--in-memory", action="store_true",
                      help="keep nothing: neither load nor save the state (benchmarks, demos)")
     dev.add_argument("--lease-seconds", type=float, default=30.0,
@@ -111,6 +112,7 @@ def _split(value: str) -> tuple[str, ...]:
 
 
 def run_dev(args: argparse.Namespace) -> int:
+    from leasehold.local.keeper import StateInUse
     from leasehold.local.runtime import PortBusy, Runtime, RuntimeOptions
 
     if args.leader_lease_seconds < 2 * args.tick_seconds:
@@ -133,16 +135,17 @@ def run_dev(args: argparse.Namespace) -> int:
     if args.lookahead_seconds is not None:
         options.lookahead_seconds = args.lookahead_seconds
     runtime = Runtime(options)
-    try:
-        runtime.start()
-    except PortBusy as exc:
-        print(f"leasehold dev: {exc}", file=sys.stderr)
-        return 2
-    except (LeaseholdError, RuntimeError) as exc:
-        print(f"leasehold dev: could not start: {exc}", file=sys.stderr)
-        runtime.stop()
-        return 1
-    runtime.run_until_signalled()
+    with runtime.signals() as signalled:  # a Ctrl-C during the start stops it once started
+        try:
+            runtime.start()
+        except (PortBusy, StateInUse) as exc:
+            print(f"leasehold dev: {exc}", file=sys.stderr)
+            return 2
+        except (LeaseholdError, RuntimeError) as exc:
+            print(f"leasehold dev: could not start: {exc}", file=sys.stderr)
+            runtime.stop()
+            return 1
+        runtime.run_until_signalled(signalled)
     return 0
 
 

@@ -11,7 +11,9 @@ also emulates SQS fair queues, which moto's standard queues do not
 
 :class:`CountedRequests` counts every request by service and operation; ``GET
 /_leasehold/requests`` answers the counts so far (the idle benchmark reads it, to see what
-the whole runtime, all its processes, asks of AWS).
+the whole runtime, all its processes, asks of AWS). ``POST /_leasehold/snapshot`` copies
+tables as one cut, under the DynamoDB lock (:mod:`leasehold.local.snapshots`): what the
+runtime saves.
 
 Run as ``python -m leasehold.local.emulator --port 0``: it prints ``READY <port>`` once it
 listens, and exits when its parent does.
@@ -33,6 +35,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from leasehold.local import snapshots
+
 WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 READY = "READY"
 
@@ -44,6 +48,8 @@ class AtomicRequests:
         self.app = app
         self.dynamodb = threading.Lock()
         self.sqs = threading.Lock()
+        #: DynamoDB requests that may have written so far (a snapshot says which it holds).
+        self.dynamodb_writes = 0
 
     def _lock_for(self, environ: dict[str, Any]) -> threading.Lock | None:
         target = str(environ.get("HTTP_X_AMZ_TARGET", ""))
@@ -71,6 +77,8 @@ class AtomicRequests:
         if lock is None:
             return self.app(environ, start_response)
         with lock:
+            if lock is self.dynamodb and snapshots.writes(str(environ["HTTP_X_AMZ_TARGET"])):
+                self.dynamodb_writes += 1
             # Drain the response inside the lock: moto may build it lazily.
             return list(self.app(environ, start_response))
 
@@ -178,7 +186,9 @@ def serve(host: str, port: int, parent: int | None = None) -> None:
     sqs_time.install()
     fair_queues.install()
     prompt_long_polls()
-    app = CountedRequests(AtomicRequests(DomainDispatcherApplication(create_backend_app)))
+    atomic = AtomicRequests(DomainDispatcherApplication(create_backend_app))
+    # Outside the counts: a snapshot is the runtime's own request, not one made of AWS.
+    app = snapshots.Snapshots(CountedRequests(atomic), atomic)
     server = make_server(host, port, app, threaded=True, request_handler=MotoRequestHandler)
     if parent is not None:
         threading.Thread(target=_watch_parent, args=(parent,), daemon=True).start()

@@ -12,7 +12,9 @@ drain, and stops the emulator last.
 
 from __future__ import annotations
 
+import contextlib
 import errno
+import functools
 import logging
 import os
 import signal
@@ -21,6 +23,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
@@ -34,6 +37,7 @@ from leasehold.lifecycle import sweeper
 from leasehold.lifecycle.app import Leasehold
 from leasehold.local import emulator, state
 from leasehold.local.gateway import Gateway
+from leasehold.local.keeper import StateKeeper
 from leasehold.settings import Settings
 from leasehold.time import ticker
 from leasehold.time.leader import LeaderLease
@@ -73,14 +77,16 @@ class RuntimeOptions:
     #: The job state event log (JSON lines); ``LEASEHOLD_EVENT_BUS`` in the environment wins,
     #: so the runtime can publish to a real EventBridge bus when pointed at AWS.
     event_log: str = ".leasehold/events.jsonl"
-    #: Where the embedded emulator's tables are saved on stop and loaded on start
-    #: (:mod:`leasehold.local.state`); None keeps them in memory only.
+    #: Where the embedded emulator's tables are saved and loaded on start
+    #: (:mod:`leasehold.local.state`), held by one runtime at a time; None keeps them in
+    #: memory only.
     state_dir: str | None = ".leasehold"
-    #: Start empty: the saved state and event log are moved aside (``*.old``), not deleted.
+    #: Start empty: the saved state and event log are moved aside (``*.old.<n>``), not
+    #: deleted.
     fresh: bool = False
-    #: Also save this often while running, so a runtime that is killed (not stopped) loses
-    #: at most this much; 0 saves only on stop.
-    save_seconds: float = 60.0
+    #: How often the runtime saves what changed (:mod:`leasehold.local.keeper`), so a runtime
+    #: that is killed (not stopped) loses about this much; 0 saves only on stop.
+    save_seconds: float = 1.0
     #: With ``endpoint``: create the tables and queues that are missing (the embedded
     #: emulator is always provisioned). Otherwise a missing one stops the start, named.
     provision: bool = False
@@ -143,18 +149,21 @@ class Runtime:
         self.app: Leasehold | None = None
         self.lease: AnnouncedLease | None = None
         self.loaded = 0
-        self._saving = threading.Lock()
+        self.keeper: StateKeeper | None = None
         #: Set when the API accepts a write: the ticker and the sweeper look at once.
         self.tick_wake = threading.Event()
         self.sweep_wake = threading.Event()
-        #: Set once the saved state is loaded: a runtime whose load failed must not write its
-        #: empty tables over the file it could not read.
-        self._may_save = False
 
     # -- start ----------------------------------------------------------------------------
 
     def start(self) -> None:
         opts = self.options
+        directory = self._state()
+        if directory is not None:
+            # First: a second runtime on this directory stops before it binds or starts
+            # anything (StateInUse names the first one's PID).
+            self.keeper = StateKeeper(directory, every=opts.save_seconds, out=self.out)
+            self.keeper.lock()
         try:
             self.gateway = Gateway(opts.host, opts.port, self._answer)
         except OSError as exc:
@@ -191,7 +200,6 @@ class Runtime:
         else:
             provision.check_ready(self.app.clients, settings, endpoint=endpoint)
         self.loaded = self._load_state(event_bus)
-        self._may_save = True
         if event_bus.startswith(FILE_PREFIX):
             # A line that says a new run began: `events tail` shows what came before it as
             # an earlier run's, never as live.
@@ -203,8 +211,8 @@ class Runtime:
                 self.children.append(_Child(pool, self._spawn(pool)))
         self._thread(self._supervise, "supervisor")
         self._thread(self._sweep, "sweeper")
-        if self._state() is not None and opts.save_seconds > 0:
-            self._thread(self._autosave, "autosave")
+        if self.keeper is not None and opts.save_seconds > 0:
+            self._thread(functools.partial(self.keeper.run, self.stopping), "autosave")
         self.lease = AnnouncedLease(self.app, lease_seconds=opts.leader_lease_seconds,
                                     out=self.out)
         self._thread(self._tick, "ticker")
@@ -213,42 +221,23 @@ class Runtime:
 
     def _state(self) -> Path | None:
         """Where the tables are kept, or None: in memory (or not ours: another endpoint)."""
-        if self.emulator is None or self.options.state_dir is None:
+        if self.options.endpoint is not None or self.options.state_dir is None:
             return None
         return Path(self.options.state_dir).resolve()
 
     def _load_state(self, event_bus: str) -> int:
-        directory = self._state()
         if self.options.fresh:
             logs = [Path(event_bus[len(FILE_PREFIX):])] if event_bus.startswith(FILE_PREFIX) \
                 else []
-            for path in [*logs, *([directory / state.STATE_FILE] if directory else [])]:
-                if path.exists():
-                    os.replace(path, path.with_name(path.name + ".old"))
-            return 0
-        if directory is None:
+            kept = [self.keeper.directory / state.STATE_FILE] if self.keeper else []
+            for path in [*logs, *kept]:
+                if (moved := state.move_aside(path)) is not None:
+                    print(f"--fresh: moved {path} aside to {moved.name}", file=self.out,
+                          flush=True)
+        if self.keeper is None:
             return 0
         assert self.app is not None
-        return state.load(self.app, directory)
-
-    def _save_state(self, *, quiet: bool = False) -> None:
-        directory = self._state()
-        if directory is None or self.app is None or not self._may_save:
-            return
-        with self._saving:  # the autosave and the final save never write the file together
-            try:
-                count = state.save(self.app, directory)
-            except Exception:
-                log.exception("could not save the local state")
-                print(f"Could not save the state to {directory}.", file=self.out, flush=True)
-                return
-        if not quiet:
-            print(f"Saved {count} item(s) to {directory / state.STATE_FILE}; `leasehold dev` "
-                  "loads them next time (--fresh starts empty).", file=self.out, flush=True)
-
-    def _autosave(self) -> None:
-        while not self.stopping.wait(self.options.save_seconds):
-            self._save_state(quiet=True)
+        return self.keeper.load(self.app)
 
     def _thread(self, target: Any, name: str) -> None:
         thread = threading.Thread(target=target, name=name, daemon=True)
@@ -309,8 +298,9 @@ class Runtime:
         directory = self._state()
         if directory is not None:
             every = self.options.save_seconds
-            kept = (f"{directory / state.STATE_FILE}: saved when you stop"
-                    + (f" (and every {every:g}s)" if every > 0 else "") + ", loaded at start")
+            kept = (f"{directory / state.STATE_FILE}: saved "
+                    + (f"within {every:g}s of a change and " if every > 0 else "")
+                    + "when you stop, loaded at start")
             loaded = f"{self.loaded} item(s) loaded" if self.loaded else "started empty"
             return f"{kept} ({loaded}; --fresh starts empty)"
         if self.emulator is not None:
@@ -381,13 +371,17 @@ class Runtime:
                 child.process.wait()
         for thread in self.threads:
             thread.join(2)
-        self._save_state()  # after the workers drained, so finished jobs are saved finished
+        if self.keeper is not None:
+            self.keeper.close()  # after the workers drained, so finished jobs are saved finished
         if self.emulator is not None:
             self.emulator.stop()
         print("Stopped.", file=self.out, flush=True)
 
-    def run_until_signalled(self) -> None:
-        """Block until SIGINT or SIGTERM, then stop cleanly."""
+    @contextlib.contextmanager
+    def signals(self) -> Iterator[threading.Event]:
+        """SIGINT and SIGTERM set the event this yields while it is open: a Ctrl-C that
+        arrives while the runtime starts stops it once started, not with a traceback
+        halfway through its start."""
         signalled = threading.Event()
 
         def on_signal(signum: int, frame: Any) -> None:
@@ -395,9 +389,15 @@ class Runtime:
 
         previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
         try:
-            while not signalled.wait(0.5):
-                pass
+            yield signalled
         finally:
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
+
+    def run_until_signalled(self, signalled: threading.Event) -> None:
+        """Block until ``signalled`` (from :meth:`signals`) is set, then stop cleanly."""
+        try:
+            while not signalled.wait(0.5):
+                pass
+        finally:
             self.stop()

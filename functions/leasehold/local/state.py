@@ -3,12 +3,18 @@
 moto's server keeps everything in memory and has no way to save it: its recorder logs every
 request for a later replay, which for a scheduler means every poll and tick (a log that only
 grows) and a replay that cannot reproduce SQS receipt handles or timing. So the runtime saves
-the tables itself when it stops and loads them when it starts. The tables are enough: a job's
-row is the outbox of its SQS message, so after loading, every QUEUED job is handed off again
-(a duplicate of a message that survived is harmless: the lease is fenced by the epoch), and
-a job that was RUNNING when the runtime died is re-driven by the sweeper once its lease
+the tables itself and loads them when it starts. What it saves is one cut of every table,
+taken inside the emulator under the lock that serialises its DynamoDB requests
+(:mod:`leasehold.local.snapshots`), so every invariant of the live tables holds in the file
+(a tenant's live count equals its live jobs). The tables are enough: a job's row is the
+outbox of its SQS message, so after loading, every QUEUED job is handed off again (a
+duplicate of a message that survived is harmless: the lease is fenced by the epoch), and a
+job that was RUNNING when the runtime died is re-driven by the sweeper once its lease
 expires. What is not kept: the SQS messages themselves (DLQ depth starts at 0; DEAD jobs are
 still listed and redriven from the table), live workers and the ticker's leader lease.
+
+The file says when it was saved and whether by a runtime that stopped cleanly (``clean``),
+so the next start can say that work after that moment was lost.
 """
 
 from __future__ import annotations
@@ -16,7 +22,8 @@ from __future__ import annotations
 import json
 import logging
 import os
-from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +32,7 @@ from leasehold.core.jobs import job_from_item
 from leasehold.core.states import JobState
 from leasehold.lifecycle import handoff
 from leasehold.lifecycle.app import Leasehold
+from leasehold.local import snapshots
 
 log = logging.getLogger(__name__)
 STATE_FILE = "state.json"
@@ -36,44 +44,70 @@ TABLES = ("jobs_table", "schedules_table", "tenants_table", "coordination_table"
 _TRANSIENT = frozenset({"leader", "worker"})
 
 
-def _scan(app: Leasehold, table: str) -> Iterator[dict[str, Any]]:
-    request: dict[str, Any] = {"TableName": table}
-    while True:
-        page = app.clients.dynamodb.scan(**request)
-        yield from page.get("Items", [])
-        if "LastEvaluatedKey" not in page:
-            return
-        request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+@dataclass(frozen=True)
+class Saved:
+    items: int
+    #: The emulator's write count the cut holds (what a later save passes as ``unless``).
+    sequence: int
 
 
-def save(app: Leasehold, directory: Path) -> int:
-    """Write every kept table to ``directory/state.json`` (atomically); the items saved."""
-    tables = {}
-    for name in TABLES:
-        items = [item for item in _scan(app, getattr(app.settings, name))
-                 if item.get("pk", {}).get("S") not in _TRANSIENT]
-        tables[name] = items
+@dataclass(frozen=True)
+class Loaded:
+    items: int
+    #: When the file was saved, and whether by a runtime that then stopped cleanly (None:
+    #: a file from before either was recorded).
+    saved_at: datetime | None = None
+    clean: bool | None = None
+
+
+def save(app: Leasehold, directory: Path, *, clean: bool = False,
+         unless: int | None = None) -> Saved | None:
+    """Write one cut of every kept table to ``directory/state.json`` (atomically); None if
+    nothing was written to the tables since the cut ``unless`` names. ``clean``: this is
+    the last save of a runtime that stops."""
+    names = {getattr(app.settings, name): name for name in TABLES}
+    region = app.clients.dynamodb.meta.region_name
+    assert app.settings.endpoint_url, "only the embedded emulator's tables are saved"
+    cut = snapshots.take(app.settings.endpoint_url, region, names, unless=unless)
+    if cut.tables is None:
+        return None
+    tables = {name: [item for item in cut.tables[table]
+                     if item.get("pk", {}).get("S") not in _TRANSIENT]
+              for table, name in names.items()}
+    saved_at = datetime.fromtimestamp(app.now() / 1000, UTC)
     directory.mkdir(parents=True, exist_ok=True)
     target = directory / STATE_FILE
     temporary = target.with_suffix(".tmp")
-    temporary.write_text(json.dumps({"version": VERSION, "tables": tables}), encoding="utf-8")
+    temporary.write_text(json.dumps({"version": VERSION, "saved_at": saved_at.isoformat(),
+                                     "clean": clean, "tables": tables}), encoding="utf-8")
     os.replace(temporary, target)  # a crash mid-write leaves the previous state whole
-    return sum(len(items) for items in tables.values())
+    return Saved(sum(len(items) for items in tables.values()), cut.sequence)
 
 
-def load(app: Leasehold, directory: Path) -> int:
-    """Put the saved tables back and hand off the QUEUED jobs again; the items loaded."""
+def move_aside(path: Path) -> Path | None:
+    """Rename ``path`` to the next free ``<name>.old.<n>`` (never over an earlier one)."""
+    if not path.exists():
+        return None
+    taken = [int(p.name.rsplit(".", 1)[1]) for p in path.parent.glob(path.name + ".old.*")
+             if p.name.rsplit(".", 1)[1].isdigit()]
+    target = path.with_name(f"{path.name}.old.{max(taken, default=0) + 1}")
+    os.replace(path, target)
+    return target
+
+
+def load(app: Leasehold, directory: Path) -> Loaded:
+    """Put the saved tables back and hand off the QUEUED jobs again."""
     path = directory / STATE_FILE
     if not path.exists():
-        return 0
+        return Loaded(0)
     try:
         saved = json.loads(path.read_text(encoding="utf-8"))
     except ValueError as exc:
         raise RuntimeError(f"cannot read {path} ({exc}); start with --fresh, which moves "
-                           "it aside to state.json.old") from None
+                           "it aside (state.json.old.<n>)") from None
     if not isinstance(saved, dict) or saved.get("version") != VERSION:
         raise RuntimeError(f"{path} was not written by this version of Leasehold; start "
-                           "with --fresh, which moves it aside to state.json.old")
+                           "with --fresh, which moves it aside (state.json.old.<n>)")
     count = 0
     for name, items in saved["tables"].items():
         table = getattr(app.settings, name)
@@ -89,4 +123,6 @@ def load(app: Leasehold, directory: Path) -> int:
         job = job_from_item(from_av(item))
         if job.state is JobState.QUEUED:
             handoff.send(app.queues, job, now)
-    return count
+    saved_at = saved.get("saved_at")
+    return Loaded(count, datetime.fromisoformat(saved_at) if saved_at else None,
+                  saved.get("clean"))
