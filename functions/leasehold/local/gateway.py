@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import json
 import logging
+import re
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
@@ -65,6 +66,8 @@ def proxy_event(method: str, target: str, headers: Mapping[str, str] | None = No
 Address = tuple[str, int]
 #: Names a local server always answers to, beside the address it listens on.
 LOOPBACK_NAMES = ("127.0.0.1", "localhost")
+#: A DNS name or an IP address (an IPv6 one without its brackets).
+_HOSTNAME = re.compile(r"[a-z0-9._:-]+")
 
 
 def _address(authority: str, default_port: int = 80) -> Address | None:
@@ -74,8 +77,8 @@ def _address(authority: str, default_port: int = 80) -> Address | None:
         port = parts.port
     except ValueError:
         return None
-    if not parts.hostname or parts.username is not None or parts.password is not None \
-            or parts.path or parts.query or parts.fragment:
+    if not parts.hostname or not _HOSTNAME.fullmatch(parts.hostname) \
+            or parts.username is not None or parts.path or parts.query or parts.fragment:
         return None
     return parts.hostname.lower(), port if port is not None else default_port
 
@@ -87,7 +90,7 @@ class OwnAddress:
 
     * ``Origin``: a browser sends it with every cross-origin request and every POST, also a
       "simple" one (``text/plain``, a form) that needs no CORS preflight. A page of another
-      origin is refused before its body is read; curl and the SDKs send no ``Origin``.
+      origin is refused before its request reaches the API; curl and the SDKs send none.
     * ``Host``: a DNS-rebinding page (``evil.example`` made to resolve to 127.0.0.1) is
       same-origin with itself, so its requests carry its own name in ``Host``, never ours.
     """
