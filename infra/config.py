@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from leasehold.api.principals import parse_mapping
 from leasehold.aws.definitions import TABLES
 from leasehold.settings import (
     FUNCTION_TIMEOUT_RESERVE_SECONDS,
@@ -32,6 +33,10 @@ MIN_MAX_CONCURRENCY = 2
 #: AWS guidance for SQS-triggered Lambdas: visibility >= 6 x the function timeout, so a
 #: message is not redelivered while throttled retries of the same batch are still pending.
 VISIBILITY_TIMEOUT_FACTOR = 6
+#: Lambda allows 4 KB of environment per function and the settings take under 2 KB
+#: (tests/infra/test_real_aws.py), so the tenant mapping may take this much as JSON. More
+#: principals than that fit (about 25 to 40) call for an authorizer that returns the tenant.
+TENANT_MAP_LIMIT = 2048
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -121,6 +126,10 @@ class StackConfig:
     #: ``terminal`` by default, since EventBridge bills every entry and consumers mostly react
     #: to outcomes (see docs/design.md, "Job state events").
     publish: str = "terminal"
+    #: The operator's tenant mapping, principal ARN (or ``ACCOUNT:KIND/NAME``) -> tenant
+    #: (``-c tenants='{...}'`` or cdk.json). Unmapped principals are their own tenant; see
+    #: leasehold.api.principals and README, "Calling the API".
+    tenants: Mapping[str, str] = field(default_factory=dict)
 
     def validate(self) -> None:
         names = [pool.name for pool in self.pools]
@@ -140,7 +149,17 @@ class StackConfig:
                              f"not {self.publish!r}")
         if self.event_archive_days < 0:
             raise ValueError("eventArchiveDays must be 0 (no archive) or more")
+        if len(self.tenant_map_json()) > TENANT_MAP_LIMIT:
+            raise ValueError(f"tenants: the mapping takes more than {TENANT_MAP_LIMIT} "
+                             "characters of the API function's 4 KB environment; map fewer "
+                             "principals (one role for many callers) or use an authorizer "
+                             "that returns the tenant")
         self.settings().validate()
+
+    def tenant_map_json(self) -> str:
+        """``LEASEHOLD_TENANT_MAP`` for the API function (checked: raises on a bad entry)."""
+        mapping = parse_mapping(dict(self.tenants))
+        return json.dumps(mapping, separators=(",", ":"), sort_keys=True) if mapping else ""
 
     def settings(self) -> Settings:
         """The runtime settings this stack deploys; the functions read them from env."""
@@ -200,6 +219,8 @@ class StackConfig:
             if isinstance(pools, str):
                 pools = json.loads(pools)
             values["pools"] = tuple(PoolConfig.from_json(pool) for pool in pools)
+        if (tenants := get("tenants")) is not None:
+            values["tenants"] = parse_mapping(tenants)
         if (mode := get("leasehold:bundling")) is not None:
             values["bundling"] = str(mode)
         config = cls(**values)

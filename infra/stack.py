@@ -79,8 +79,12 @@ class LeaseholdStack(cdk.Stack):
         self.scheduling = TickerSweeper(self, "TickerSweeper", queues=self.queues,
                                         tables=self.tables, code=code, environment=environment,
                                         log_retention=log_retention)
+        # Only the API names tenants, so only it carries the operator's mapping.
+        tenant_map = config.tenant_map_json()
+        api_environment = {**environment, **(
+            {"LEASEHOLD_TENANT_MAP": tenant_map} if tenant_map else {})}
         api_fn = LeaseholdFunction(
-            self, "ApiFunction", handler=API_HANDLER, code=code, environment=environment,
+            self, "ApiFunction", handler=API_HANDLER, code=code, environment=api_environment,
             memory_mb=config.api_memory_mb, timeout_seconds=config.api_timeout_seconds,
             log_retention=log_retention, description="Leasehold REST API",
         ).function

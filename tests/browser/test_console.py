@@ -9,14 +9,17 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+import threading
 import urllib.error
 import urllib.request
+import uuid
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
-from playwright.sync_api import Page, expect
+from playwright.sync_api import Browser, Page, expect
 
 from tests.e2e.conftest import ROOT, Runtime
 
@@ -254,3 +257,52 @@ def test_leasehold_console_serves_the_page_and_forwards_its_calls_to_the_api(
     with pytest.raises(urllib.error.HTTPError) as refused:
         urllib.request.urlopen(request, timeout=10)
     assert refused.value.code == 403
+
+
+class _EvilPage(BaseHTTPRequestHandler):
+    def do_GET(self) -> None:
+        body = b"<!doctype html><title>another site</title>"
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def other_site() -> Iterator[str]:
+    """A page of another site on this machine (another dev server, a local HTML file's
+    server): Chromium's Local Network Access blocks a public site's requests to 127.0.0.1,
+    not these, and other browsers block neither."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _EvilPage)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://localhost:{server.server_address[1]}/"
+    server.shutdown()
+    server.server_close()
+
+
+def test_a_page_of_another_site_cannot_submit_through_the_browser(
+        browser: Browser, console_runtime: Runtime, other_site: str) -> None:
+    """A cross-site ``text/plain`` POST needs no preflight: the runtime itself refuses it."""
+    key = "cross-site-" + uuid.uuid4().hex
+    context = browser.new_context()
+    try:
+        evil = context.new_page()
+        evil.goto(other_site)
+        sent = evil.evaluate("""async ([url, key]) => {
+            const response = await fetch(url, {method: "POST", mode: "no-cors",
+              headers: {"Content-Type": "text/plain"},
+              body: JSON.stringify({task: "echo", payload: "evil", idempotency_key: key})});
+            return response.type;
+        }""", [console_runtime.url + "/jobs", key])
+        assert sent == "opaque"  # the browser sent it, and shows the page nothing
+    finally:
+        context.close()
+    # Had the page's job landed, this key would name it (the API would answer 409 or it).
+    reply = console_runtime.call("POST", "/jobs", {"task": "echo", "payload": "mine",
+                                                   "idempotency_key": key})
+    assert reply.status == 201 and reply.body["payload"] == "mine", reply.body

@@ -41,9 +41,9 @@ def test_verified_identities_win_over_the_header() -> None:
     event["requestContext"]["authorizer"] = {}
     event["requestContext"]["identity"] = {
         "userArn": "arn:aws:sts::123456789012:assumed-role/Billing/session-9"}
-    assert tenant_of(event, CLOUD) == "123456789012:Billing"
+    assert tenant_of(event, CLOUD) == "123456789012:role/Billing"
     event["requestContext"]["identity"] = {"userArn": "arn:aws:iam::123456789012:user/ops/bob"}
-    assert tenant_of(event, CLOUD) == "123456789012:ops:bob"
+    assert tenant_of(event, CLOUD) == "123456789012:user/bob"  # a user's path is not identity
 
 
 def test_a_malformed_tenant_header_is_a_validation_error() -> None:

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from aws_lambda_powertools.event_handler.api_gateway import BaseRouter
 
+from leasehold.api.principals import parse_mapping, principal_of
 from leasehold.core.spec import check_tenant
 from leasehold.errors import LeaseholdError, ValidationError
 from leasehold.lifecycle.app import Leasehold
@@ -25,6 +25,10 @@ class Unauthenticated(LeaseholdError):
     code = "unauthenticated"
 
 
+class UnknownPrincipal(Unauthenticated):
+    """The caller's IAM identity is not a user, role session, federated user or root."""
+
+
 @dataclass(frozen=True, kw_only=True)
 class ApiConfig:
     #: Take the tenant from the ``X-Leasehold-Tenant`` header. Only the local runtime sets
@@ -34,12 +38,17 @@ class ApiConfig:
     backlog: Backlog = field(default_factory=Backlog)
     #: This instance's last view of each tenant's token bucket (saves a read per submission).
     buckets: Buckets = field(default_factory=dict)
+    #: The operator's mapping, principal (``ACCOUNT:KIND/NAME``) -> tenant; a principal not in
+    #: it is its own tenant (see :mod:`leasehold.api.principals`).
+    tenants: Mapping[str, str] = field(default_factory=dict)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> ApiConfig:
         env = os.environ if env is None else env
         trust = env.get("LEASEHOLD_TRUST_TENANT_HEADER", "").lower() in ("1", "true", "yes")
-        return cls(trust_tenant_header=trust, limits=Limits.from_env(env))
+        # A bad mapping fails the API's start: better no answer than the wrong tenant's.
+        tenants = parse_mapping(env.get("LEASEHOLD_TENANT_MAP", ""))
+        return cls(trust_tenant_header=trust, limits=Limits.from_env(env), tenants=tenants)
 
 
 def leasehold(router: BaseRouter) -> Leasehold:
@@ -50,20 +59,6 @@ def leasehold(router: BaseRouter) -> Leasehold:
 def config(router: BaseRouter) -> ApiConfig:
     api_config: ApiConfig = router.context["api_config"]
     return api_config
-
-
-_UNSAFE = re.compile(r"[^A-Za-z0-9_.:-]")
-
-
-def _from_arn(arn: str) -> str:
-    """``arn:aws:sts::123:assumed-role/Role/session`` -> ``123:Role`` (sessions share a tenant)."""
-    parts = arn.split(":", 5)
-    if len(parts) < 6:
-        return _UNSAFE.sub("_", arn)
-    account, resource = parts[4], parts[5]
-    kind, _, rest = resource.partition("/")
-    name = rest.split("/")[0] if kind == "assumed-role" else rest.replace("/", ":")
-    return _UNSAFE.sub("_", f"{account}:{name or kind}")
 
 
 def tenant_of(event: Mapping[str, Any], api_config: ApiConfig) -> str:
@@ -77,7 +72,10 @@ def tenant_of(event: Mapping[str, Any], api_config: ApiConfig) -> str:
             return _checked(str(value))
     identity = request.get("identity") or {}
     if identity.get("userArn"):
-        return _checked(_from_arn(str(identity["userArn"])))
+        principal = principal_of(str(identity["userArn"]))
+        if principal is None:
+            raise UnknownPrincipal()
+        return _checked(api_config.tenants.get(principal, principal))
     if api_config.trust_tenant_header:
         headers = {k.lower(): v for k, v in (event.get("headers") or {}).items()}
         return _checked(headers.get(TENANT_HEADER) or DEFAULT_TENANT)

@@ -24,7 +24,14 @@ def register(subparsers: Any) -> None:
         "leasehold dev --fresh                 # start empty (the old state is kept as .old.<n>)",
         "leasehold dev --endpoint http://localhost:4566",
     ], run_dev, client=False)
-    dev.add_argument("--host", default="127.0.0.1", help="API address, e.g. --host 0.0.0.0")
+    dev.add_argument("--host", default="127.0.0.1",
+                     help="address the API and the embedded emulator listen on; 0.0.0.0 "
+                          "lets every machine that reaches yours use them, unauthenticated "
+                          "(see README), e.g. --host 0.0.0.0")
+    dev.add_argument("--allow-host", action="append", default=[], metavar="NAME[:PORT]",
+                     help="another name the API answers to (its Host header; 127.0.0.1, "
+                          "localhost and --host always are), repeatable, e.g. --host 0.0.0.0 "
+                          "--allow-host devbox.lan")
     dev.add_argument("--port", type=int, default=8080,
                      help="API port (0: any free port), e.g. --port 9000")
     dev.add_argument("--workers", type=int, default=2,
@@ -112,6 +119,7 @@ def _split(value: str) -> tuple[str, ...]:
 
 
 def run_dev(args: argparse.Namespace) -> int:
+    from leasehold.local.gateway import OwnAddress
     from leasehold.local.keeper import StateInUse
     from leasehold.local.runtime import PortBusy, Runtime, RuntimeOptions
 
@@ -121,8 +129,14 @@ def run_dev(args: argparse.Namespace) -> int:
         print("leasehold dev: --leader-lease-seconds must be at least twice --tick-seconds",
               file=sys.stderr)
         return 2
+    try:
+        OwnAddress.of(args.host, args.port, args.allow_host)
+    except ValueError as exc:
+        print(f"leasehold dev: --allow-host: {exc}", file=sys.stderr)
+        return 2
     options = RuntimeOptions(
-        host=args.host, port=args.port, workers=args.workers, concurrency=args.concurrency,
+        host=args.host, port=args.port, allowed_hosts=tuple(args.allow_host),
+        workers=args.workers, concurrency=args.concurrency,
         batch_size=args.batch_size, tasks=_split(args.tasks), pools=_split(args.pools),
         endpoint=args.endpoint, lease_seconds=args.lease_seconds,
         sweep_seconds=args.sweep_seconds, tick_seconds=args.tick_seconds,

@@ -28,6 +28,11 @@ MAX_TIMEOUT_SECONDS = 24 * 3600
 MAX_LABELS = 32
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$")
+#: A tenant also takes the characters of IAM names and the ``/`` after a principal's kind
+#: (``123456789012:user/dev+ci@corp``, see leasehold.api.principals), so an identity is never
+#: folded to fit. Never ``#``: it separates a tenant from the rest of its DynamoDB keys
+#: (``{tenant}#{shard}``, ``{tenant}#admit#{k}``), so no tenant is a prefix key of another.
+_TENANT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:/+=,@-]{0,127}$")
 _POOL = re.compile(r"^[a-z0-9][a-z0-9-]{0,31}$")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
@@ -106,7 +111,7 @@ def encode_json(fieldname: str, value: Any, limit: int) -> str:
 
 
 def check_tenant(value: object) -> str:
-    return check_text("tenant", value, limit=128, pattern=_NAME)
+    return check_text("tenant", value, limit=128, pattern=_TENANT)
 
 
 def resolve(spec: JobSpec, registry: TaskRegistry, *, pools: tuple[str, ...], now_ms: int,

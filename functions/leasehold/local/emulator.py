@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from leasehold.local import snapshots
+from leasehold.local.gateway import OwnAddress
 
 WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 READY = "READY"
@@ -81,6 +82,31 @@ class AtomicRequests:
                 self.dynamodb_writes += 1
             # Drain the response inside the lock: moto may build it lazily.
             return list(self.app(environ, start_response))
+
+
+class NoWebPages:
+    """WSGI middleware: the emulator answers the SDKs, never a web page.
+
+    moto's server grants every origin CORS, and nothing in it checks a signature: a page
+    that found the port could read and write every table. SDKs send no ``Origin``, and name
+    the emulator's own address in ``Host``; a browser's request carries an ``Origin`` (a
+    preflight always does), a DNS-rebinding page's its own name in ``Host``."""
+
+    def __init__(self, app: WSGIApp) -> None:
+        self.app = app
+        self.own: OwnAddress | None = None  # set once the server is bound to its port
+
+    def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]
+                 ) -> Iterable[bytes]:
+        host = str(environ.get("HTTP_HOST", ""))
+        refusal = "a web page may not call the emulator" if "HTTP_ORIGIN" in environ else \
+            None if self.own is None else self.own.refusal([("Host", host)])
+        if refusal is None:
+            return self.app(environ, start_response)
+        body = json.dumps({"message": refusal}).encode()
+        start_response("403 Forbidden", [("Content-Type", "application/json"),
+                                          ("Content-Length", str(len(body)))])
+        return [body]
 
 
 #: The emulator's own path: the request counts so far (JSON, ``{"service Operation": n}``).
@@ -164,7 +190,8 @@ def prompt_long_polls() -> None:
     models.Queue.wait_for_messages = wait_for_messages  # type: ignore[method-assign]
 
 
-def serve(host: str, port: int, parent: int | None = None) -> None:
+def serve(host: str, port: int, parent: int | None = None,
+          allowed_hosts: Iterable[str] = ()) -> None:
     from moto.moto_server.werkzeug_app import (
         DomainDispatcherApplication,
         MotoRequestHandler,
@@ -187,9 +214,11 @@ def serve(host: str, port: int, parent: int | None = None) -> None:
     fair_queues.install()
     prompt_long_polls()
     atomic = AtomicRequests(DomainDispatcherApplication(create_backend_app))
-    # Outside the counts: a snapshot is the runtime's own request, not one made of AWS.
-    app = snapshots.Snapshots(CountedRequests(atomic), atomic)
-    server = make_server(host, port, app, threaded=True, request_handler=MotoRequestHandler)
+    # Outside the counts: a snapshot is the runtime's own request, not one made of AWS. The
+    # guard stands in front of both: a web page may read neither the tables nor a snapshot.
+    guard = NoWebPages(snapshots.Snapshots(CountedRequests(atomic), atomic))
+    server = make_server(host, port, guard, threaded=True, request_handler=MotoRequestHandler)
+    guard.own = OwnAddress.of(host, server.server_port, allowed_hosts)
     if parent is not None:
         threading.Thread(target=_watch_parent, args=(parent,), daemon=True).start()
     print(f"{READY} {server.server_port}", flush=True)
@@ -211,11 +240,12 @@ class Emulator:
                 self.process.wait()
 
 
-def start(host: str = "127.0.0.1", port: int = 0, *, timeout: float = 30.0) -> Emulator:
+def start(host: str = "127.0.0.1", port: int = 0, *, timeout: float = 30.0,
+          allowed_hosts: Iterable[str] = ()) -> Emulator:
     """Start the emulator in a child process and wait until it listens."""
     process = subprocess.Popen(
         [sys.executable, "-m", "leasehold.local.emulator", "--host", host, "--port", str(port),
-         "--parent", str(os.getpid())],
+         "--parent", str(os.getpid()), *(f"--allow-host={name}" for name in allowed_hosts)],
         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
         # Its own session: Ctrl-C reaches the runtime and its workers, which still need
         # the emulator while they drain; the runtime stops it last.
@@ -239,8 +269,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--parent", type=int, default=None)
+    parser.add_argument("--allow-host", action="append", default=[])
     args = parser.parse_args(argv)
-    serve(args.host, args.port, args.parent)
+    serve(args.host, args.port, args.parent, args.allow_host)
 
 
 if __name__ == "__main__":

@@ -2,6 +2,10 @@
 
 The event carries what API Gateway's REST proxy integration sends (method, path, multi-value
 query and headers, body, a request context), so the handler cannot tell it is running locally.
+
+Locally nothing authenticates a caller (the tenant is a header), so the gateway answers only
+its own address and its own pages (:class:`OwnAddress`): a web page of another site must not
+drive it through the developer's browser.
 """
 
 from __future__ import annotations
@@ -9,9 +13,11 @@ from __future__ import annotations
 import base64
 import json
 import logging
+import re
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -21,6 +27,8 @@ log = logging.getLogger(__name__)
 Handler = Callable[[dict[str, Any]], dict[str, Any]]
 #: Refuse bodies larger than API Gateway would (10 MiB) without reading them.
 MAX_BODY = 10 * 1024 * 1024
+#: A refused request's body up to this size is read (and dropped) before the answer.
+REFUSED_BODY_DRAINED = 1024 * 1024
 
 
 def proxy_event(method: str, target: str, headers: Mapping[str, str] | None = None,
@@ -55,6 +63,71 @@ def proxy_event(method: str, target: str, headers: Mapping[str, str] | None = No
     }
 
 
+Address = tuple[str, int]
+#: Names a local server always answers to, beside the address it listens on.
+LOOPBACK_NAMES = ("127.0.0.1", "localhost")
+#: A DNS name or an IP address (an IPv6 one without its brackets).
+_HOSTNAME = re.compile(r"[a-z0-9._:-]+")
+
+
+def _address(authority: str, default_port: int = 80) -> Address | None:
+    """``Localhost:8080`` -> ``("localhost", 8080)``; None if it is not a host[:port]."""
+    try:
+        parts = urlsplit("//" + authority)
+        port = parts.port
+    except ValueError:
+        return None
+    if not parts.hostname or not _HOSTNAME.fullmatch(parts.hostname) \
+            or parts.username is not None or parts.path or parts.query or parts.fragment:
+        return None
+    return parts.hostname.lower(), port if port is not None else default_port
+
+
+@dataclass(frozen=True)
+class OwnAddress:
+    """The addresses a local server answers to; it refuses every request a web page of any
+    other origin sends, and every request that names another host.
+
+    * ``Origin``: a browser sends it with every cross-origin request and every POST, also a
+      "simple" one (``text/plain``, a form) that needs no CORS preflight. A page of another
+      origin is refused before its request reaches the API; curl and the SDKs send none.
+    * ``Host``: a DNS-rebinding page (``evil.example`` made to resolve to 127.0.0.1) is
+      same-origin with itself, so its requests carry its own name in ``Host``, never ours.
+    """
+
+    addresses: frozenset[Address]
+
+    @classmethod
+    def of(cls, host: str, port: int, extra: Iterable[str] = ()) -> OwnAddress:
+        """``host`` as the server was bound, ``extra`` more names (``name`` or ``name:port``)
+        its users reach it by, such as a LAN name when it listens on 0.0.0.0."""
+        found = {(name, port) for name in (*LOOPBACK_NAMES, host.lower())}
+        for name in extra:
+            address = _address(name, default_port=port)
+            if address is None:
+                raise ValueError(f"not a host name or host:port: {name!r}")
+            found.add(address)
+        return cls(frozenset(found))
+
+    def refusal(self, headers: Iterable[tuple[str, str]]) -> str | None:
+        """Why a request with these headers is refused, or None to serve it."""
+        pairs = [(name.lower(), value) for name, value in headers]
+        hosts = [value for name, value in pairs if name == "host"]
+        if len(hosts) != 1 or _address(hosts[0]) not in self.addresses:
+            return (f"this server answers only to its own address ({self.names()}), not "
+                    f"Host {', '.join(hosts) or 'missing'} (`leasehold dev --allow-host NAME` "
+                    "adds a name)")
+        for origin in (value for name, value in pairs if name == "origin"):
+            scheme, _, authority = origin.partition("://")
+            if scheme.lower() != "http" or _address(authority) not in self.addresses:
+                return (f"requests from web pages of other origins are refused (Origin "
+                        f"{origin}); only this server's own pages may call it")
+        return None
+
+    def names(self) -> str:
+        return ", ".join(sorted(f"{name}:{port}" for name, port in self.addresses))
+
+
 class AnyMethodHandler(BaseHTTPRequestHandler):
     """A handler that serves every HTTP method with ``_serve``: API Gateway hands every
     method to its handler, which answers 404 or 405 itself, so the local servers do too."""
@@ -79,6 +152,16 @@ class _RequestHandler(AnyMethodHandler):
 
     def _serve(self) -> None:
         length = int(self.headers.get("Content-Length") or 0)
+        refusal = self.server.own.refusal(self.headers.items())
+        if refusal is not None:
+            # The request never reaches the API. Its body is read only to be dropped: a
+            # socket closed with unread data resets, and the browser would lose the answer.
+            if 0 < length <= REFUSED_BODY_DRAINED:
+                self.rfile.read(length)
+            self._reply(403, {"Content-Type": "application/json"}, json.dumps({"error": {
+                "code": "forbidden", "message": refusal, "field": None}}))
+            self.close_connection = True
+            return
         if length > MAX_BODY:
             self._reply(413, {"Content-Type": "application/json"}, json.dumps({"error": {
                 "code": "payload_too_large", "message": "body too large", "field": None}}))
@@ -117,9 +200,13 @@ class _RequestHandler(AnyMethodHandler):
 class Gateway(ThreadingHTTPServer):
     daemon_threads = True
 
-    def __init__(self, host: str, port: int, handler: Handler) -> None:
+    def __init__(self, host: str, port: int, handler: Handler,
+                 allowed_hosts: Iterable[str] = ()) -> None:
         self.handler = handler
+        allowed = tuple(allowed_hosts)
+        OwnAddress.of(host, port, allowed)  # a bad name fails before the port is taken
         super().__init__((host, port), _RequestHandler)
+        self.own = OwnAddress.of(host, self.server_address[1], allowed)
 
     @property
     def url(self) -> str:

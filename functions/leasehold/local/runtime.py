@@ -53,6 +53,9 @@ class PortBusy(RuntimeError):
 class RuntimeOptions:
     host: str = "127.0.0.1"
     port: int = 8080
+    #: More names (``name`` or ``name:port``) the API answers to beside 127.0.0.1, localhost
+    #: and ``host``: every other ``Host`` is refused (see leasehold.local.gateway.OwnAddress).
+    allowed_hosts: tuple[str, ...] = ()
     workers: int = 2
     concurrency: int = 4
     batch_size: int = 5
@@ -165,7 +168,7 @@ class Runtime:
             self.keeper = StateKeeper(directory, every=opts.save_seconds, out=self.out)
             self.keeper.lock()
         try:
-            self.gateway = Gateway(opts.host, opts.port, self._answer)
+            self.gateway = Gateway(opts.host, opts.port, self._answer, opts.allowed_hosts)
         except OSError as exc:
             if exc.errno == errno.EADDRINUSE:
                 raise PortBusy(
@@ -177,7 +180,7 @@ class Runtime:
             # Credentials are required by boto3 but never checked by the emulator.
             os.environ.setdefault("AWS_ACCESS_KEY_ID", "leasehold-local")
             os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "leasehold-local")
-            self.emulator = emulator.start(opts.host)
+            self.emulator = emulator.start(opts.host, allowed_hosts=opts.allowed_hosts)
             endpoint = self.emulator.endpoint
         os.environ.setdefault("AWS_REGION", os.environ.get("AWS_DEFAULT_REGION", "us-east-1"))
         os.environ.update(opts.env)
@@ -276,6 +279,8 @@ class Runtime:
             "Leasehold is running.",
             f"  API:       {self.gateway.url}   (OpenAPI at {self.gateway.url}/openapi.json)",
             f"  console:   {self.gateway.url}/",
+            f"  answers:   Host {self.gateway.own.names()} only, and no other site's page "
+            "(--allow-host adds a name)",
             f"  AWS:       {settings.endpoint_url} ({where})",
             f"  workers:   {len(self.children)} process(es) x {self.options.concurrency} "
             f"thread(s), pools {', '.join(settings.pools)}: "
