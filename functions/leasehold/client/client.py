@@ -7,7 +7,7 @@ import json
 import os
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -56,7 +56,8 @@ class Client:
     def __init__(self, url: str | None = None, *, tenant: str | None = None,
                  aws_auth: bool = False, region: str | None = None, timeout: float = 30.0,
                  retries: RetryPolicy | None = None, idempotency_keys: bool = True,
-                 transport: Transport | None = None) -> None:
+                 transport: Transport | None = None,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
         self.url = (url or os.environ.get("LEASEHOLD_URL") or DEFAULT_URL).rstrip("/")
         self.tenant = tenant if tenant is not None else os.environ.get("LEASEHOLD_TENANT")
         self.aws_auth = aws_auth
@@ -65,6 +66,8 @@ class Client:
         self.retries = retries or RetryPolicy()
         self.idempotency_keys = idempotency_keys
         self.transport = transport or http
+        #: How the client waits before trying again (a test may record the waits).
+        self.sleep = sleep
         self._session: Any = None
 
     def __repr__(self) -> str:
@@ -99,7 +102,7 @@ class Client:
                                                       data, self.timeout + wait)
             except OSError as exc:
                 if repeatable and not last and unsure(exc):
-                    time.sleep(self.retries.backoff(tries, None))
+                    self.sleep(self.retries.backoff(tries, None))
                     continue
                 reason = getattr(exc, "reason", exc)
                 raise ApiError(0, "unreachable",
@@ -111,7 +114,7 @@ class Client:
             hint = retry_after(_header(headers, "Retry-After"))
             again = status in REFUSED or (status in UNSURE and repeatable)
             if again and not last and (hint is None or hint <= MAX_RETRY_AFTER):
-                time.sleep(self.retries.backoff(tries, hint))
+                self.sleep(self.retries.backoff(tries, hint))
                 continue
             raise _error(status, headers, raw)
         raise AssertionError("unreachable")
@@ -231,6 +234,11 @@ class Client:
     def trigger_schedule(self, schedule_id: str) -> dict[str, Any]:
         """Run the schedule's job (or workflow) now, once."""
         return self._schedule_action(schedule_id, "trigger")
+
+    def next_fire_times(self, schedule_id: str, count: int = 5) -> dict[str, Any]:
+        times: dict[str, Any] = self.request("GET", f"/schedules/{_id(schedule_id)}/next",
+                                             query={"count": count})
+        return times
 
     def delete_schedule(self, schedule_id: str) -> None:
         self.request("DELETE", f"/schedules/{_id(schedule_id)}")
