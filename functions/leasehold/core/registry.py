@@ -72,6 +72,15 @@ class TaskRegistry:
         except KeyError:
             raise ValidationError("task", f"unknown task {name!r}") from None
 
+    def forget(self, module: str) -> list[TaskDefinition]:
+        """Unregister the tasks defined in ``module`` (or its submodules), so it can be
+        imported again (``leasehold dev --reload``); returns them, to restore on failure."""
+        gone = [d for d in self._tasks.values()
+                if d.fn.__module__ == module or d.fn.__module__.startswith(module + ".")]
+        for definition in gone:
+            del self._tasks[definition.name]
+        return gone
+
     def __contains__(self, name: object) -> bool:
         return name in self._tasks
 
