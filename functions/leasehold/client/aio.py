@@ -4,12 +4,10 @@ worker thread (``asyncio.to_thread``), so a long poll never blocks the event loo
 from __future__ import annotations
 
 import asyncio
-import time
 from typing import Any
 
 from leasehold.client.client import Client
-from leasehold.client.errors import ResultTimeout
-from leasehold.client.handle import MAX_WAIT_SECONDS, TERMINAL, JobHandle, outcome
+from leasehold.client.handle import JobHandle
 
 
 class AsyncJobHandle:
@@ -25,15 +23,9 @@ class AsyncJobHandle:
         return await asyncio.to_thread(self.sync.status)
 
     async def result(self, timeout: float | None = None) -> Any:
-        """As :meth:`JobHandle.result`: one long poll at a time, each in a thread."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        job = self.sync.job
-        while job["state"] not in TERMINAL:
-            left = MAX_WAIT_SECONDS if deadline is None else deadline - time.monotonic()
-            if left <= 0:
-                raise ResultTimeout(job, timeout or 0.0)
-            job = await asyncio.to_thread(self.sync.refresh, min(left, MAX_WAIT_SECONDS))
-        return outcome(job)
+        """As :meth:`JobHandle.result`, its long polls in a worker thread (a cancelled await
+        leaves that thread to finish its current poll, at most 20 s)."""
+        return await asyncio.to_thread(self.sync.result, timeout)
 
     async def cancel(self) -> dict[str, Any]:
         return await asyncio.to_thread(self.sync.cancel)

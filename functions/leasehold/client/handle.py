@@ -71,7 +71,13 @@ class JobHandle:
             left = MAX_WAIT_SECONDS if deadline is None else deadline - time.monotonic()
             if left <= 0:
                 raise ResultTimeout(job, timeout or 0.0)
-            job = self.refresh(wait_seconds=min(left, MAX_WAIT_SECONDS))
+            asked = min(left, MAX_WAIT_SECONDS)
+            started = time.monotonic()
+            job = self.refresh(wait_seconds=asked)
+            if job["state"] not in TERMINAL and time.monotonic() - started < asked / 2:
+                # An API that does not hold its answer (one older than the long poll): poll
+                # gently rather than in a tight loop.
+                time.sleep(min(0.5, asked))
         return outcome(job)
 
     def cancel(self) -> dict[str, Any]:
