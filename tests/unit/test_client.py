@@ -203,3 +203,18 @@ def test_aws_auth_signs_each_request_for_execute_api(
     authorization = script.seen[0][2]["Authorization"]
     assert authorization.startswith("AWS4-HMAC-SHA256 Credential=AKIDCLIENTEXAMPLE/")
     assert "/eu-west-1/execute-api/aws4_request" in authorization
+
+
+def test_task_submit_without_the_client_imported_says_what_to_import() -> None:
+    import subprocess
+    import sys
+
+    code = ("from leasehold import task\n"
+            "@task('lonely')\n"
+            "def lonely(payload, ctx):\n    return None\n"
+            "try:\n    lonely.submit({})\n"
+            "except Exception as exc:\n    print(type(exc).__name__, exc)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True, timeout=60)
+    assert done.stdout.startswith("LeaseholdError lonely.submit() needs the client: "
+                                  "`import leasehold.client` first")
