@@ -119,3 +119,32 @@ def test_the_async_client_awaits_results(limited: Runtime) -> None:
         return list(await asyncio.gather(*(job.result(timeout=30) for job in jobs)))
 
     assert asyncio.run(main()) == [0, 1, 2]
+
+
+def test_submits_through_failing_writes_make_one_job_each() -> None:
+    """The API's admission transaction fails past its retries (the API answers 500, the
+    client tries again with the same key) or lands with its answer lost (the API reads its
+    own commit back): either way, as many jobs as submits, no stray one."""
+    faulty = start_runtime("--workers", "1", env={
+        "LEASEHOLD_FAULTS": "dynamodb.TransactWriteItems:lose-raise:0.2,"
+                            "dynamodb.TransactWriteItems:fail:0.2",
+        "LEASEHOLD_FAULTS_SEED": "5"})
+    try:
+        statuses: list[int] = []
+
+        def counted(method: str, url: str, headers: Mapping[str, str], body: bytes | None,
+                    timeout: float) -> tuple[int, Mapping[str, str], bytes]:
+            answer = http(method, url, headers, body, timeout)
+            if method == "POST":
+                statuses.append(answer[0])
+            return answer
+
+        client = Client(faulty.url, tenant="faults", transport=counted, sleep=lambda s: None)
+        jobs = [client.submit("echo", i) for i in range(12)]
+        assert 500 in statuses  # answered with an error, and sent again
+        assert len({job.job_id for job in jobs}) == 12
+        assert [job.result(timeout=60) for job in jobs] == list(range(12))
+        listed = client.list(limit=200)["jobs"]
+        assert sorted(j["job_id"] for j in listed) == sorted(job.job_id for job in jobs)
+    finally:
+        assert faulty.stop() == 0, "".join(faulty.output[-30:])
