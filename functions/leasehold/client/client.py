@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import time
+import urllib.parse
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
@@ -276,8 +277,6 @@ class Client:
 
 
 def _quote(value: Any) -> str:
-    import urllib.parse
-
     return urllib.parse.quote(str(value), safe="")
 
 
