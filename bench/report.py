@@ -292,6 +292,7 @@ def markdown(r: dict[str, Any]) -> str:
         _row("jobs", "p50", "p99", "max"),
         _row("---", "---", "---", "---"),
         _row(q["count"], f"{q['p50_s']:.3f} s", f"{q['p99_s']:.3f} s", f"{q['max_s']:.3f} s"),
+        *_client_lines(r.get("client_result")),
         *_fairness_lines(r),
         "",
         "## 3. Timing precision (start lateness = `first_started_at - run_at`)",
@@ -506,3 +507,20 @@ def _sweep_index(rows: list[dict[str, Any]]) -> list[str]:
 
 def throughput_threads(r: dict[str, Any]) -> int:
     return int(r["throughput"]["floor"]["client_threads"])
+
+
+def _client_lines(c: dict[str, Any] | None) -> list[str]:
+    """Application code's wait: ``Client.submit(...).result()`` (bench/client_latency.py)."""
+    if not c:
+        return []
+    return [
+        "",
+        f"From application code (`bench/client_latency.py`): {c['jobs']} echo jobs one at a "
+        f"time, `Client().submit(...)` to `.result()` in hand, {c['workers']} worker "
+        f"process(es), {c['requests_per_job']:g} API requests per job (the submit and the "
+        "long polls `GET /jobs/{id}?wait_seconds=`).",
+        "",
+        _row("jobs", "p50", "p99", "max"),
+        _row("---", "---", "---", "---"),
+        _row(c["jobs"], f"{c['p50_s']:.3f} s", f"{c['p99_s']:.3f} s", f"{c['max_s']:.3f} s"),
+    ]

@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 
 from bench import (
     capacity,
+    client_latency,
     coldstart,
     cost,
     fairness,
@@ -65,6 +66,8 @@ class Profile:
     heartbeats: tuple[int, ...] = (0, 30)
     #: The idle runtime: seconds to settle (its loops back off), then seconds counted.
     idle: tuple[float, float] = (35.0, 40.0)
+    #: Echo jobs timed one at a time from ``Client.submit`` to ``result()``.
+    client_jobs: int = 50
 
 
 PROFILES = {
@@ -83,7 +86,7 @@ PROFILES = {
                     stored=(100,), shards=(1,), shard_jobs=8, import_runs=1,
                     asset_method="skip", budget_seconds=60, handlers=("worker",),
                     metered=2, timed=2, delays=(1.0, 2.0), heartbeats=(0,),
-                    idle=(0.0, 1.0)),
+                    idle=(0.0, 1.0), client_jobs=3),
 }
 
 #: Jobs one big tenant submits per layout (bench.tenant_shards), within each profile's budget.
@@ -112,13 +115,14 @@ class Run:
 
 
 def _throughput(run: Run) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any],
-                                   dict[str, Any]]:
+                                   dict[str, Any], dict[str, Any]]:
     p = run.profile
     floor = run.section("floor", lambda: throughput.floor(p.floor_jobs))
     runs = []
     queue: dict[str, Any] = {}
     precise: dict[str, Any] = {}
     fair: dict[str, Any] = {}
+    client: dict[str, Any] = {}
     for workers in p.workers:
         with runtime(workers=workers) as rt:
             library = run.section(f"throughput library x{workers}",
@@ -141,7 +145,10 @@ def _throughput(run: Run) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any
                 fair = run.section("fairness", partial(
                     fairness.noisy_neighbour, rt, capacity, fairness.SECONDS.get(p.name, 3.0)))
                 fair["workers"] = workers
-    return {"floor": floor, "runs": runs}, queue, precise, fair
+                client = run.section("client latency", partial(
+                    client_latency.measure, rt.api, p.client_jobs))
+                client["workers"] = workers
+    return {"floor": floor, "runs": runs}, queue, precise, fair, client
 
 
 def _scaling(run: Run) -> dict[str, Any]:
@@ -197,7 +204,7 @@ def main(argv: list[str] | None = None) -> int:
     results["sweep_index"] = run.section("sweep index", lambda: sweep_index.long_jobs(
         profile.heartbeats, batch=3 if profile.name == "full" else 2))
     (results["throughput"], results["queue_wait"], results["precision"],
-     results["fairness"]) = _throughput(run)
+     results["fairness"], results["client_result"]) = _throughput(run)
     results["idle"] = run.section("idle runtime", lambda: idle.measure(
         settle_seconds=profile.idle[0], seconds=profile.idle[1],
         pause_seconds=1.0 if profile.name == "full" else 0.3))

@@ -23,3 +23,9 @@ def fail_once(payload: Any, ctx: JobContext) -> None:
     """Fails attempt 1, succeeds attempt 2 (one retry, as cheap as the policy allows)."""
     if ctx.attempt <= 1:
         raise PlannedFailure("first attempt fails on purpose")
+
+
+@task("bench.echo", timeout_seconds=60)
+def echo(payload: Any, ctx: JobContext) -> Any:
+    """Returns its payload: what ``bench.client_latency`` waits for."""
+    return payload

@@ -28,6 +28,9 @@ def test_tiny_benchmark_run_writes_every_section_and_the_targets_table(tmp_path:
     results = json.loads((tmp_path / "results.json").read_text())
     assert results["machine"]["cores"] >= 1
     assert len(results["load"]["at_end"]) == 3
+    client = results["client_result"]  # Client.submit(...).result(), one job at a time
+    assert client["jobs"] == 3 and 0 < client["p50_s"] <= client["p99_s"]
+    assert client["requests_per_job"] >= 2  # the submit and at least one long poll
 
     for kind in ("immediate", "immediate_via_api", "delayed", "retried", "cron_occurrence"):
         measured = results["per_job"][kind]

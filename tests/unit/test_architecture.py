@@ -1,7 +1,10 @@
 """The package's architecture, enforced: layers point one way and no import circles.
 
-handlers/local/api/cli (and the composition root) -> time/workflows/events
+testing -> handlers/local/api/cli/client (and the composition root) -> time/workflows/events
 -> lifecycle/tenancy -> core/aws -> the ground floor (errors, clock, settings).
+``client`` (application code's HTTP client) stands with the other edges, and only core's
+registry knows of it through a hook it installs (``task.submit``); ``testing`` (helpers for
+applications' tests) is above everything: nothing in the package may import it.
 A module may import its own layer and the layers below it, never one above; ``core`` is
 pure (no AWS SDK, no other layer but the ground floor). Every import counts, including the
 ones inside functions and under ``TYPE_CHECKING``: a lazy import hides a circle, it does not
@@ -25,7 +28,8 @@ LAYERS: dict[str, int] = {
     "core": 1, "aws": 1,
     "lifecycle": 2, "tenancy": 2,
     "time": 3, "workflows": 3, "events": 3,
-    "compose": 4, "api": 4, "cli": 4, "handlers": 4, "local": 4, "console": 4,
+    "compose": 4, "api": 4, "cli": 4, "handlers": 4, "local": 4, "console": 4, "client": 4,
+    "testing": 5,
 }
 #: The public facade (``from leasehold import task, RetryPolicy, ...``): it re-exports core.
 ROOT_LAYER = 1

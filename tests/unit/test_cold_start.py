@@ -22,6 +22,11 @@ ROOT = Path(__file__).resolve().parents[2]
 DEFERRED = {
     "leasehold.handlers.api": ("pydantic", "aws_lambda_powertools.event_handler", "boto3",
                                "leasehold.api", "leasehold.compose"),
+    # Application code's client: HTTP with the standard library; botocore only to sign.
+    "leasehold.client": ("boto3", "botocore", "moto", "pydantic", "aws_lambda_powertools",
+                         "leasehold.aws", "leasehold.lifecycle", "leasehold.api"),
+    # Task modules import this: the worker's cold start must not pay for moto or the client.
+    "leasehold": ("moto", "leasehold.client", "leasehold.testing", "boto3"),
 }
 
 

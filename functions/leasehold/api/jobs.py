@@ -12,6 +12,7 @@ from leasehold.api import context
 from leasehold.api.answers import answers, decode_cursor, encode_cursor, errors, view
 from leasehold.api.models import JobOut, JobPage, Priority, StateName, SubmitJob, SubmittedJob
 from leasehold.clock import iso, to_ms
+from leasehold.core.jobs import Job
 from leasehold.core.policy import RetryPolicy
 from leasehold.core.spec import JobSpec, resolve
 from leasehold.core.states import JobState
@@ -66,11 +67,43 @@ def submit_job(body: SubmitJob) -> Response[SubmittedJob]:
                     content_type=content_types.APPLICATION_JSON, body=shown)
 
 
+#: The longest a ``GET /jobs/{id}?wait_seconds=`` holds its answer: API Gateway gives up on
+#: an integration after 29 s, and the API function's own timeout is 29 s.
+MAX_WAIT_SECONDS = 20.0
+#: Between two reads of a waited-on job: 50 ms growing by half up to 0.5 s, so a short job
+#: is seen finished within ~50 ms and a long wait costs about 2 reads a second.
+FIRST_PAUSE_SECONDS, MAX_PAUSE_SECONDS = 0.05, 0.5
+
+
+def await_job(app: Leasehold, job_id: str, tenant: str, wait_seconds: float) -> Job:
+    """The job once it is finished, or as it is after ``wait_seconds`` (a long poll).
+
+    Re-reads the row (one strongly consistent GetItem) with a growing pause, on the app's
+    clock: a 20 s wait for a job that does not finish costs about 45 reads, against the ~40
+    requests (each an API call and a read) a client polling twice a second would make.
+    """
+    job = control.get_job(app, job_id, tenant)
+    deadline = app.now() + int(wait_seconds * 1000)
+    pause = FIRST_PAUSE_SECONDS
+    while not job.state.terminal and (left := deadline - app.now()) > 0:
+        app.clock.sleep(min(pause, left / 1000))
+        pause = min(pause * 1.5, MAX_PAUSE_SECONDS)
+        job = control.get_job(app, job_id, tenant)
+    return job
+
+
 @router.get("/jobs/<job_id>", summary="Get a job", tags=["jobs"],
             responses=answers(JobOut, 400, 401, 404, 422))
-def get_job(job_id: JobId) -> JobOut:
+def get_job(
+    job_id: JobId,
+    wait_seconds: Annotated[float, Query(
+        ge=0, le=MAX_WAIT_SECONDS,
+        description="hold the answer until the job is finished (SUCCEEDED, DEAD or "
+                    "CANCELLED) or this many seconds have passed: a long poll")] = 0,
+) -> JobOut:
     app = context.leasehold(router)
-    return view(control.get_job(app, job_id, context.tenant(router)), app.now())
+    tenant = context.tenant(router)
+    return view(await_job(app, job_id, tenant, wait_seconds), app.now())
 
 
 #: A job listing's position (the tenant is the caller's, never in the cursor).

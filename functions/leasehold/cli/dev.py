@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import signal
 import sys
@@ -10,6 +11,8 @@ import threading
 import time
 from pathlib import Path
 from typing import Any
+
+from botocore.exceptions import BotoCoreError, ClientError, EndpointConnectionError
 
 from leasehold.cli.parsing import command
 from leasehold.errors import LeaseholdError
@@ -22,6 +25,7 @@ def register(subparsers: Any) -> None:
         "leasehold dev --port 9000 --workers 4",
         "leasehold dev --tasks examples.tasks,examples.workflow_tasks",
         "leasehold dev --fresh                 # start empty (the old state is kept as .old.<n>)",
+        "leasehold dev --tasks myapp.tasks --reload   # restart workers when tasks change",
         "leasehold dev --endpoint http://localhost:4566",
     ], run_dev, client=False)
     dev.add_argument("--host", default="127.0.0.1",
@@ -65,6 +69,9 @@ def register(subparsers: Any) -> None:
                           "this much (0: only on stop), e.g. --save-seconds 5")
     dev.add_argument("--in-memory", action="store_true",
                      help="keep nothing: neither load nor save the state (benchmarks, demos)")
+    dev.add_argument("--reload", action="store_true",
+                     help="watch the --tasks modules' files: on a change, import them again "
+                          "and restart the workers (running jobs finish first)")
     dev.add_argument("--lease-seconds", type=float, default=30.0,
                      help="job lease length, e.g. --lease-seconds 10")
     dev.add_argument("--sweep-seconds", type=float, default=2.0,
@@ -145,7 +152,7 @@ def run_dev(args: argparse.Namespace) -> int:
         leader_lease_seconds=args.leader_lease_seconds,
         event_log=args.event_log or str(Path(args.state_dir) / "events.jsonl"),
         state_dir=None if args.in_memory else args.state_dir, fresh=args.fresh,
-        save_seconds=args.save_seconds, provision=args.provision)
+        save_seconds=args.save_seconds, provision=args.provision, reload=args.reload)
     if args.lookahead_seconds is not None:
         options.lookahead_seconds = args.lookahead_seconds
     runtime = Runtime(options)
@@ -157,6 +164,11 @@ def run_dev(args: argparse.Namespace) -> int:
             return 2
         except (LeaseholdError, RuntimeError) as exc:
             print(f"leasehold dev: could not start: {exc}", file=sys.stderr)
+            runtime.stop()
+            return 1
+        except (BotoCoreError, ClientError) as exc:  # e.g. --endpoint names nothing listening
+            print(f"leasehold dev: could not start: {aws_problem(exc, args.endpoint)}",
+                  file=sys.stderr)
             runtime.stop()
             return 1
         runtime.run_until_signalled(signalled)
@@ -171,6 +183,7 @@ def _watch_parent(parent: int, stop: Any) -> None:
 
 
 def run_worker(args: argparse.Namespace) -> int:
+    from leasehold.aws.provision import missing_credentials
     from leasehold.compose import compose
     from leasehold.local.poller import PollerOptions, PollingWorker
     from leasehold.local.task_protection import TaskProtection
@@ -200,5 +213,29 @@ def run_worker(args: argparse.Namespace) -> int:
     if args.parent:
         threading.Thread(target=_watch_parent, args=(args.parent, poller.stop),
                          daemon=True).start()
-    poller.run(drain_seconds=args.drain_seconds)
+    credentials = missing_credentials()
+    if credentials is not None:
+        print(f"leasehold worker: no {credentials}", file=sys.stderr)
+        return 1
+    try:
+        poller.run(drain_seconds=args.drain_seconds)
+    except (BotoCoreError, ClientError) as exc:
+        logging.getLogger(__name__).debug("the worker stopped", exc_info=True)  # -v shows it
+        print(f"leasehold worker: {aws_problem(exc, app.settings.endpoint_url)}",
+              file=sys.stderr)
+        return 1
     return 0
+
+
+def aws_problem(exc: Exception, endpoint: str | None) -> str:
+    """One line for an AWS error that stops a start: what failed and what to check."""
+    where = endpoint or "AWS (no AWS_ENDPOINT_URL: the real one)"
+    if isinstance(exc, EndpointConnectionError):
+        return (f"cannot reach {where} ({exc}); is the emulator running, and is "
+                "--endpoint (or AWS_ENDPOINT_URL) right?")
+    if isinstance(exc, ClientError):
+        error = exc.response.get("Error", {})
+        return (f"{where} refused {exc.operation_name}: {error.get('Code')}: "
+                f"{error.get('Message')} (are the tables and queues deployed, and may these "
+                "credentials use them? run with -v for the traceback)")
+    return f"AWS call failed against {where}: {exc} (run with -v for the traceback)"

@@ -86,16 +86,13 @@ def run_submit(args: argparse.Namespace) -> int:
         labels = dict(_label(text) for text in args.label)
     except UsageError as exc:
         return fail(exc)
-    body: dict[str, Any] = {"task": args.task, "payload": payload}
-    for name in ("priority", "pool", "delay_seconds", "run_at", "idempotency_key",
-                 "max_attempts", "timeout_seconds"):
-        if getattr(args, name) is not None:
-            body[name] = getattr(args, name)
-    if labels:
-        body["labels"] = labels
+    options = {name: getattr(args, name) for name in (
+        "priority", "pool", "delay_seconds", "run_at", "idempotency_key", "max_attempts",
+        "timeout_seconds")}
     client = Client.from_args(args)
     try:
-        job = client.request("POST", "/jobs", body)
+        handle = client.submit(args.task, payload, labels=labels or None, **options)
+        job = handle.job
         warnings = job.get("warnings") or []
         if args.wait:
             job = {**wait(client, job, args.poll, quiet=args.json), "warnings": warnings}
@@ -128,8 +125,9 @@ def wait(client: Client, job: dict[str, Any], poll: float, *, quiet: bool = Fals
         elif not quiet and tick == 0:
             print(f"waiting for {job['job_id']}...", file=sys.stderr)
         tick += 1
-        time.sleep(poll)
-        job = client.request("GET", f"/jobs/{job['job_id']}")
+        # A long poll: the answer comes as soon as the job finishes, else after ``poll``
+        # seconds (when the progress line is redrawn).
+        job = client.get(job["job_id"], wait_seconds=poll)
     if not quiet and sys.stderr.isatty():
         sys.stderr.write("\r\033[K")
     return job
@@ -137,7 +135,7 @@ def wait(client: Client, job: dict[str, Any], poll: float, *, quiet: bool = Fals
 
 def run_status(args: argparse.Namespace) -> int:
     try:
-        job = Client.from_args(args).request("GET", f"/jobs/{args.job_id}")
+        job = Client.from_args(args).get(args.job_id)
     except ApiError as exc:
         return fail(exc)
     emit(args, job, show_job(job, history=args.history))
@@ -145,19 +143,20 @@ def run_status(args: argparse.Namespace) -> int:
 
 
 def run_list(args: argparse.Namespace) -> int:
-    query = {"state": args.state, "task": args.task, "pool": args.pool, "limit": args.limit,
-             "cursor": args.cursor}
     try:
-        page = Client.from_args(args).request("GET", "/jobs", query=query)
+        page = Client.from_args(args).list(state=args.state, task=args.task, pool=args.pool,
+                                           limit=args.limit, cursor=args.cursor)
     except ApiError as exc:
         return fail(exc)
     emit(args, page, jobs_table(page["jobs"]) + more(page))
     return 0
 
 
-def _job_action(args: argparse.Namespace, method: str, path: str, done: str) -> int:
+def _job_action(args: argparse.Namespace, action: str, done: str) -> int:
+    client = Client.from_args(args)
     try:
-        job = Client.from_args(args).request(method, path)
+        job = client.cancel(args.job_id) if action == "cancel" else \
+            client.retry(args.job_id).job
     except ApiError as exc:
         return fail(exc)
     if job.get("cancel_requested") and job["state"] == "RUNNING":
@@ -168,9 +167,8 @@ def _job_action(args: argparse.Namespace, method: str, path: str, done: str) -> 
 
 
 def run_cancel(args: argparse.Namespace) -> int:
-    return _job_action(args, "DELETE", f"/jobs/{args.job_id}", f"cancelled {args.job_id}")
+    return _job_action(args, "cancel", f"cancelled {args.job_id}")
 
 
 def run_retry(args: argparse.Namespace) -> int:
-    return _job_action(args, "POST", f"/jobs/{args.job_id}/retry",
-                       f"retrying {args.job_id}")
+    return _job_action(args, "retry", f"retrying {args.job_id}")

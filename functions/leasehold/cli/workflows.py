@@ -61,14 +61,14 @@ def run(args: argparse.Namespace) -> int:
             body = read_file("file", args.file)
             if args.idempotency_key:
                 body["idempotency_key"] = args.idempotency_key
-            reply = client.request("POST", "/workflows", body)
+            reply = client.submit_workflow(body)
         elif args.action == "status":
-            reply = client.request("GET", f"/workflows/{args.workflow_id}")
+            reply = client.get_workflow(args.workflow_id)
         elif args.action == "cancel":
-            reply = client.request("DELETE", f"/workflows/{args.workflow_id}")
+            reply = client.cancel_workflow(args.workflow_id)
         else:
-            reply = client.request("GET", "/workflows", query={
-                "state": args.state, "limit": args.limit, "cursor": args.cursor})
+            reply = client.list_workflows(state=args.state, limit=args.limit,
+                                          cursor=args.cursor)
             emit(args, reply, _table(reply))
             return 0
         if getattr(args, "wait", False):
@@ -89,7 +89,7 @@ def _follow(client: Client, args: argparse.Namespace, reply: Any) -> Any:
             print(text + "\n", flush=True)
             shown = text
         time.sleep(args.interval)
-        reply = client.request("GET", f"/workflows/{reply['workflow_id']}")
+        reply = client.get_workflow(reply["workflow_id"])
     return reply
 
 

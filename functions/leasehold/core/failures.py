@@ -24,3 +24,12 @@ def describe(exc: BaseException) -> JobError:
 def error(type_name: str, message: str) -> JobError:
     """An error the scheduler itself records (timeouts, lost workers)."""
     return JobError(type=type_name, message=message[:MAX_MESSAGE], types=(type_name,))
+
+
+def unfit_result(exc: BaseException) -> JobError:
+    """A handler's result that cannot be stored (too large, or not JSON): the error under
+    its own name (``PayloadTooLarge``, as the API names the same limit at submit), never
+    retried, since every attempt would return it again."""
+    described = describe(exc)
+    return JobError(type=described.type, message=f"the handler's result: {exc}"[:MAX_MESSAGE],
+                    types=(*described.types, "NonRetryableError"))

@@ -2,15 +2,43 @@
 
 from __future__ import annotations
 
+import functools
 import importlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from leasehold.core.policy import RetryPolicy
-from leasehold.errors import ValidationError
+from leasehold.errors import LeaseholdError, ValidationError
 
 Handler = Callable[[Any, Any], Any]
+#: ``submit(task_name, payload, **options)``: what ``send_email.submit(...)`` calls.
+Submitter = Callable[..., Any]
+#: Installed by :mod:`leasehold.client` when it is imported. Core never imports the client
+#: (it sits above core and speaks HTTP): the client hands core its submit function instead.
+_submitters: list[Submitter] = []
+
+
+def install_submitter(submit: Submitter) -> None:
+    """Make ``task.submit(...)`` call ``submit`` (the client's default, or a test's)."""
+    _submitters[:] = [submit]
+
+
+def _submit(name: str, payload: Any = None, **options: Any) -> Any:
+    if not _submitters:
+        raise LeaseholdError(f"{name}.submit() needs the client: `import leasehold.client` "
+                             "first (it submits to $LEASEHOLD_URL)")
+    return _submitters[0](name, payload, **options)
+
+
+def _with_submit(name: str, fn: Handler) -> None:
+    """``fn.submit(payload, **options)`` submits a job of task ``name``; ``fn.task_name``
+    names it. The function itself is returned unchanged, so it is still called directly."""
+    try:
+        fn.task_name = name  # type: ignore[attr-defined]
+        fn.submit = functools.partial(_submit, name)  # type: ignore[attr-defined]
+    except AttributeError:  # a callable that takes no attributes: no sugar, still a task
+        pass
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -44,6 +72,15 @@ class TaskRegistry:
         except KeyError:
             raise ValidationError("task", f"unknown task {name!r}") from None
 
+    def forget(self, module: str) -> list[TaskDefinition]:
+        """Unregister the tasks defined in ``module`` (or its submodules), so it can be
+        imported again (``leasehold dev --reload``); returns them, to restore on failure."""
+        gone = [d for d in self._tasks.values()
+                if d.fn.__module__ == module or d.fn.__module__.startswith(module + ".")]
+        for definition in gone:
+            del self._tasks[definition.name]
+        return gone
+
     def __contains__(self, name: object) -> bool:
         return name in self._tasks
 
@@ -53,6 +90,7 @@ class TaskRegistry:
     def task(self, name: str, **defaults: Any) -> Callable[[Handler], Handler]:
         def decorate(fn: Handler) -> Handler:
             self.register(TaskDefinition(name=name, fn=fn, **defaults))
+            _with_submit(name, fn)
             return fn
 
         return decorate

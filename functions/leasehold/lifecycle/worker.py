@@ -21,7 +21,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from leasehold.aws.queues import Message
 from leasehold.core.context import JobContext
-from leasehold.core.failures import describe, error
+from leasehold.core.failures import describe, error, unfit_result
 from leasehold.core.jobs import Job, JobError, with_attempt_error
 from leasehold.core.policy import decide_retry
 from leasehold.core.spec import MAX_RESULT_BYTES, encode_json
@@ -265,7 +265,7 @@ class Worker:
             try:
                 result_json = encode_json("result", attempt.result, MAX_RESULT_BYTES)
             except (PayloadTooLarge, ValidationError) as exc:
-                failure = error("NonRetryableError", f"the handler's result: {exc}")
+                failure = unfit_result(exc)
             else:
                 return self._succeed(view, owner, now, result_json)
         return self._fail(view, owner, now, failure)

@@ -18,7 +18,6 @@ import functools
 import logging
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -35,12 +34,12 @@ from leasehold.compose import compose
 from leasehold.events.publishing import FILE_PREFIX, FileSink, runtime_started
 from leasehold.lifecycle import sweeper
 from leasehold.lifecycle.app import Leasehold
-from leasehold.local import emulator, state
+from leasehold.local import emulator, hints, reload, state
 from leasehold.local.gateway import Gateway
 from leasehold.local.keeper import StateKeeper
+from leasehold.local.leadership import AnnouncedLease
 from leasehold.settings import Settings
 from leasehold.time import ticker
-from leasehold.time.leader import LeaderLease
 
 log = logging.getLogger(__name__)
 
@@ -93,6 +92,8 @@ class RuntimeOptions:
     #: With ``endpoint``: create the tables and queues that are missing (the embedded
     #: emulator is always provisioned). Otherwise a missing one stops the start, named.
     provision: bool = False
+    #: Watch the task modules: on a change, import them again and restart the workers.
+    reload: bool = False
     #: Extra environment for the workers and the API (limits, test knobs).
     env: dict[str, str] = field(default_factory=dict)
 
@@ -102,42 +103,6 @@ class _Child:
     pool: str
     process: subprocess.Popen[bytes]
     restarts: int = 0
-
-
-class AnnouncedLease(LeaderLease):
-    """The ticker's leader lease, saying when this runtime gains or loses it.
-
-    An error reaching DynamoDB counts as not holding the lease (we cannot know that we still
-    do), and never ends the ticker loop: the next tick tries again.
-    """
-
-    def __init__(self, app: Leasehold, *, lease_seconds: float, out: TextIO) -> None:
-        super().__init__(app, "ticker", owner=f"{socket.gethostname()}-{os.getpid()}",
-                         lease_seconds=lease_seconds)
-        self.out = out
-        self.leading: bool | None = None
-
-    def acquire(self) -> bool:
-        try:
-            leading = super().acquire()
-        except Exception:
-            log.exception("could not renew the ticker's leader lease; not ticking")
-            leading = False
-        if leading != self.leading:
-            self.leading = leading
-            if leading:
-                message = f"ticker: leading (lease held by {self.owner})"
-            else:
-                message = "ticker: standing by (another ticker holds the leader lease)"
-            print(message, file=self.out, flush=True)
-        return leading
-
-    def release(self) -> None:
-        try:
-            super().release()
-        except Exception:
-            log.warning("could not release the ticker's leader lease; it expires by itself",
-                        exc_info=True)
 
 
 class Runtime:
@@ -219,6 +184,8 @@ class Runtime:
         self.lease = AnnouncedLease(self.app, lease_seconds=opts.leader_lease_seconds,
                                     out=self.out)
         self._thread(self._tick, "ticker")
+        if opts.reload:
+            self._thread(self._reload, "reload")
         self._thread(self.gateway.serve_forever, "gateway")
         self._banner(settings)
 
@@ -279,6 +246,9 @@ class Runtime:
             "Leasehold is running.",
             f"  API:       {self.gateway.url}   (OpenAPI at {self.gateway.url}/openapi.json)",
             f"  console:   {self.gateway.url}/",
+            f"  use it:    {hints.export_line(self.gateway.url)}   (in another shell: the "
+            "CLI and leasehold.client read it)",
+            f"  CLI:       {hints.cli_line()}",
             f"  answers:   Host {self.gateway.own.names()} only, and no other site's page "
             "(--allow-host adds a name)",
             f"  AWS:       {settings.endpoint_url} ({where})",
@@ -326,6 +296,18 @@ class Runtime:
                 child.process = self._spawn(child.pool)
                 print(f"worker for pool {child.pool} exited ({code}); restarted as "
                       f"pid {child.process.pid}", file=self.out, flush=True)
+
+    def _reload(self) -> None:
+        assert self.app is not None
+        reload.watch(self.options.tasks, self.app.registry, self.stopping,
+                     self._restart_workers, lambda line: print(line, file=self.out, flush=True))
+
+    def _restart_workers(self) -> int:
+        """Ask every worker to stop (they drain); the supervisor starts them again."""
+        for child in self.children:
+            if child.process.poll() is None:
+                child.process.send_signal(signal.SIGTERM)
+        return len(self.children)
 
     def _sweep(self) -> None:
         # No leader lease here: sweeps are fenced transitions, so two runtimes sweeping the

@@ -1,0 +1,304 @@
+"""The Python client for application code: submit jobs, wait for their results, manage
+schedules and workflows, over the REST API (locally, or behind API Gateway with SigV4)."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import urllib.parse
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from leasehold.client.errors import ApiError
+from leasehold.client.handle import JobHandle
+from leasehold.client.transport import (
+    MAX_RETRY_AFTER,
+    REFUSED,
+    UNSURE,
+    RetryPolicy,
+    Transport,
+    http,
+    retry_after,
+    sign,
+    unsure,
+)
+
+DEFAULT_URL = "http://127.0.0.1:8080"
+#: Job fields ``submit`` passes through as the API names them.
+JOB_OPTIONS = ("priority", "pool", "delay_seconds", "run_at", "idempotency_key",
+               "max_attempts", "timeout_seconds", "retry", "labels")
+
+
+def task_name(task: Any) -> str:
+    """A task's name from the name itself or from its ``@task``-decorated function."""
+    if isinstance(task, str):
+        return task
+    name = getattr(task, "task_name", None)
+    if not isinstance(name, str):
+        raise TypeError(f"{task!r} is neither a task name nor a function decorated with @task")
+    return name
+
+
+class Client:
+    """``Client()`` talks to ``$LEASEHOLD_URL`` (default the local runtime's
+    http://127.0.0.1:8080).
+
+    ``tenant`` is the ``X-Leasehold-Tenant`` header the local runtime trusts (behind API
+    Gateway the caller's identity decides); ``aws_auth=True`` signs every request with SigV4
+    from the default credential chain (profile, SSO, environment, role) for an API that uses
+    IAM auth. Requests refused with 429 or 503 are tried again after their ``Retry-After``;
+    5xx answers and broken connections are tried again when the request is safe to repeat
+    (reads, and submits, which carry an idempotency key unless ``idempotency_keys=False``).
+    """
+
+    def __init__(self, url: str | None = None, *, tenant: str | None = None,
+                 aws_auth: bool = False, region: str | None = None, timeout: float = 30.0,
+                 retries: RetryPolicy | None = None, idempotency_keys: bool = True,
+                 transport: Transport | None = None,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
+        self.url = (url or os.environ.get("LEASEHOLD_URL") or DEFAULT_URL).rstrip("/")
+        self.tenant = tenant if tenant is not None else os.environ.get("LEASEHOLD_TENANT")
+        self.aws_auth = aws_auth
+        self.region = region
+        self.timeout = timeout
+        self.retries = retries or RetryPolicy()
+        self.idempotency_keys = idempotency_keys
+        self.transport = transport or http
+        #: How the client waits before trying again (a test may record the waits).
+        self.sleep = sleep
+        self._session: Any = None
+
+    def __repr__(self) -> str:
+        return f"Client({self.url!r}, tenant={self.tenant!r}, aws_auth={self.aws_auth})"
+
+    # -- requests -------------------------------------------------------------------------
+
+    def request(self, method: str, path: str, body: Any = None,
+                query: Mapping[str, Any] | None = None, *, repeatable: bool | None = None,
+                wait: float = 0.0) -> Any:
+        """One API call: the answer's JSON, or :class:`ApiError`. ``repeatable`` says whether
+        a request that may have landed can be sent again (default: for GET and DELETE)."""
+        return self.exchange(method, path, body, query, repeatable=repeatable, wait=wait)[1]
+
+    def exchange(self, method: str, path: str, body: Any = None,
+                 query: Mapping[str, Any] | None = None, *, repeatable: bool | None = None,
+                 wait: float = 0.0) -> tuple[int, Any]:
+        """As :meth:`request`, with the answer's status."""
+        url = self.url + path
+        if query:
+            pairs = [(k, v) for k, vs in query.items() if vs is not None
+                     for v in (vs if isinstance(vs, list | tuple) else [vs])]
+            if pairs:
+                url += "?" + "&".join(f"{k}={_quote(v)}" for k, v in pairs)
+        data = None if body is None else json.dumps(body).encode()
+        if repeatable is None:
+            repeatable = method in ("GET", "HEAD", "DELETE")
+        for tries in range(self.retries.attempts):
+            last = tries == self.retries.attempts - 1
+            try:
+                status, headers, raw = self.transport(method, url, self._headers(method, url, data),
+                                                      data, self.timeout + wait)
+            except OSError as exc:
+                if repeatable and not last and unsure(exc):
+                    self.sleep(self.retries.backoff(tries, None))
+                    continue
+                reason = getattr(exc, "reason", exc)
+                raise ApiError(0, "unreachable",
+                               f"cannot reach the API at {self.url} ({reason}): is `leasehold "
+                               "dev` running, and is the URL ($LEASEHOLD_URL, --url) right?"
+                               ) from None
+            if status < 400:
+                return status, self._json(raw)
+            hint = retry_after(_header(headers, "Retry-After"))
+            again = status in REFUSED or (status in UNSURE and repeatable)
+            if again and not last and (hint is None or hint <= MAX_RETRY_AFTER):
+                self.sleep(self.retries.backoff(tries, hint))
+                continue
+            raise _error(status, headers, raw)
+        raise AssertionError("unreachable")
+
+    def _headers(self, method: str, url: str, data: bytes | None) -> dict[str, str]:
+        headers = {"Accept": "application/json"}
+        if data is not None:
+            headers["Content-Type"] = "application/json"
+        if self.tenant:
+            headers["X-Leasehold-Tenant"] = self.tenant
+        if self.aws_auth:
+            if self._session is None:
+                import botocore.session
+
+                self._session = botocore.session.get_session()
+            headers = sign(method, url, data, headers, region=self.region,
+                           session=self._session)
+        return headers
+
+    def _json(self, raw: bytes) -> Any:
+        try:
+            return json.loads(raw) if raw else None
+        except ValueError:
+            raise ApiError(0, "not_leasehold", f"{self.url} answered something that is not "
+                                               "JSON: is it the Leasehold API?") from None
+
+    # -- jobs -----------------------------------------------------------------------------
+
+    def submit(self, task: Any, payload: Any = None, **options: Any) -> JobHandle:
+        """Submit a job: ``task`` is its name or its ``@task`` function; ``options`` are the
+        API's job fields (``priority``, ``pool``, ``delay_seconds``, ``run_at`` (a datetime
+        or ISO text), ``idempotency_key``, ``max_attempts``, ``timeout_seconds``, ``retry``
+        (a dict or :class:`~leasehold.RetryPolicy`), ``labels``).
+
+        Without an ``idempotency_key`` one is made up, so a submit retried after a lost
+        answer makes one job, not two (``idempotency_keys=False`` turns that off).
+        """
+        unknown = set(options) - set(JOB_OPTIONS)
+        if unknown:
+            raise TypeError(f"submit() got unknown option(s) {sorted(unknown)}; "
+                            f"it takes {', '.join(JOB_OPTIONS)}")
+        body: dict[str, Any] = {"task": task_name(task), "payload": payload}
+        for name, value in options.items():
+            if value is None:
+                continue
+            if isinstance(value, datetime):
+                value = value.isoformat()
+            elif hasattr(value, "to_dict"):
+                value = {k: v for k, v in value.to_dict().items() if v is not None}
+            body[name] = value
+        if self.idempotency_keys and "idempotency_key" not in body:
+            body["idempotency_key"] = f"client-{uuid.uuid4().hex}"
+        status, job = self.exchange("POST", "/jobs", body,
+                                    repeatable="idempotency_key" in body)
+        return JobHandle(self, job["job_id"], job, created=status == 201)
+
+    def job(self, job_id: str) -> JobHandle:
+        """A handle on a job submitted earlier (by id), to wait for its result."""
+        return JobHandle(self, job_id, self.get(job_id))
+
+    def get(self, job_id: str, *, wait_seconds: float = 0) -> dict[str, Any]:
+        """The job. ``wait_seconds`` (up to 20) holds the answer until the job finishes or
+        that time passes (a long poll)."""
+        query = {"wait_seconds": round(wait_seconds, 3)} if wait_seconds > 0 else None
+        job: dict[str, Any] = self.request("GET", f"/jobs/{_id(job_id)}", query=query,
+                                           wait=wait_seconds)
+        return job
+
+    def list(self, *, state: str | Sequence[str] | None = None, task: str | None = None,
+             pool: str | None = None, schedule_id: str | None = None, limit: int = 50,
+             cursor: str | None = None) -> dict[str, Any]:
+        """One page of your jobs, newest first: ``{"jobs": [...], "next_cursor": ...}``."""
+        page: dict[str, Any] = self.request("GET", "/jobs", query={
+            "state": state, "task": task, "pool": pool, "schedule_id": schedule_id,
+            "limit": limit, "cursor": cursor})
+        return page
+
+    def cancel(self, job_id: str) -> dict[str, Any]:
+        """Cancel the job (a running one stops at its next heartbeat)."""
+        job: dict[str, Any] = self.request("DELETE", f"/jobs/{_id(job_id)}")
+        return job
+
+    def retry(self, job_id: str) -> JobHandle:
+        """Run a DEAD or CANCELLED job again."""
+        job = self.request("POST", f"/jobs/{_id(job_id)}/retry")
+        return JobHandle(self, job["job_id"], job)
+
+    # -- schedules ------------------------------------------------------------------------
+
+    def create_schedule(self, **fields: Any) -> dict[str, Any]:
+        """``POST /schedules``: ``cron`` and ``task`` (plus the job fields) or ``workflow``."""
+        if "task" in fields and not isinstance(fields["task"], str):
+            fields["task"] = task_name(fields["task"])
+        schedule: dict[str, Any] = self.request("POST", "/schedules", fields)
+        return schedule
+
+    def get_schedule(self, schedule_id: str) -> dict[str, Any]:
+        schedule: dict[str, Any] = self.request("GET", f"/schedules/{_id(schedule_id)}")
+        return schedule
+
+    def list_schedules(self, *, limit: int = 50, cursor: str | None = None) -> dict[str, Any]:
+        page: dict[str, Any] = self.request("GET", "/schedules",
+                                            query={"limit": limit, "cursor": cursor})
+        return page
+
+    def update_schedule(self, schedule_id: str, **changes: Any) -> dict[str, Any]:
+        schedule: dict[str, Any] = self.request("PATCH", f"/schedules/{_id(schedule_id)}",
+                                                changes, repeatable=True)
+        return schedule
+
+    def pause_schedule(self, schedule_id: str) -> dict[str, Any]:
+        return self._schedule_action(schedule_id, "pause")
+
+    def resume_schedule(self, schedule_id: str) -> dict[str, Any]:
+        return self._schedule_action(schedule_id, "resume")
+
+    def trigger_schedule(self, schedule_id: str) -> dict[str, Any]:
+        """Run the schedule's job (or workflow) now, once."""
+        return self._schedule_action(schedule_id, "trigger")
+
+    def next_fire_times(self, schedule_id: str, count: int = 5) -> dict[str, Any]:
+        times: dict[str, Any] = self.request("GET", f"/schedules/{_id(schedule_id)}/next",
+                                             query={"count": count})
+        return times
+
+    def delete_schedule(self, schedule_id: str) -> None:
+        self.request("DELETE", f"/schedules/{_id(schedule_id)}")
+
+    def _schedule_action(self, schedule_id: str, action: str) -> dict[str, Any]:
+        answer: dict[str, Any] = self.request("POST",
+                                              f"/schedules/{_id(schedule_id)}/{action}")
+        return answer
+
+    # -- workflows ------------------------------------------------------------------------
+
+    def submit_workflow(self, spec: Mapping[str, Any]) -> dict[str, Any]:
+        """``POST /workflows``: the graph, checked whole before anything is written. Made
+        idempotent (an ``idempotency_key`` is added unless given) so a retry starts one."""
+        body = dict(spec)
+        if self.idempotency_keys and "idempotency_key" not in body:
+            body["idempotency_key"] = f"client-{uuid.uuid4().hex}"
+        workflow: dict[str, Any] = self.request("POST", "/workflows", body,
+                                                repeatable="idempotency_key" in body)
+        return workflow
+
+    def get_workflow(self, workflow_id: str) -> dict[str, Any]:
+        workflow: dict[str, Any] = self.request("GET", f"/workflows/{_id(workflow_id)}")
+        return workflow
+
+    def list_workflows(self, *, state: str | None = None, limit: int = 50,
+                       cursor: str | None = None) -> dict[str, Any]:
+        page: dict[str, Any] = self.request("GET", "/workflows", query={
+            "state": state, "limit": limit, "cursor": cursor})
+        return page
+
+    def cancel_workflow(self, workflow_id: str) -> dict[str, Any]:
+        workflow: dict[str, Any] = self.request("DELETE", f"/workflows/{_id(workflow_id)}")
+        return workflow
+
+
+def _quote(value: Any) -> str:
+    return urllib.parse.quote(str(value), safe="")
+
+
+def _id(value: str) -> str:
+    """An id as a path segment: quoted, so an id can never name another route."""
+    return _quote(value)
+
+
+def _header(headers: Mapping[str, str], name: str) -> str | None:
+    for key, value in headers.items():
+        if key.lower() == name.lower():
+            return value
+    return None
+
+
+def _error(status: int, headers: Mapping[str, str], raw: bytes) -> ApiError:
+    text = raw.decode(errors="replace")
+    try:
+        error = json.loads(text)["error"]
+        if not isinstance(error, dict):
+            raise TypeError
+    except (ValueError, KeyError, TypeError):
+        error = {"code": "http_error", "message": text[:200] or f"HTTP {status}"}
+    return ApiError(status, error.get("code", "error"), error.get("message", ""),
+                    error.get("field"), _header(headers, "Retry-After"))

@@ -1,0 +1,61 @@
+"""What the client raises: an API's refusal, a job that failed or was cancelled, a wait that
+ran out. All are :class:`~leasehold.errors.LeaseholdError`, so one ``except`` catches them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from leasehold.errors import LeaseholdError
+
+
+class ApiError(LeaseholdError):
+    """The API refused the request, or could not be reached (``status`` 0)."""
+
+    code = "api_error"
+
+    def __init__(self, status: int, code: str, message: str, field: str | None = None,
+                 retry_after: str | None = None) -> None:
+        self.status, self.code, self.field, self.retry_after = status, code, field, retry_after
+        # No HTTP status means no answer: say what happened, not "0 unreachable".
+        super().__init__(f"{status} {code}: {message}" if status else message)
+
+
+class JobFailed(LeaseholdError):
+    """The job ended DEAD: its last error, with the worker's traceback text."""
+
+    code = "job_failed"
+
+    def __init__(self, job: dict[str, Any]) -> None:
+        error = job.get("error") or {}
+        self.job = job
+        self.job_id: str = job.get("job_id", "")
+        self.type: str = error.get("type", "Error")
+        self.message: str = error.get("message", "")
+        #: The traceback as the worker formatted it (empty for the scheduler's own errors,
+        #: such as a timeout).
+        self.remote_traceback: str = error.get("traceback", "")
+        text = f"job {self.job_id} failed: {self.type}: {self.message}"
+        if self.remote_traceback:
+            text += f"\n\nRemote traceback:\n{self.remote_traceback.rstrip()}"
+        super().__init__(text)
+
+
+class Cancelled(LeaseholdError):
+    """The job was cancelled before it finished."""
+
+    code = "cancelled"
+
+    def __init__(self, job: dict[str, Any]) -> None:
+        self.job = job
+        super().__init__(f"job {job.get('job_id')} was cancelled")
+
+
+class ResultTimeout(LeaseholdError, TimeoutError):
+    """The job did not finish within the time given to ``result()``."""
+
+    code = "result_timeout"
+
+    def __init__(self, job: dict[str, Any], timeout: float) -> None:
+        self.job = job
+        super().__init__(f"job {job.get('job_id')} is still {job.get('state')} after "
+                         f"{timeout:g} s")

@@ -1,0 +1,85 @@
+"""A submitted job, from application code: its state now, and its result when it finishes."""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Protocol
+
+from leasehold.client.errors import Cancelled, JobFailed, ResultTimeout
+
+
+class Jobs(Protocol):
+    """What a handle needs of its client."""
+
+    def get(self, job_id: str, *, wait_seconds: float = 0) -> dict[str, Any]: ...
+    def cancel(self, job_id: str) -> dict[str, Any]: ...
+
+
+TERMINAL = frozenset({"SUCCEEDED", "DEAD", "CANCELLED"})
+#: The longest one long poll asks the API to hold (API Gateway answers within 29 s).
+MAX_WAIT_SECONDS = 20.0
+
+
+def outcome(job: dict[str, Any]) -> Any:
+    """The result of a finished job, or its end as an exception."""
+    if job["state"] == "SUCCEEDED":
+        return job.get("result")
+    if job["state"] == "CANCELLED":
+        raise Cancelled(job)
+    raise JobFailed(job)
+
+
+class JobHandle:
+    """One job: ``status()`` reads its state, ``result()`` waits for its end.
+
+    Waiting is a series of long polls (``GET /jobs/{id}?wait_seconds=N``): the API answers as
+    soon as the job is finished, so ``result()`` returns promptly and costs one request per
+    20 s of waiting.
+    """
+
+    def __init__(self, client: Jobs, job_id: str, job: dict[str, Any] | None = None, *,
+                 created: bool = True) -> None:
+        self.client = client
+        self.job_id = job_id
+        #: False when a submit was answered with an earlier job (same idempotency key).
+        self.created = created
+        #: The job as the API last showed it (the submit's answer at first).
+        self.job: dict[str, Any] = job or {"job_id": job_id, "state": "UNKNOWN"}
+
+    def __repr__(self) -> str:
+        return f"JobHandle({self.job_id!r}, state={self.job.get('state')!r})"
+
+    def refresh(self, wait_seconds: float = 0) -> dict[str, Any]:
+        self.job = self.client.get(self.job_id, wait_seconds=wait_seconds)
+        return self.job
+
+    def status(self) -> str:
+        """The job's state now: QUEUED, RUNNING, SUCCEEDED, DEAD, CANCELLED, ..."""
+        state: str = self.refresh()["state"]
+        return state
+
+    def result(self, timeout: float | None = None) -> Any:
+        """Wait for the job to finish and return its result.
+
+        Raises :class:`JobFailed` (the job's error and remote traceback) if it ended DEAD,
+        :class:`Cancelled` if it was cancelled, :class:`ResultTimeout` (a ``TimeoutError``)
+        if it is still going after ``timeout`` seconds (None: wait as long as it takes).
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
+        job = self.job
+        while job["state"] not in TERMINAL:
+            left = MAX_WAIT_SECONDS if deadline is None else deadline - time.monotonic()
+            if left <= 0:
+                raise ResultTimeout(job, timeout or 0.0)
+            asked = min(left, MAX_WAIT_SECONDS)
+            started = time.monotonic()
+            job = self.refresh(wait_seconds=asked)
+            if job["state"] not in TERMINAL and time.monotonic() - started < asked / 2:
+                # An API that does not hold its answer (one older than the long poll): poll
+                # gently rather than in a tight loop.
+                time.sleep(min(0.5, asked))
+        return outcome(job)
+
+    def cancel(self) -> dict[str, Any]:
+        self.job = self.client.cancel(self.job_id)
+        return self.job
