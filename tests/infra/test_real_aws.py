@@ -10,8 +10,8 @@ from aws_cdk.assertions import Match
 from jsonschema import Draft4Validator
 from pydantic import ValidationError
 
-from infra.config import StackConfig
 from leasehold.api.models import SubmitJob
+from leasehold.cdk.config import LeaseholdConfig
 from tests.infra.conftest import Synthesized
 from tests.infra.test_template import _actions
 
@@ -147,7 +147,7 @@ def test_every_dlq_keeps_messages_longer_than_its_source(synthesized: Synthesize
 
 def test_queue_retention_must_leave_room_for_the_dlq() -> None:
     with pytest.raises(ValueError, match="queueRetentionDays"):
-        StackConfig(queue_retention_days=14).validate()
+        LeaseholdConfig(queue_retention_days=14).validate()
 
 
 SUBMISSIONS: list[Any] = [
