@@ -30,7 +30,8 @@ FEATURE_FLAGS = {key: value for key, value in
                  json.loads((ROOT / "cdk.json").read_text())["context"].items()
                  if key.startswith("@aws-cdk")}
 
-#: Two pools, one of each kind, so that every construct is in the template.
+#: A Lambda pool and two ECS pools (a named image and a built one): every construct is in the
+#: template.
 CONFIG = LeaseholdConfig(
     prefix="lhtest",
     pools=(
@@ -38,6 +39,8 @@ CONFIG = LeaseholdConfig(
                    concurrency={"high": 12, "normal": 6, "low": 2}),
         PoolConfig(name="long", kind="ecs", timeout_seconds=3600, max_tasks=4,
                    image="123456789012.dkr.ecr.eu-west-1.amazonaws.com/leasehold:1.4"),
+        # No image: one is built from the Lambda bundle (a Docker image asset).
+        PoolConfig(name="built", kind="ecs", timeout_seconds=600, max_tasks=2),
     ),
     shards=8,
     task_modules=("examples.tasks",),

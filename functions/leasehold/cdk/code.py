@@ -72,9 +72,11 @@ class BundleSpec:
 
     @classmethod
     def resolve(cls, *, code: Sequence[str | os.PathLike[str]], requirements: str | None,
-                **values: Any) -> BundleSpec:
+                task_modules: Sequence[str], **values: Any) -> BundleSpec:
         """Resolve paths (relative ones against the working directory, as ``cdk`` runs) and
         refuse the ones that do not exist, before any bundling starts."""
+        if not task_modules:
+            raise ValueError('name at least one task module (tasks=["myapp.tasks"])')
         paths = tuple(Path(path).expanduser().resolve() for path in code)
         for given, path in zip(code, paths, strict=True):
             if not path.exists():
@@ -93,7 +95,8 @@ class BundleSpec:
             if not required.is_file():
                 raise ValueError(f"requirements file {requirements!r} does not exist "
                                  f"({required})")
-        return cls(code=paths, requirements=required, **values)
+        return cls(code=paths, requirements=required, task_modules=tuple(task_modules),
+                   **values)
 
 
 @jsii.implements(cdk.ILocalBundling)

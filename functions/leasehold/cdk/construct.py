@@ -128,6 +128,10 @@ class Leasehold(Construct):
                 pools=tuple(pool.name for pool in config.pools),
                 install=config.bundling == "pip")))
         code_asset = lambda_.Code.from_bucket(self.bundle.bucket, self.bundle.s3_object_key)
+        cdk.Annotations.of(self.bundle).acknowledge_warning(
+            "@aws-cdk/aws-lambda:codeFromBucketObjectVersionNotSpecified",
+            "The object key is the bundle's content hash: new code is a new key, so the "
+            "functions update without an object version.")
         built_image = None
         if any(pool.kind == "ecs" and not pool.image for pool in config.pools):
             built_image = WorkerImage(self, "WorkerImage", bundle=self.bundle).image
