@@ -23,7 +23,7 @@ from leasehold.settings import (
 
 PoolKind = Literal["lambda", "ecs"]
 #: ``pip``: the real bundle (a local pip install for Python 3.12 on arm64, no Docker).
-#: ``source``: the bare ``functions/`` folder without dependencies; only for tests, where the
+#: ``source``: the bundle without its pip-installed dependencies; only for tests, where the
 #: code is never run but synth must be fast and offline. Never deploy a ``source`` build.
 BundlingMode = Literal["pip", "source"]
 
