@@ -81,6 +81,14 @@ def test_the_bundle_leaves_the_cdk_code_out(synthesized: Synthesized) -> None:
     assert not list(bundle.rglob("aws_cdk"))
 
 
+def test_the_import_check_leaves_no_bytecode_in_the_bundle(synthesized: Synthesized) -> None:
+    # This machine's .pyc files are of no use on Lambda's Python 3.12 and only grow the asset.
+    bundle = _bundle_dir(synthesized.app, synthesized.stack.leasehold)
+    assert (bundle / "examples" / "tasks.py").is_file()
+    assert list(bundle.rglob("__pycache__")) == []
+    assert list(bundle.rglob("*.pyc")) == []
+
+
 def test_a_task_module_that_cannot_be_imported_fails_synth_naming_it_and_the_error(
         tmp_path: Path) -> None:
     package = _package(tmp_path, "import a_package_nobody_installed\n" + TASKS)

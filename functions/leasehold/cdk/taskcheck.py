@@ -1,7 +1,9 @@
 """Synth-time proof that the bundle runs the tasks: import every task module from it.
 
 The modules are imported in a fresh interpreter (``python -I -S``: no site-packages, no
-``PYTHONPATH``, no working directory) whose only path is the bundle. A module missing from the
+``PYTHONPATH``, no working directory) whose only path is the bundle. It writes no bytecode
+(``-B``): ``.pyc`` files carry the time they were written, and the bundle's hash is taken from
+its content, so they would make every synth a new upload. A module missing from the
 bundle, a dependency missing from the requirements or a module that raises on import therefore
 fails the synth here, naming the module, instead of failing every function on AWS.
 
@@ -90,7 +92,8 @@ def check_tasks(bundle: Path, *, task_modules: Sequence[str], pools: Sequence[st
 def _probe(python: str, paths: list[str], modules: Sequence[str]) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="leasehold-check-") as cwd:
         result = subprocess.run(
-            [python, "-I", "-S", "-c", _PROBE, json.dumps(paths), json.dumps(list(modules))],
+            [python, "-I", "-S", "-B", "-c", _PROBE, json.dumps(paths),
+             json.dumps(list(modules))],
             capture_output=True, text=True, check=False, cwd=cwd, timeout=300)
     try:
         report: dict[str, Any] = json.loads(result.stdout.strip().splitlines()[-1])
