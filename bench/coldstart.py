@@ -88,8 +88,10 @@ def _zipped_size(path: Path, skip: Sequence[str] = ()) -> int:
 _BUNDLE = """
 import sys
 from pathlib import Path
-from infra.code import PipBundler
-PipBundler(Path(sys.argv[1]), ["examples"]).try_bundle(sys.argv[2], image=None)
+from leasehold.cdk.code import BundleSpec, LocalBundler
+spec = BundleSpec.resolve(code=[Path(sys.argv[1]) / "examples"], requirements=None,
+                          task_modules=["examples.tasks"])
+LocalBundler(spec).try_bundle(sys.argv[2], image=None)
 """
 
 

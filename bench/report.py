@@ -464,8 +464,8 @@ def markdown(r: dict[str, Any]) -> str:
     if "api_primed_ms" in imp:
         lines.append(_row("api + prime() (its first request's build)",
                           imp["api_primed_ms"]["wall"], imp["api_primed_ms"]["cpu"]))
-    how = {"infra": "the CDK app's own bundler (`infra.code.PipBundler`: pip for manylinux "
-                    "aarch64)",
+    how = {"infra": "the CDK construct's own bundler (`leasehold.cdk.code.LocalBundler`: pip "
+                    "for manylinux aarch64)",
            "venv": "the runtime dependencies as installed in `.venv` (no network)",
            }.get(asset["method"], "nothing (not measured in this profile)")
     lines += [

@@ -1,7 +1,7 @@
 """The CDK app: ``cdk synth`` / ``cdk deploy`` run ``python -m infra.app`` (see cdk.json).
 
 Configuration comes from CDK context (``cdk.json`` or ``-c key=value``); see
-:meth:`infra.config.StackConfig.from_context`. cdk-nag's AwsSolutions and Serverless packs
+:meth:`infra.config.LeaseholdConfig.from_context`. cdk-nag's AwsSolutions and Serverless packs
 run on every synth and fail it on any unacknowledged finding.
 """
 
@@ -12,8 +12,8 @@ from typing import Any
 import aws_cdk as cdk
 from cdk_nag import AwsSolutionsChecks, ServerlessChecks
 
-from infra.config import StackConfig
 from infra.stack import LeaseholdStack
+from leasehold.cdk import LeaseholdConfig
 
 STACK_NAME = "Leasehold"
 #: CDK's recommended feature flags are all on in cdk.json except these, each with its reason.
@@ -27,10 +27,10 @@ FLAGS_LEFT_OFF = {
 }
 
 
-def build(app: cdk.App, *, config: StackConfig | None = None, nag: bool = True,
+def build(app: cdk.App, *, config: LeaseholdConfig | None = None, nag: bool = True,
           **stack_kwargs: Any) -> LeaseholdStack:
     """Add the Leasehold stack (and the cdk-nag checks) to ``app``."""
-    config = config or StackConfig.from_context(app.node.try_get_context)
+    config = config or LeaseholdConfig.from_context(app.node.try_get_context)
     stack = LeaseholdStack(
         app, app.node.try_get_context("stackName") or STACK_NAME, config=config,
         description="Leasehold: a distributed job scheduler on AWS managed services",

@@ -1,9 +1,10 @@
 """One synthesis per test session: every infra test reads the same cloud assembly.
 
-Synthesis uses ``bundling="source"`` (the bare ``functions/`` folder as the code asset): the
-code is never run here, and the real pip bundle would need the network and ~20 s. It uses the
-CDK feature flags of ``cdk.json`` (the CLI passes them as context), so the template under test
-is the one ``cdk synth`` writes.
+Synthesis uses ``bundling="source"`` (the bundle without its pip-installed dependencies): the
+code is never run here, and the real pip bundle would need the network and ~20 s. The task
+modules are still imported from it at synth, with this interpreter's packages for the rest.
+It uses the CDK feature flags of ``cdk.json`` (the CLI passes them as context), so the template
+under test is the one ``cdk synth`` writes.
 """
 
 from __future__ import annotations
@@ -19,8 +20,8 @@ import pytest
 from aws_cdk.assertions import Template
 
 from infra.app import build
-from infra.config import PoolConfig, StackConfig
 from infra.stack import LeaseholdStack
+from leasehold.cdk.config import LeaseholdConfig, PoolConfig
 
 os.environ.setdefault("JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION", "1")
 ROOT = Path(__file__).resolve().parents[2]
@@ -29,16 +30,21 @@ FEATURE_FLAGS = {key: value for key, value in
                  json.loads((ROOT / "cdk.json").read_text())["context"].items()
                  if key.startswith("@aws-cdk")}
 
-#: Two pools, one of each kind, so that every construct is in the template.
-CONFIG = StackConfig(
+#: A Lambda pool and two ECS pools (a named image and a built one): every construct is in the
+#: template.
+CONFIG = LeaseholdConfig(
     prefix="lhtest",
     pools=(
         PoolConfig(name="default", timeout_seconds=120,
                    concurrency={"high": 12, "normal": 6, "low": 2}),
         PoolConfig(name="long", kind="ecs", timeout_seconds=3600, max_tasks=4,
                    image="123456789012.dkr.ecr.eu-west-1.amazonaws.com/leasehold:1.4"),
+        # No image: one is built from the Lambda bundle (a Docker image asset).
+        PoolConfig(name="built", kind="ecs", timeout_seconds=600, max_tasks=2),
     ),
     shards=8,
+    task_modules=("examples.tasks",),
+    code=(str(ROOT / "examples"),),
     alarm_email="oncall@example.com",
     bundling="source",
 )
@@ -48,7 +54,7 @@ CONFIG = StackConfig(
 class Synthesized:
     app: cdk.App
     stack: LeaseholdStack
-    config: StackConfig
+    config: LeaseholdConfig
     outdir: Path
     template_path: Path
     raw: dict[str, Any]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from infra.code import RUNTIME_PROVIDED, prune_runtime_provided
+from leasehold.cdk.code import RUNTIME_PROVIDED, prune_runtime_provided
 
 
 def test_the_sdk_the_runtime_ships_is_pruned_and_our_dependencies_stay(tmp_path: Path) -> None:

@@ -11,20 +11,20 @@ import aws_cdk
 import pytest
 
 from infra.app import FLAGS_LEFT_OFF
-from infra.config import PoolConfig, StackConfig
+from leasehold.cdk.config import LeaseholdConfig, PoolConfig
 
 pytestmark = pytest.mark.infra
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _context(values: dict[str, Any]) -> StackConfig:
-    return StackConfig.from_context(values.get)
+def _context(values: dict[str, Any]) -> LeaseholdConfig:
+    return LeaseholdConfig.from_context(values.get)
 
 
 def test_an_empty_context_gives_the_defaults_with_real_bundling() -> None:
     config = _context({})
-    assert config == StackConfig()
+    assert config == LeaseholdConfig()
     assert config.bundling == "pip"
 
 
@@ -55,14 +55,13 @@ def test_command_line_strings_are_parsed() -> None:
 
 
 def test_settings_name_every_resource_after_the_prefix() -> None:
-    settings = StackConfig(prefix="acme").settings()
+    settings = LeaseholdConfig(prefix="acme").settings()
     assert settings.jobs_table == "acme-jobs"
     assert settings.queue_prefix == "acme"
 
 
 @pytest.mark.parametrize(("pools", "message"), [
     ([{"name": "a"}, {"name": "a"}], "unique"),
-    ([{"name": "a", "kind": "ecs"}], "image"),
     ([{"name": "a", "timeout": 901}], "900"),
     ([{"name": "a", "timeout": 10}], "11..900"),
     ([{"name": "a", "concurrency": {"high": 5, "normal": 1, "low": 2}}], ">= 2"),
@@ -103,7 +102,7 @@ def test_event_archive_days_come_from_context_and_must_not_be_negative() -> None
 
 
 def test_the_functions_publish_to_the_bus_named_after_the_prefix() -> None:
-    assert StackConfig(prefix="acme").settings().event_bus == "acme-events"
+    assert LeaseholdConfig(prefix="acme").settings().event_bus == "acme-events"
 
 
 def test_which_job_states_are_published_comes_from_context_and_reaches_the_functions() -> None:

@@ -20,10 +20,10 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from infra.monitoring import NAMESPACE, SERVICE
 from infra.stack import API_HANDLER
-from infra.triggers import TRIGGER_HANDLER
 from leasehold.aws.definitions import TABLES
+from leasehold.cdk.monitoring import NAMESPACE, SERVICE
+from leasehold.cdk.triggers import TRIGGER_HANDLER
 from leasehold.compose import compose
 from leasehold.core.registry import TaskRegistry
 from leasehold.core.spec import JobSpec

@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 from aws_cdk.assertions import Match
 
-from infra.monitoring import JOB_METRICS, LATENESS_METRIC, NAMESPACE, SERVICE
-from infra.triggers import TRIGGER_HANDLER
+from leasehold.cdk.monitoring import JOB_METRICS, LATENESS_METRIC, NAMESPACE, SERVICE
+from leasehold.cdk.triggers import TRIGGER_HANDLER
 from leasehold.core.jobs import Job, Transition
 from leasehold.core.states import JobState
 from leasehold.handlers.telemetry import metric_for

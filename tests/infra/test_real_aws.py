@@ -10,8 +10,8 @@ from aws_cdk.assertions import Match
 from jsonschema import Draft4Validator
 from pydantic import ValidationError
 
-from infra.config import StackConfig
 from leasehold.api.models import SubmitJob
+from leasehold.cdk.config import LeaseholdConfig
 from tests.infra.conftest import Synthesized
 from tests.infra.test_template import _actions
 
@@ -55,8 +55,14 @@ def test_cloudwatch_alarms_may_publish_to_the_tls_only_alarm_topic(
     })
 
 
+def _task_definition(synthesized: Synthesized, pool: str) -> dict[str, Any]:
+    (task,) = [task for task in synthesized.resources("AWS::ECS::TaskDefinition").values()
+               if task["Properties"]["ContainerDefinitions"][0]["Command"][-1] == pool]
+    return task
+
+
 def test_an_ecs_pool_may_pull_its_private_ecr_image(synthesized: Synthesized) -> None:
-    (task,) = synthesized.resources("AWS::ECS::TaskDefinition").values()
+    task = _task_definition(synthesized, "long")
     execution_role = task["Properties"]["ExecutionRoleArn"]["Fn::GetAtt"][0]
     statements = _role_statements(synthesized, execution_role)
     pulled = [s for s in statements if "ecr:BatchGetImage" in _actions(s)]
@@ -68,6 +74,16 @@ def test_an_ecs_pool_may_pull_its_private_ecr_image(synthesized: Synthesized) ->
     (container,) = task["Properties"]["ContainerDefinitions"]
     image = json.dumps(container["Image"])
     assert "123456789012.dkr.ecr.eu-west-1." in image and "/leasehold:1.4" in image
+
+
+def test_an_ecs_pool_may_pull_the_image_built_from_the_bundle(synthesized: Synthesized) -> None:
+    task = _task_definition(synthesized, "built")
+    execution_role = task["Properties"]["ExecutionRoleArn"]["Fn::GetAtt"][0]
+    statements = _role_statements(synthesized, execution_role)
+    pulled = [s for s in statements if "ecr:BatchGetImage" in _actions(s)]
+    assert pulled, "the execution role cannot pull the image"
+    assert "container-assets" in json.dumps(pulled[0]["Resource"])
+    assert any("ecr:GetAuthorizationToken" in _actions(s) for s in statements)
 
 
 def test_the_api_function_may_read_the_queue_age_metric_for_stats(
@@ -111,7 +127,7 @@ def test_ecs_scale_in_counts_in_flight_jobs(synthesized: Synthesized) -> None:
 
 def test_an_ecs_worker_may_protect_its_own_task_from_scale_in(
         synthesized: Synthesized) -> None:
-    (task,) = synthesized.resources("AWS::ECS::TaskDefinition").values()
+    task = _task_definition(synthesized, "long")
     role = task["Properties"]["TaskRoleArn"]["Fn::GetAtt"][0]
     statements = [s for s in _role_statements(synthesized, role)
                   if "ecs:UpdateTaskProtection" in _actions(s)]
@@ -147,7 +163,7 @@ def test_every_dlq_keeps_messages_longer_than_its_source(synthesized: Synthesize
 
 def test_queue_retention_must_leave_room_for_the_dlq() -> None:
     with pytest.raises(ValueError, match="queueRetentionDays"):
-        StackConfig(queue_retention_days=14).validate()
+        LeaseholdConfig(queue_retention_days=14).validate()
 
 
 SUBMISSIONS: list[Any] = [

@@ -1,6 +1,7 @@
 """The package's architecture, enforced: layers point one way and no import circles.
 
-testing -> handlers/local/api/cli/client (and the composition root) -> time/workflows/events
+testing, cdk (the CDK constructs, never bundled) -> handlers/local/api/cli/client (and the
+composition root) -> time/workflows/events
 -> lifecycle/tenancy -> core/aws -> the ground floor (errors, clock, settings).
 ``client`` (application code's HTTP client) stands with the other edges, and only core's
 registry knows of it through a hook it installs (``task.submit``); ``testing`` (helpers for
@@ -29,7 +30,7 @@ LAYERS: dict[str, int] = {
     "lifecycle": 2, "tenancy": 2,
     "time": 3, "workflows": 3, "events": 3,
     "compose": 4, "api": 4, "cli": 4, "handlers": 4, "local": 4, "console": 4, "client": 4,
-    "testing": 5,
+    "testing": 5, "cdk": 5,
 }
 #: The public facade (``from leasehold import task, RetryPolicy, ...``): it re-exports core.
 ROOT_LAYER = 1
@@ -102,6 +103,24 @@ def test_core_is_pure() -> None:
         impure += [f"{module} uses the AWS SDK" for sdk in ("boto3", "botocore")
                    if f"import {sdk}" in source or f"from {sdk}" in source]
     assert impure == []
+
+
+#: Third-party packages only ``leasehold.cdk`` may import: the Lambda bundle leaves that
+#: sub-package out, and has none of these.
+CDK_ONLY = ("aws_cdk", "constructs", "jsii", "cdk_nag")
+
+
+def test_only_the_cdk_package_imports_the_cdk() -> None:
+    found = []
+    for module, path in _modules().items():
+        if module.startswith("leasehold.cdk"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            names = ([alias.name for alias in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            found += [f"{module}:{node.lineno} imports {name}" for name in names
+                      if name.split(".")[0] in CDK_ONLY]
+    assert found == []
 
 
 def _circles() -> list[list[str]]:

@@ -12,9 +12,20 @@ import sys
 from collections.abc import Sequence
 
 from leasehold import __version__
-from leasehold.cli import admin, console, dev, events, jobs, schedules, triggers, workflows
+from leasehold.cli import (
+    admin,
+    console,
+    dev,
+    events,
+    init,
+    jobs,
+    schedules,
+    triggers,
+    workflows,
+)
 
 MODULES = (
+    init,
     dev,
     jobs,
     admin,

@@ -21,7 +21,7 @@ from aws_cdk import aws_sns_subscriptions as subscriptions
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
-from infra.nag import acknowledge
+from leasehold.cdk.nag import acknowledge
 
 #: POWERTOOLS_METRICS_NAMESPACE and POWERTOOLS_SERVICE_NAME of every function; Powertools
 #: adds ``service`` as the metrics' one dimension.

@@ -6,7 +6,7 @@ import aws_cdk as cdk
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
-from infra.nag import acknowledge
+from leasehold.cdk.nag import acknowledge
 
 
 def event_dlq(scope: Construct, construct_id: str, *, of: str) -> sqs.Queue:

@@ -16,11 +16,11 @@ from aws_cdk import aws_lambda_destinations as destinations
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
-from infra.dlq import event_dlq
-from infra.functions import LeaseholdFunction
-from infra.nag import acknowledge
-from infra.queues import Queues
-from infra.tables import Tables
+from leasehold.cdk.dlq import event_dlq
+from leasehold.cdk.functions import LeaseholdFunction
+from leasehold.cdk.nag import acknowledge
+from leasehold.cdk.queues import Queues
+from leasehold.cdk.tables import Tables
 
 TICKER_HANDLER = "leasehold.handlers.ticker.handler"
 SWEEPER_HANDLER = "leasehold.handlers.sweeper.handler"

@@ -22,11 +22,11 @@ from aws_cdk import aws_lambda_event_sources as sources
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
-from infra.config import PoolConfig
-from infra.functions import LeaseholdFunction
-from infra.nag import acknowledge
-from infra.queues import Queues
-from infra.tables import Tables
+from leasehold.cdk.config import PoolConfig
+from leasehold.cdk.functions import LeaseholdFunction
+from leasehold.cdk.nag import acknowledge
+from leasehold.cdk.queues import Queues
+from leasehold.cdk.tables import Tables
 from leasehold.settings import PRIORITIES
 
 WORKER_HANDLER = "leasehold.handlers.worker.handler"
@@ -39,8 +39,11 @@ _ECR_IMAGE = re.compile(
 class Workers(Construct):
     def __init__(self, scope: Construct, construct_id: str, *, pools: Sequence[PoolConfig],
                  queues: Queues, tables: Tables, code: lambda_.Code,
-                 environment: Mapping[str, str], log_retention: logs.RetentionDays) -> None:
+                 environment: Mapping[str, str], log_retention: logs.RetentionDays,
+                 built_image: ecs.ContainerImage | None = None) -> None:
         super().__init__(scope, construct_id)
+        #: The image of ECS pools that name none (built from the Lambda bundle).
+        self._built_image = built_image
         self.functions: dict[str, lambda_.Function] = {}
         self.services: dict[str, ecs.FargateService] = {}
         self._queues = queues
@@ -116,11 +119,8 @@ class Workers(Construct):
             runtime_platform=ecs.RuntimePlatform(
                 cpu_architecture=ecs.CpuArchitecture.ARM64,
                 operating_system_family=ecs.OperatingSystemFamily.LINUX))
-        assert pool.image is not None  # validated by PoolConfig
         task.add_container(
             "worker",
-            # A registry image, not an image asset: building one needs Docker at deploy time
-            # and a Dockerfile we cannot prove here; the image is the release pipeline's job.
             image=self._image(pool, task),
             command=["leasehold", "worker", "--pool", pool.name],
             environment=dict(environment),
@@ -176,8 +176,12 @@ class Workers(Construct):
         return service
 
     def _image(self, pool: PoolConfig, task: ecs.TaskDefinition) -> ecs.ContainerImage:
-        """The pool's image; a private ECR image also lets the execution role pull it."""
-        assert pool.image is not None
+        """The pool's image; a private ECR image (named or built) also lets the execution
+        role pull it."""
+        if pool.image is None:
+            assert self._built_image is not None  # Leasehold builds one for such pools
+            self._acknowledge_pull(task)
+            return self._built_image
         match = _ECR_IMAGE.match(pool.image)
         if match is None:
             return ecs.ContainerImage.from_registry(pool.image)
@@ -190,11 +194,15 @@ class Workers(Construct):
         # actions on this repository, and GetAuthorizationToken).
         image = ecs.ContainerImage.from_ecr_repository(
             repository, tag=match["digest"] or match["tag"] or "latest")
+        self._acknowledge_pull(task)
+        return image
+
+    @staticmethod
+    def _acknowledge_pull(task: ecs.TaskDefinition) -> None:
         acknowledge(task.obtain_execution_role(), "AwsSolutions-IAM5[Resource::*]",
                     "ecr:GetAuthorizationToken, which the execution role needs to pull the "
                     "worker image, supports no resource-level permissions; the image actions "
                     "are granted on the one repository.")
-        return image
 
     def _grant_task_protection(self, pool: PoolConfig, task: ecs.TaskDefinition,
                                cluster: ecs.Cluster) -> None:

@@ -15,8 +15,8 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
-from infra.code import ARCHITECTURE, RUNTIME
-from infra.nag import acknowledge
+from leasehold.cdk.code import ARCHITECTURE, RUNTIME
+from leasehold.cdk.nag import acknowledge
 
 XRAY_REASON = ("X-Ray's PutTraceSegments and PutTelemetryRecords do not support resource-level "
                "permissions; CDK adds exactly these two actions for active tracing.")

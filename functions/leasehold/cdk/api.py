@@ -15,9 +15,9 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import aws_wafv2 as wafv2
 from constructs import Construct
 
-from infra.nag import acknowledge
-from infra.request_models import gateway_schema
 from leasehold.api.models import SubmitJob
+from leasehold.cdk.nag import acknowledge
+from leasehold.cdk.request_models import gateway_schema
 
 STAGE = "v1"
 #: The gateway checks only the shape the domain cannot do without: a task name (and a known

@@ -18,9 +18,9 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
-from infra.config import PoolConfig
-from infra.nag import acknowledge
 from leasehold.aws.definitions import queues
+from leasehold.cdk.config import PoolConfig
+from leasehold.cdk.nag import acknowledge
 from leasehold.settings import Settings
 
 PRODUCER_KMS_ACTIONS = ("kms:GenerateDataKey", "kms:Decrypt")

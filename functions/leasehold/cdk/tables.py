@@ -11,8 +11,8 @@ from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
 from constructs import Construct, IConstruct
 
-from infra.nag import acknowledge
 from leasehold.aws.definitions import TABLES, Key, TableDefinition
+from leasehold.cdk.nag import acknowledge
 from leasehold.settings import Settings
 
 _TYPES = {"S": dynamodb.AttributeType.STRING, "N": dynamodb.AttributeType.NUMBER}

@@ -24,7 +24,7 @@ from leasehold.settings import (
 
 PoolKind = Literal["lambda", "ecs"]
 #: ``pip``: the real bundle (a local pip install for Python 3.12 on arm64, no Docker).
-#: ``source``: the bare ``functions/`` folder without dependencies; only for tests, where the
+#: ``source``: the bundle without its pip-installed dependencies; only for tests, where the
 #: code is never run but synth must be fast and offline. Never deploy a ``source`` build.
 BundlingMode = Literal["pip", "source"]
 
@@ -53,7 +53,8 @@ class PoolConfig:
     concurrency: Mapping[str, int] = field(
         default_factory=lambda: {"high": 20, "normal": 10, "low": 5})
     batch_size: int = 10
-    #: ECS only: the worker image (must contain the ``leasehold`` CLI and the task modules).
+    #: ECS only: a worker image of your own (it must run ``leasehold worker`` with the task
+    #: modules importable). ``None``: an image built from the Lambda bundle at deploy.
     image: str | None = None
     cpu: int = 512
     min_tasks: int = 0
@@ -71,8 +72,6 @@ class PoolConfig:
         if self.kind == "lambda" and not low <= self.timeout_seconds <= 900:
             # Up to 900 s is Lambda's limit; a worker keeps a reserve back to record outcomes.
             raise ValueError(f"pool {self.name!r}: a Lambda timeout is {low}..900 seconds")
-        if self.kind == "ecs" and not self.image:
-            raise ValueError(f"pool {self.name!r}: an ECS pool needs an image URI")
 
     @property
     def visibility_timeout_seconds(self) -> int:
@@ -93,17 +92,24 @@ class PoolConfig:
 
 
 @dataclass(frozen=True, kw_only=True)
-class StackConfig:
-    """Everything one Leasehold stack is built from."""
+class LeaseholdConfig:
+    """Everything one Leasehold deployment is built from (explicit construct arguments win)."""
 
     #: Prefix of every physical name; ``leasehold`` matches the CLI's default settings.
     prefix: str = "leasehold"
     pools: tuple[PoolConfig, ...] = (PoolConfig(name="default"),)
     shards: int = 8
     lease_seconds: float = 60.0
-    task_modules: tuple[str, ...] = ("examples.tasks",)
-    #: Top-level packages copied into the Lambda bundle next to ``leasehold`` (user tasks).
-    task_packages: tuple[str, ...] = ("examples",)
+    #: The modules whose ``@task`` functions the deployment runs (``myapp.tasks``).
+    task_modules: tuple[str, ...] = ()
+    #: The application's package folders or ``.py`` modules, copied into the bundle under
+    #: their own names; a relative path is relative to the working directory.
+    code: tuple[str, ...] = ()
+    #: A pip requirements file of the tasks' own dependencies, installed beside Leasehold's.
+    requirements: str | None = None
+    #: Task names the application submits: synth fails unless the task modules register
+    #: each of them.
+    required_tasks: tuple[str, ...] = ()
     log_retention_days: int = 30
     #: Job queues; ``None``: the retention of :mod:`leasehold.aws.definitions` (7 days).
     #: Their DLQs always keep 14 days, the SQS maximum.
@@ -187,7 +193,7 @@ class StackConfig:
         return next(pool for pool in self.pools if pool.name == name)
 
     @classmethod
-    def from_context(cls, get: Callable[[str], Any]) -> StackConfig:
+    def from_context(cls, get: Callable[[str], Any]) -> LeaseholdConfig:
         """Build from CDK context values (``node.try_get_context``); unset keys keep defaults.
 
         Values given on the command line (``-c shards=16``) arrive as strings, so each one is
@@ -195,7 +201,7 @@ class StackConfig:
         """
         values: dict[str, Any] = {}
         text = {"prefix": "prefix", "alarmEmail": "alarm_email", "publish": "publish",
-                "cognitoUserPoolArn": "cognito_user_pool_arn"}
+                "cognitoUserPoolArn": "cognito_user_pool_arn", "requirements": "requirements"}
         for key, name in text.items():
             if (value := get(key)) not in (None, ""):
                 values[name] = str(value)
@@ -212,7 +218,8 @@ class StackConfig:
         for key, name in {"retainData": "retain_data", "waf": "waf"}.items():
             if (value := get(key)) is not None:
                 values[name] = _flag(value)
-        for key, name in {"tasks": "task_modules", "taskPackages": "task_packages"}.items():
+        lists = {"tasks": "task_modules", "taskPackages": "code", "requiredTasks": "required_tasks"}
+        for key, name in lists.items():
             if (value := get(key)) is not None:
                 values[name] = _names(value)
         if (pools := get("pools")) is not None:

@@ -1,0 +1,203 @@
+"""``Leasehold``: the whole scheduler as one construct for an application's own CDK app.
+
+    from leasehold.cdk import Leasehold, PoolConfig
+
+    jobs = Leasehold(stack, "Jobs", code=["myapp"], tasks=["myapp.tasks"],
+                     requirements="requirements.txt", pools=[PoolConfig(name="default")])
+
+It wires the constructs of each concern together and grants each function what it uses.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Sequence
+from typing import Any
+
+import aws_cdk as cdk
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_s3_assets as s3_assets
+from constructs import Construct
+
+from leasehold.cdk.api import Api
+from leasehold.cdk.bus import EventBus
+from leasehold.cdk.code import PACKAGE, BundleSpec, bundling
+from leasehold.cdk.config import LeaseholdConfig, PoolConfig
+from leasehold.cdk.functions import LeaseholdFunction
+from leasehold.cdk.image import WorkerImage
+from leasehold.cdk.monitoring import NAMESPACE, SERVICE, Monitoring
+from leasehold.cdk.nag import acknowledge
+from leasehold.cdk.queues import Queues
+from leasehold.cdk.scheduling import TickerSweeper
+from leasehold.cdk.tables import Tables
+from leasehold.cdk.triggers import Triggers
+from leasehold.cdk.workers import Workers
+
+API_HANDLER = "leasehold.handlers.api.handler"
+
+_RETENTION = {
+    1: logs.RetentionDays.ONE_DAY, 3: logs.RetentionDays.THREE_DAYS,
+    5: logs.RetentionDays.FIVE_DAYS, 7: logs.RetentionDays.ONE_WEEK,
+    14: logs.RetentionDays.TWO_WEEKS, 30: logs.RetentionDays.ONE_MONTH,
+    60: logs.RetentionDays.TWO_MONTHS, 90: logs.RetentionDays.THREE_MONTHS,
+    180: logs.RetentionDays.SIX_MONTHS, 365: logs.RetentionDays.ONE_YEAR,
+    731: logs.RetentionDays.TWO_YEARS, 1827: logs.RetentionDays.FIVE_YEARS,
+    3653: logs.RetentionDays.TEN_YEARS,
+}
+
+
+def retention(days: int) -> logs.RetentionDays:
+    """The shortest CloudWatch retention (it takes only certain values) of at least ``days``."""
+    chosen = next((value for value in sorted(_RETENTION) if value >= days), max(_RETENTION))
+    return _RETENTION[chosen]
+
+
+class Leasehold(Construct):
+    """Tables, queues, workers, ticker and sweeper, triggers, the API and its monitoring,
+    running the application's tasks.
+
+    ``tasks``: the task modules to import (``myapp.tasks``). ``code``: the package folders
+    or ``.py`` modules holding them, from any path (relative: to the working directory).
+    ``requirements``: a pip requirements file of their dependencies, installed for Lambda's
+    arm64 Python 3.12 beside Leasehold's. ``pools``: the worker pools; an ECS pool without
+    an ``image`` gets one built from the same bundle. ``required_tasks``: task names the
+    application submits. Every other setting is in ``config``; the arguments given here win.
+
+    Synth imports every task module from the finished bundle and fails, naming the module,
+    if one cannot be imported, if a required task is not registered or if a task runs in a
+    pool this deployment does not have.
+    """
+
+    def __init__(self, scope: Construct, construct_id: str, *,
+                 tasks: Sequence[str] | None = None,
+                 code: Sequence[str | os.PathLike[str]] | None = None,
+                 requirements: str | os.PathLike[str] | None = None,
+                 pools: Sequence[PoolConfig] | None = None,
+                 required_tasks: Sequence[str] | None = None,
+                 config: LeaseholdConfig | None = None) -> None:
+        super().__init__(scope, construct_id)
+        overrides: dict[str, Any] = {}
+        if tasks is not None:
+            overrides["task_modules"] = tuple(tasks)
+        if code is not None:
+            overrides["code"] = tuple(os.fspath(path) for path in code)
+        if requirements is not None:
+            overrides["requirements"] = os.fspath(requirements)
+        if pools is not None:
+            overrides["pools"] = tuple(pools)
+        if required_tasks is not None:
+            overrides["required_tasks"] = tuple(required_tasks)
+        config = dataclasses.replace(config or LeaseholdConfig(), **overrides)
+        config.validate()
+        self.config = config
+        settings = config.settings()
+        log_retention = retention(config.log_retention_days)
+
+        self.tables = Tables(self, "Tables", settings=settings, retain_data=config.retain_data)
+        self.queues = Queues(self, "Queues", settings=settings, pools=config.pools,
+                             retention_days=config.queue_retention_days,
+                             retain_data=config.retain_data)
+        assert settings.event_bus is not None  # LeaseholdConfig.settings names the bus
+        self.bus = EventBus(self, "Events", name=settings.event_bus,
+                            archive_days=config.event_archive_days)
+
+        # The core's own serializer writes the environment, so every variable the functions
+        # read is one Settings knows. AWS_REGION is set by Lambda itself (and reserved).
+        # Queue URLs are derived at run time from this base, not listed: every function would
+        # otherwise carry every queue's URL, and Lambda's 4 KB environment limit broke
+        # deploys at about six pools.
+        settings = settings.with_(queue_url_base=(
+            f"https://sqs.{cdk.Aws.REGION}.{cdk.Aws.URL_SUFFIX}/{cdk.Aws.ACCOUNT_ID}"))
+        self.settings = settings
+        environment = {k: v for k, v in settings.to_env().items() if k != "AWS_REGION"}
+        environment.update({
+            "POWERTOOLS_SERVICE_NAME": SERVICE,
+            "POWERTOOLS_METRICS_NAMESPACE": NAMESPACE,
+        })
+        # One bundle, one upload, shared by every function and every built worker image.
+        # Its hash is taken from the output: any change to Leasehold, the tasks or the
+        # requirements re-bundles and re-checks, and an unchanged result is not re-uploaded.
+        self.bundle = s3_assets.Asset(
+            self, "Code", path=str(PACKAGE), asset_hash_type=cdk.AssetHashType.OUTPUT,
+            bundling=bundling(BundleSpec.resolve(
+                code=config.code, requirements=config.requirements,
+                task_modules=config.task_modules, required_tasks=config.required_tasks,
+                pools=tuple(pool.name for pool in config.pools),
+                install=config.bundling == "pip")))
+        code_asset = lambda_.Code.from_bucket(self.bundle.bucket, self.bundle.s3_object_key)
+        cdk.Annotations.of(self.bundle).acknowledge_warning(
+            "@aws-cdk/aws-lambda:codeFromBucketObjectVersionNotSpecified",
+            "The object key is the bundle's content hash: new code is a new key, so the "
+            "functions update without an object version.")
+        built_image = None
+        if any(pool.kind == "ecs" and not pool.image for pool in config.pools):
+            built_image = WorkerImage(self, "WorkerImage", bundle=self.bundle).image
+
+        self.workers = Workers(self, "Workers", pools=config.pools, queues=self.queues,
+                               tables=self.tables, code=code_asset, environment=environment,
+                               log_retention=log_retention, built_image=built_image)
+        self.scheduling = TickerSweeper(self, "TickerSweeper", queues=self.queues,
+                                        tables=self.tables, code=code_asset,
+                                        environment=environment, log_retention=log_retention)
+        # Only the API names tenants, so only it carries the operator's mapping.
+        tenant_map = config.tenant_map_json()
+        api_environment = {**environment, **(
+            {"LEASEHOLD_TENANT_MAP": tenant_map} if tenant_map else {})}
+        api_fn = LeaseholdFunction(
+            self, "ApiFunction", handler=API_HANDLER, code=code_asset,
+            environment=api_environment,
+            memory_mb=config.api_memory_mb, timeout_seconds=config.api_timeout_seconds,
+            log_retention=log_retention, description="Leasehold REST API",
+        ).function
+        self.tables.grant_data(api_fn)
+        self.triggers = Triggers(self, "Triggers", bus=self.bus, queues=self.queues,
+                                 tables=self.tables, code=code_asset, environment=environment,
+                                 log_retention=log_retention)
+        # Submissions hand off, redrives re-send, admission control reads queue depths,
+        # and dead-letter listing reads the DLQs.
+        self.queues.grant_send(api_fn)
+        self.queues.grant_inspect(api_fn)
+        self.queues.grant_consume(api_fn, self.queues.dead.values())
+        # GET /stats reads each queue's oldest-message age, which SQS publishes only to
+        # CloudWatch. Its own policy, so that the acknowledgment below covers this alone.
+        assert api_fn.role is not None  # LeaseholdFunction gives every function its role
+        stats_policy = iam.Policy(
+            self, "ApiQueueAgeMetrics", roles=[api_fn.role],
+            statements=[iam.PolicyStatement(actions=["cloudwatch:GetMetricStatistics"],
+                                            resources=["*"])])
+        acknowledge(stats_policy, "AwsSolutions-IAM5[Resource::*]",
+                    "cloudwatch:GetMetricStatistics supports no resource-level permissions "
+                    "(the IAM service authorization reference lists no resource type); it "
+                    "only reads metrics, for GET /stats' oldest_age_seconds.")
+        acknowledge(api_fn, "Serverless-LambdaDLQ",
+                    "Invoked synchronously by API Gateway; errors are returned to the caller.")
+        functions = (*self.workers.functions.values(), *self.scheduling.functions.values(),
+                     api_fn, self.triggers.function)
+        for grantee in functions:
+            self.tables.acknowledge_index_grants(grantee.role)  # type: ignore[arg-type]
+        # Every process that changes job state publishes the change (LEASEHOLD_EVENT_BUS).
+        publishers: list[iam.IGrantable] = [*functions]
+        publishers += [service.task_definition.task_role
+                       for service in self.workers.services.values()]
+        for publisher in publishers:
+            self.bus.grant_publish(publisher)
+        self.api = Api(self, "Api", handler=api_fn, log_retention=log_retention,
+                       throttle_rate=config.throttle_rate, throttle_burst=config.throttle_burst,
+                       cognito_user_pool_arn=config.cognito_user_pool_arn, waf=config.waf)
+        self.api_function = api_fn
+
+        self.monitoring = Monitoring(
+            self, "Monitoring", key=self.queues.key, alarm_email=config.alarm_email,
+            work_queues={q.node.id: q for q in self.queues.work.values()},
+            dead_letter_queues={
+                **{q.node.id: q for q in self.queues.dead.values()},
+                "scheduling-dlq": self.scheduling.dlq,
+                "trigger-dlq": self.triggers.dlq,
+            },
+            workers=self.workers.functions, ticker=self.scheduling.ticker,
+            sweeper=self.scheduling.sweeper, trigger=self.triggers.function,
+            api_function=api_fn, api=self.api.rest_api,
+        )

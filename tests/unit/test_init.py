@@ -1,0 +1,55 @@
+"""``leasehold init``: a new project in a new or empty folder; bad input is refused by name
+and nothing is written."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from leasehold.cli import main
+from leasehold.cli.init import init_project, package_name
+from leasehold.errors import ValidationError
+
+
+@pytest.mark.parametrize(("folder", "package"), [
+    ("billing", "billing"), ("my-app", "my_app"), ("Reports 2", "reports_2"),
+    ("2fast", "app_2fast"),
+])
+def test_the_package_is_named_after_the_folder(folder: str, package: str) -> None:
+    assert package_name(folder) == package
+
+
+def test_init_writes_tasks_tests_a_cdk_app_and_a_readme_named_for_the_package(
+        tmp_path: Path) -> None:
+    created = init_project(tmp_path / "new", package="billing_jobs")
+    assert {"billing_jobs/tasks.py", "tests/test_tasks.py", "app.py", "requirements.txt",
+            "README.md", "cdk.json"} <= set(created)
+    app = (tmp_path / "new" / "app.py").read_text()
+    assert 'tasks=["billing_jobs.tasks"]' in app
+    assert 'prefix="billing-jobs"' in app and 'cdk.Stack(app, "BillingJobs")' in app
+    compile(app, "app.py", "exec")
+    compile((tmp_path / "new" / "billing_jobs" / "tasks.py").read_text(), "tasks.py", "exec")
+    assert "$" not in "".join((tmp_path / "new" / path).read_text() for path in created)
+
+
+def test_init_refuses_a_folder_that_holds_anything_and_changes_nothing(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "notes.txt").write_text("mine")
+    assert main(["init", str(tmp_path)]) == 2
+    assert "is not an empty folder" in capsys.readouterr().err
+    assert [p.name for p in tmp_path.iterdir()] == ["notes.txt"]
+
+
+@pytest.mark.parametrize(("package", "message"), [
+    ("my-jobs", "not a lower-case Python package name"),
+    ("class", "not a lower-case Python package name"),
+    ("Billing", "not a lower-case Python package name"),
+    ("json", "would hide the module"),
+    ("leasehold", "would hide the module"),
+])
+def test_init_refuses_a_package_name_that_cannot_work(tmp_path: Path, package: str,
+                                                     message: str) -> None:
+    with pytest.raises(ValidationError, match=message):
+        init_project(tmp_path / "new", package=package)
+    assert not (tmp_path / "new").exists()
