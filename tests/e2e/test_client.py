@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 
 import pytest
 
@@ -16,6 +16,23 @@ from leasehold.client.transport import http
 from .conftest import Runtime, start_runtime
 
 pytestmark = pytest.mark.e2e
+
+
+Transport = Callable[[str, str, Mapping[str, str], "bytes | None", float],
+                     tuple[int, Mapping[str, str], bytes]]
+
+
+def counting_posts(statuses: list[int]) -> Transport:
+    """The real HTTP transport, noting the status of every POST it makes in ``statuses``."""
+
+    def counted(method: str, url: str, headers: Mapping[str, str], body: bytes | None,
+                timeout: float) -> tuple[int, Mapping[str, str], bytes]:
+        answer = http(method, url, headers, body, timeout)
+        if method == "POST":
+            statuses.append(answer[0])
+        return answer
+
+    return counted
 
 
 @pytest.fixture(scope="module")
@@ -93,13 +110,7 @@ def test_a_tenant_over_its_rate_gets_every_job_in_after_each_retry_after(
         limited: Runtime) -> None:
     statuses: list[int] = []
     waits: list[float] = []
-
-    def counted(method: str, url: str, headers: Mapping[str, str], body: bytes | None,
-                timeout: float) -> tuple[int, Mapping[str, str], bytes]:
-        answer = http(method, url, headers, body, timeout)
-        if method == "POST":
-            statuses.append(answer[0])
-        return answer
+    counted = counting_posts(statuses)
 
     def sleep(seconds: float) -> None:
         waits.append(seconds)
@@ -131,14 +142,7 @@ def test_submits_through_failing_writes_make_one_job_each() -> None:
         "LEASEHOLD_FAULTS_SEED": "5"})
     try:
         statuses: list[int] = []
-
-        def counted(method: str, url: str, headers: Mapping[str, str], body: bytes | None,
-                    timeout: float) -> tuple[int, Mapping[str, str], bytes]:
-            answer = http(method, url, headers, body, timeout)
-            if method == "POST":
-                statuses.append(answer[0])
-            return answer
-
+        counted = counting_posts(statuses)
         client = Client(faulty.url, tenant="faults", transport=counted, sleep=lambda s: None)
         jobs = [client.submit("echo", i) for i in range(12)]
         assert 500 in statuses  # answered with an error, and sent again
