@@ -37,6 +37,7 @@ from leasehold.errors import (
 )
 from leasehold.lifecycle import handoff
 from leasehold.lifecycle.app import Leasehold
+from leasehold.lifecycle.deadline import Overdue, call_before
 from leasehold.lifecycle.store import Change
 
 log = logging.getLogger(__name__)
@@ -144,20 +145,38 @@ class Worker:
             extra=job.extra,
         )
 
+        lease_ms = int(app.settings.lease_seconds * 1000)
+        interval = max(0.05, app.settings.lease_seconds / 3)
+
+        def lose(reason: str) -> None:
+            state.lease_lost = True
+            ctx.cancel(reason)
+
         def beat(progress: Any = None) -> None:
             with lock:
                 if state.lease_lost:
                     return
-                ends = app.now() + int(app.settings.lease_seconds * 1000)
+                ends = app.now() + lease_ms
                 sets: dict[str, Any] = {"lease_expires_at": ends}
                 if progress is not None:
                     sets["progress"] = encode_json("progress", progress, 16 * 1024)
+                current = view[0]
                 try:
-                    view[0] = app.store.update_running(view[0], owner=owner, set=sets,
-                                                       conflict=LeaseLost)
+                    # Waited for only while the lease lasts by our clock: a call hung on its
+                    # socket (botocore would wait 30 s a try, 9 tries) must not keep the
+                    # handler running past the sweeper's cutoff (lease + skew grace).
+                    view[0] = call_before(
+                        app.clock, state.lease_ends,
+                        lambda: app.store.update_running(current, owner=owner, set=sets,
+                                                         conflict=LeaseLost),
+                        name=f"heartbeat-{job.job_id}")
                 except LeaseLost:
-                    state.lease_lost = True
-                    ctx.cancel("lease lost")
+                    lose("lease lost")
+                    return
+                except Overdue:
+                    log.warning("the lease of %s ran out by this worker's clock before its "
+                                "heartbeat answered: the attempt gives up", job.job_id)
+                    lose("lease lost")
                     return
                 except Exception:
                     # Throttled past botocore's retries, or DynamoDB unreachable: the lease
@@ -167,8 +186,7 @@ class Worker:
                     log.warning("heartbeat of %s failed (%d in a row)", job.job_id,
                                 state.failed_beats, exc_info=True)
                     if app.now() >= state.lease_ends:
-                        state.lease_lost = True
-                        ctx.cancel("lease lost")
+                        lose("lease lost")
                     return
                 state.failed_beats = 0
                 state.lease_ends = ends
@@ -176,13 +194,18 @@ class Worker:
                     ctx.cancel("cancel requested")
             if delivery.queue_url and delivery.receipt_handle:
                 try:
-                    if delivery.keep_invisible is not None:
-                        delivery.keep_invisible()
-                    else:
-                        app.queues.extend(delivery.queue_url, delivery.receipt_handle,
-                                          int(app.settings.lease_seconds * 2))
+                    # Bounded too, by the next heartbeat: the lease in DynamoDB is what counts.
+                    call_before(app.clock, app.now() + int(interval * 1000), keep_invisible,
+                                name=f"visibility-{job.job_id}")
                 except Exception:  # the lease in DynamoDB is what counts; SQS may redeliver
                     log.info("could not extend visibility of %s", job.job_id, exc_info=True)
+
+        def keep_invisible() -> None:
+            if delivery.keep_invisible is not None:
+                delivery.keep_invisible()
+            else:
+                app.queues.extend(delivery.queue_url or "", delivery.receipt_handle or "",
+                                  int(app.settings.lease_seconds * 2))
 
         ctx._heartbeat = beat
         try:
@@ -203,12 +226,13 @@ class Worker:
         runner = threading.Thread(target=target, name=f"job-{job.job_id}", daemon=True)
         started = time.monotonic()
         runner.start()
-        interval = max(0.05, app.settings.lease_seconds / 3)
         while True:
             remaining = timeout - (time.monotonic() - started)
-            # After a failed heartbeat, try again well within what is left of the lease.
+            # After a failed heartbeat, try again well within what is left of the lease;
+            # never sleep past the lease's end by our clock.
             wait = interval if not state.failed_beats else min(interval / 2, 1.0)
-            runner.join(max(0.0, min(wait, remaining)))
+            lease_left = (state.lease_ends - app.now()) / 1000
+            runner.join(max(0.0, min(wait, remaining, lease_left)))
             if not runner.is_alive():
                 break
             if time.monotonic() - started >= timeout:
