@@ -1,7 +1,7 @@
 """A heartbeat hung on its socket: the attempt stops by its own clock, before the sweeper's cutoff.
 
 Against a real moto server process (the emulator), with the wall clock and a scaled-down lease
-(1.5 s, skew grace 1 s). The first worker's heartbeats go to a socket that accepts and
+(3 s, skew grace 1 s). The first worker's heartbeats go to a socket that accepts and
 never answers (``hang`` in ``aws/faults.py``), so botocore would wait 30 s a try, 9 tries. The
 sweeper and a second worker run beside it as they would in production.
 """
@@ -20,7 +20,7 @@ import pytest
 from leasehold.aws.clients import Clients
 from leasehold.aws.faults import Fault, FaultInjector
 from leasehold.aws.provision import create_all
-from leasehold.clock import SystemClock
+from leasehold.clock import FakeClock, SystemClock
 from leasehold.compose import compose
 from leasehold.core.context import JobContext
 from leasehold.core.jobs import Job
@@ -35,7 +35,7 @@ from leasehold.settings import Settings
 
 from .helpers import deliver, receive_all
 
-LEASE_S = 1.5
+LEASE_S = 3.0
 GRACE_S = 1.0
 
 
@@ -154,3 +154,69 @@ def test_a_hung_heartbeat_stops_the_handler_before_the_sweepers_cutoff(
     done = second.store.get(job.job_id)
     assert (done.state, done.result, done.attempt) == (JobState.SUCCEEDED, "second", 2)
     assert done.progress_json is None  # the hung heartbeat never landed
+
+
+def is_finish(params: Mapping[str, Any]) -> bool:
+    # A transition names its source state; a transaction carries one as its first item.
+    return ":source" in str(params.get("ExpressionAttributeValues", {})) or \
+        ":source" in str(params.get("TransactItems", ""))
+
+
+def test_a_hung_outcome_write_is_given_up_when_the_lease_runs_out(setup: Setup) -> None:
+    first, second, injector = setup.first, setup.second, setup.injector
+    injector.faults[:] = [Fault(target="dynamodb.UpdateItem|dynamodb.TransactWriteItems",
+                                kind="hang", times=None, when=is_finish)]
+    setup.registry.task("quick")(lambda payload, ctx: f"attempt {ctx.attempt}")
+    leased: list[Job] = []
+    first.store.observers.append(
+        lambda job, source: leased.append(job) if job.state is JobState.RUNNING else None)
+    job = submit(second, JobSpec(task="quick")).job
+    [message] = receive_all(first)
+    returned: dict[str, Any] = {}
+
+    def first_worker() -> None:
+        returned["outcome"] = Worker(first, worker_id="first").process(Delivery(message.body))
+        returned["at"] = first.now()
+        returned["hanging"] = injector.hanging
+
+    thread = threading.Thread(target=first_worker, daemon=True)
+    thread.start()
+    thread.join(LEASE_S + GRACE_S + 3)  # botocore alone would wait 30 s a try, 9 tries
+
+    [lease] = leased
+    assert lease.lease_expires_at is not None
+    deadline, cutoff = lease.lease_expires_at, lease.lease_expires_at + int(GRACE_S * 1000)
+    assert returned.get("outcome") is Outcome.LEASE_LOST
+    assert deadline <= returned["at"] < cutoff
+    assert returned["hanging"] >= 1  # the write was still hung: it was cut short
+    # The job is the sweeper's: re-driven past the cutoff and run by a healthy worker.
+    give_up = time.monotonic() + 10
+    while not sweeper.sweep(second).recovered and time.monotonic() < give_up:
+        time.sleep(0.05)
+    deliver(second, Worker(second, worker_id="second"))
+    done = second.store.get(job.job_id)
+    assert (done.state, done.result, done.attempt) == (JobState.SUCCEEDED, "attempt 2", 2)
+
+
+def test_a_lease_granted_only_after_it_ran_out_never_starts_the_handler(
+        make_app: Any, clock: FakeClock, registry: TaskRegistry) -> None:
+    app = make_app(lease_seconds=LEASE_S, skew_grace_seconds=GRACE_S)
+    runs: list[int] = []
+    registry.task("counted")(lambda payload, ctx: runs.append(ctx.attempt))
+    job = submit(app, JobSpec(task="counted")).job
+
+    def slow_lease(request: Any, **_: Any) -> None:
+        if b"list_append" in (request.body or b""):  # the lease: its call takes a lease long
+            clock.advance(LEASE_S)
+
+    app.clients.dynamodb.meta.events.register_first("before-send.dynamodb.UpdateItem",
+                                                    slow_lease)
+    [message] = receive_all(app)
+    assert Worker(app).process(Delivery(message.body)) is Outcome.LEASE_LOST
+    assert runs == []
+    app.clients.dynamodb.meta.events.unregister("before-send.dynamodb.UpdateItem", slow_lease)
+    clock.advance(GRACE_S + 1)
+    assert sweeper.sweep(app).recovered == 1
+    deliver(app)
+    assert runs == [2]
+    assert app.store.get(job.job_id).state is JobState.SUCCEEDED

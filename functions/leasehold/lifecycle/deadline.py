@@ -8,6 +8,7 @@ on, and the call is abandoned (whatever it does later, nobody waits for it).
 
 from __future__ import annotations
 
+import contextvars
 import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -29,16 +30,18 @@ def call_before(clock: Clock, deadline_ms: int, call: Callable[[], T], *, name: 
     """``call()``'s result or exception, if it comes before ``deadline_ms`` by ``clock``.
 
     Raises :class:`Overdue` when the deadline passes first, and without calling at all when
-    it has passed already.
+    it has passed already. The call runs in a copy of the caller's context, so it belongs to
+    the batch its caller is in (``lifecycle/deferral.py``).
     """
     if clock.now_ms() >= deadline_ms:
         raise Overdue(name)
     outcome: dict[str, Any] = {}
     done = threading.Event()
+    context = contextvars.copy_context()
 
     def run() -> None:
         try:
-            outcome["result"] = call()
+            outcome["result"] = context.run(call)
         except BaseException as exc:  # handed to the caller, crashes included
             outcome["error"] = exc
         finally:

@@ -122,8 +122,13 @@ class Worker:
             return Outcome.STALE
         if job.cancel_requested:  # flagged before this lease: never start it
             return self._cancel(job, owner, now)
+        if app.now() >= (job.lease_expires_at or now):
+            # The lease landed after it had run out by our clock (a try that hung, retried):
+            # the sweeper may be handing the job to another worker already. Never start it.
+            log.warning("the lease of %s ran out before it was granted", job.job_id)
+            return Outcome.LEASE_LOST
         attempt = self._run(job, owner, delivery)
-        outcome = Outcome.LEASE_LOST if attempt.lease_lost else self._record(job, owner, attempt)
+        outcome = Outcome.LEASE_LOST if attempt.lease_lost else self._settle(job, owner, attempt)
         log.info("job %s attempt %d: %s", job.job_id, job.attempt, outcome.value,
                  extra={"job_id": job.job_id, "tenant": job.tenant, "task": job.task,
                         "attempt": job.attempt, "outcome": outcome.value})
@@ -251,6 +256,23 @@ class Worker:
         return state
 
     # -- finishing ----------------------------------------------------------------------
+
+    def _settle(self, job: Job, owner: str, attempt: _Attempt) -> Outcome:
+        """Record the outcome, waiting for it only until the lease's end by our clock.
+
+        A write hung on its socket would hold the worker for botocore's timeouts times its
+        retries, times :data:`FINISH_TRIES`. Past the lease the job is the sweeper's: the
+        abandoned write is fenced (owner, epoch), so if it ever lands it lands only while
+        nobody else has the job, and its observers still hear of it.
+        """
+        try:
+            return call_before(self.app.clock, attempt.lease_ends,
+                               lambda: self._record(job, owner, attempt),
+                               name=f"outcome-{job.job_id}")
+        except Overdue:
+            log.warning("the lease of %s ran out by this worker's clock before its outcome "
+                        "was recorded: the sweeper takes the job over", job.job_id)
+            return Outcome.LEASE_LOST
 
     def _record(self, job: Job, owner: str, attempt: _Attempt) -> Outcome:
         """Write the outcome, trying again through errors other than a lost lease.
