@@ -38,6 +38,7 @@ from leasehold.errors import (
 from leasehold.lifecycle import handoff
 from leasehold.lifecycle.app import Leasehold
 from leasehold.lifecycle.deadline import Overdue, call_before
+from leasehold.lifecycle.heartbeat import Attempt, Heartbeat
 from leasehold.lifecycle.store import Change
 
 log = logging.getLogger(__name__)
@@ -73,23 +74,6 @@ class Delivery:
 
 def worker_identity() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
-
-
-@dataclass
-class _Attempt:
-    """What happened while the handler ran."""
-
-    result: Any = None
-    failure: BaseException | None = None
-    finished: bool = False
-    lease_lost: bool = False
-    timed_out: bool = False
-    #: When the lease ends unless a heartbeat extends it (epoch ms, the app's clock).
-    lease_ends: int = 0
-    #: Heartbeats that failed in a row (throttled, unreachable): retried within the lease.
-    failed_beats: int = 0
-    #: The row as the last heartbeat saw it (``None``: as leased).
-    view: Job | None = None
 
 
 class Worker:
@@ -136,11 +120,9 @@ class Worker:
 
     # -- running ------------------------------------------------------------------------
 
-    def _run(self, job: Job, owner: str, delivery: Delivery) -> _Attempt:
+    def _run(self, job: Job, owner: str, delivery: Delivery) -> Attempt:
         app = self.app
-        state = _Attempt(lease_ends=job.lease_expires_at or app.now())
-        view = [job]  # the latest view of the row, replaced by each heartbeat
-        lock = threading.Lock()
+        state = Attempt(lease_ends=job.lease_expires_at or app.now())
         timeout = job.timeout_seconds
         ctx = JobContext(
             job_id=job.job_id, task=job.task, tenant=job.tenant, attempt=job.attempt,
@@ -150,69 +132,9 @@ class Worker:
             extra=job.extra,
         )
 
-        lease_ms = int(app.settings.lease_seconds * 1000)
-        interval = max(0.05, app.settings.lease_seconds / 3)
-
-        def lose(reason: str) -> None:
-            state.lease_lost = True
-            ctx.cancel(reason)
-
-        def beat(progress: Any = None) -> None:
-            with lock:
-                if state.lease_lost:
-                    return
-                ends = app.now() + lease_ms
-                sets: dict[str, Any] = {"lease_expires_at": ends}
-                if progress is not None:
-                    sets["progress"] = encode_json("progress", progress, 16 * 1024)
-                current = view[0]
-                try:
-                    # Waited for only while the lease lasts by our clock: a call hung on its
-                    # socket (botocore would wait 30 s a try, 9 tries) must not keep the
-                    # handler running past the sweeper's cutoff (lease + skew grace).
-                    view[0] = call_before(
-                        app.clock, state.lease_ends,
-                        lambda: app.store.update_running(current, owner=owner, set=sets,
-                                                         conflict=LeaseLost),
-                        name=f"heartbeat-{job.job_id}")
-                except LeaseLost:
-                    lose("lease lost")
-                    return
-                except Overdue:
-                    log.warning("the lease of %s ran out by this worker's clock before its "
-                                "heartbeat answered: the attempt gives up", job.job_id)
-                    lose("lease lost")
-                    return
-                except Exception:
-                    # Throttled past botocore's retries, or DynamoDB unreachable: the lease
-                    # still holds until it ends, so keep the attempt and try again soon. Only
-                    # a lease that really ran out stops the handler (the sweeper takes over).
-                    state.failed_beats += 1
-                    log.warning("heartbeat of %s failed (%d in a row)", job.job_id,
-                                state.failed_beats, exc_info=True)
-                    if app.now() >= state.lease_ends:
-                        lose("lease lost")
-                    return
-                state.failed_beats = 0
-                state.lease_ends = ends
-                if view[0].cancel_requested:
-                    ctx.cancel("cancel requested")
-            if delivery.queue_url and delivery.receipt_handle:
-                try:
-                    # Bounded too, by the next heartbeat: the lease in DynamoDB is what counts.
-                    call_before(app.clock, app.now() + int(interval * 1000), keep_invisible,
-                                name=f"visibility-{job.job_id}")
-                except Exception:  # the lease in DynamoDB is what counts; SQS may redeliver
-                    log.info("could not extend visibility of %s", job.job_id, exc_info=True)
-
-        def keep_invisible() -> None:
-            if delivery.keep_invisible is not None:
-                delivery.keep_invisible()
-            else:
-                app.queues.extend(delivery.queue_url or "", delivery.receipt_handle or "",
-                                  int(app.settings.lease_seconds * 2))
-
-        ctx._heartbeat = beat
+        heartbeat = Heartbeat(app, job, owner, ctx, state, self._keep_invisible(delivery))
+        interval = heartbeat.interval
+        ctx._heartbeat = heartbeat
         try:
             definition = app.registry.get(job.task)
         except ValidationError as exc:
@@ -245,19 +167,29 @@ class Worker:
                 ctx.cancel("attempt timed out")
                 state.timed_out = True
                 break
-            beat()
+            heartbeat()
             if state.lease_lost:
                 runner.join(min(interval, 1.0))  # let a cooperative handler stop
                 break
-        view_job = view[0]
+        view_job = heartbeat.view
         if view_job.cancel_requested and not ctx.cancelled:
             ctx.cancel("cancel requested")
         state.view = view_job
         return state
 
+    def _keep_invisible(self, delivery: Delivery) -> Callable[[], None] | None:
+        """What keeps the message hidden while its job runs (None: not from a queue)."""
+        url, handle = delivery.queue_url, delivery.receipt_handle
+        if not (url and handle):
+            return None
+        if delivery.keep_invisible is not None:
+            return delivery.keep_invisible
+        seconds = int(self.app.settings.lease_seconds * 2)
+        return lambda: self.app.queues.extend(url, handle, seconds)
+
     # -- finishing ----------------------------------------------------------------------
 
-    def _settle(self, job: Job, owner: str, attempt: _Attempt) -> Outcome:
+    def _settle(self, job: Job, owner: str, attempt: Attempt) -> Outcome:
         """Record the outcome, waiting for it only until the lease's end by our clock.
 
         A write hung on its socket would hold the worker for botocore's timeouts times its
@@ -274,7 +206,7 @@ class Worker:
                         "was recorded: the sweeper takes the job over", job.job_id)
             return Outcome.LEASE_LOST
 
-    def _record(self, job: Job, owner: str, attempt: _Attempt) -> Outcome:
+    def _record(self, job: Job, owner: str, attempt: Attempt) -> Outcome:
         """Write the outcome, trying again through errors other than a lost lease.
 
         The attempt's work is done: giving up here would leave the job RUNNING until its
@@ -295,7 +227,7 @@ class Worker:
                 self.app.clock.sleep(0.1 * 2 ** tries)
         raise AssertionError("unreachable")
 
-    def _finish(self, job: Job, owner: str, attempt: _Attempt, now: int) -> Outcome:
+    def _finish(self, job: Job, owner: str, attempt: Attempt, now: int) -> Outcome:
         view = attempt.view or job
         if attempt.timed_out:
             failure: JobError | None = error(
