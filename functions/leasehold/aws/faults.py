@@ -11,6 +11,10 @@ really sent and really executed; only what the caller sees (or whether it is sen
   the retries, and the caller sees the error).
 * ``fail``: the call is refused before it reaches the service with an error botocore does
   not retry (what a caller sees once the retries of any error ran out).
+* ``hang``: the call is sent to a real socket that accepts the connection and never answers
+  (a half-open connection, a black-holed route): the caller waits on botocore's read
+  timeout, and botocore retries the timed-out call (a fault with ``times=None`` hangs every
+  try, so the caller waits out all of them). The call never reaches the service.
 * ``crash``: the process dies just before the call: in-process an :class:`InjectedCrash`, a
   ``BaseException`` that no ``except Exception`` swallows; with ``exit_on_crash`` the process
   really exits (the local runtime, whose supervisor restarts it).
@@ -26,6 +30,7 @@ import json
 import logging
 import os
 import random
+import socket
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
@@ -38,7 +43,7 @@ from leasehold.errors import ValidationError
 
 log = logging.getLogger(__name__)
 
-KINDS = ("lose", "lose-raise", "throttle", "fail", "crash")
+KINDS = ("lose", "lose-raise", "throttle", "fail", "hang", "crash")
 #: Marks the refusals this module makes up (never sent on the wire).
 FAULT_HEADER = "x-leasehold-injected-fault"
 #: Exit status of a process killed by a ``crash`` fault (the supervisor restarts it).
@@ -85,6 +90,38 @@ class _Body:
         yield self._data
 
 
+class _BlackHole:
+    """A local TCP listener that accepts connections and never answers on them."""
+
+    def __init__(self) -> None:
+        self._server = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self._server.getsockname()[1]}/"
+        self._held: list[socket.socket] = []
+        self._lock = threading.Lock()
+        threading.Thread(target=self._accept, name="fault-black-hole", daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                connection, _ = self._server.accept()
+            except OSError:
+                return  # closed
+            with self._lock:
+                self._held.append(connection)  # held open, never read nor answered
+
+    @property
+    def held(self) -> int:
+        with self._lock:
+            return len(self._held)
+
+    def close(self) -> None:
+        self._server.close()
+        with self._lock:
+            for connection in self._held:
+                connection.close()
+            self._held.clear()
+
+
 def _operation(event_name: str) -> str:
     # "before-send.dynamodb.UpdateItem" -> "dynamodb.UpdateItem"
     parts = event_name.split(".")
@@ -118,6 +155,7 @@ class FaultInjector:
         self.dead = False
         self._rng = random.Random(seed)
         self._lock = threading.Lock()
+        self._black_hole: _BlackHole | None = None
 
     def install(self, client: Any) -> Any:
         events = client.meta.events
@@ -146,6 +184,27 @@ class FaultInjector:
 
     # -- botocore handlers ---------------------------------------------------------------
 
+    @property
+    def hanging(self) -> int:
+        """Connections a ``hang`` fault sent to the black hole that it still holds open."""
+        return self._black_hole.held if self._black_hole is not None else 0
+
+    def close(self) -> None:
+        """Stop hanging calls: the black hole closes every connection it holds (a caller
+        still waiting sees the connection dropped, and botocore retries it) and no later call
+        is hung."""
+        with self._lock:
+            self.faults = [fault for fault in self.faults if fault.kind != "hang"]
+            black_hole, self._black_hole = self._black_hole, None
+        if black_hole is not None:
+            black_hole.close()
+
+    def _black_hole_url(self) -> str:
+        with self._lock:
+            if self._black_hole is None:
+                self._black_hole = _BlackHole()
+            return self._black_hole.url
+
     def revive(self) -> None:
         """The process restarted (in-process tests): calls go through again."""
         self.dead = False
@@ -154,8 +213,14 @@ class FaultInjector:
         operation = _operation(event_name)
         if self.dead:
             raise InjectedCrash(operation)
-        fault = self._hit(("throttle", "fail", "crash"), operation, request.body)
+        fault = self._hit(("throttle", "fail", "hang", "crash"), operation, request.body)
         if fault is None:
+            return None
+        if fault.kind == "hang":
+            # Really sent, to a socket that never answers: botocore's own read timeout and
+            # retries decide how long the caller waits (moto's in-process stubber serves only
+            # AWS hosts, so it lets this request through to the wire).
+            request.url = self._black_hole_url()
             return None
         if fault.kind == "crash":
             log.warning("injected fault: process dies before %s", operation)

@@ -37,6 +37,8 @@ from leasehold.errors import (
 )
 from leasehold.lifecycle import handoff
 from leasehold.lifecycle.app import Leasehold
+from leasehold.lifecycle.deadline import Overdue, call_before
+from leasehold.lifecycle.heartbeat import Attempt, Heartbeat
 from leasehold.lifecycle.store import Change
 
 log = logging.getLogger(__name__)
@@ -74,23 +76,6 @@ def worker_identity() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
 
 
-@dataclass
-class _Attempt:
-    """What happened while the handler ran."""
-
-    result: Any = None
-    failure: BaseException | None = None
-    finished: bool = False
-    lease_lost: bool = False
-    timed_out: bool = False
-    #: When the lease ends unless a heartbeat extends it (epoch ms, the app's clock).
-    lease_ends: int = 0
-    #: Heartbeats that failed in a row (throttled, unreachable): retried within the lease.
-    failed_beats: int = 0
-    #: The row as the last heartbeat saw it (``None``: as leased).
-    view: Job | None = None
-
-
 class Worker:
     def __init__(self, app: Leasehold, *, worker_id: str | None = None) -> None:
         self.app = app
@@ -121,8 +106,13 @@ class Worker:
             return Outcome.STALE
         if job.cancel_requested:  # flagged before this lease: never start it
             return self._cancel(job, owner, now)
+        if app.now() >= (job.lease_expires_at or now):
+            # The lease landed after it had run out by our clock (a try that hung, retried):
+            # the sweeper may be handing the job to another worker already. Never start it.
+            log.warning("the lease of %s ran out before it was granted", job.job_id)
+            return Outcome.LEASE_LOST
         attempt = self._run(job, owner, delivery)
-        outcome = Outcome.LEASE_LOST if attempt.lease_lost else self._record(job, owner, attempt)
+        outcome = Outcome.LEASE_LOST if attempt.lease_lost else self._settle(job, owner, attempt)
         log.info("job %s attempt %d: %s", job.job_id, job.attempt, outcome.value,
                  extra={"job_id": job.job_id, "tenant": job.tenant, "task": job.task,
                         "attempt": job.attempt, "outcome": outcome.value})
@@ -130,11 +120,9 @@ class Worker:
 
     # -- running ------------------------------------------------------------------------
 
-    def _run(self, job: Job, owner: str, delivery: Delivery) -> _Attempt:
+    def _run(self, job: Job, owner: str, delivery: Delivery) -> Attempt:
         app = self.app
-        state = _Attempt(lease_ends=job.lease_expires_at or app.now())
-        view = [job]  # the latest view of the row, replaced by each heartbeat
-        lock = threading.Lock()
+        state = Attempt(lease_ends=job.lease_expires_at or app.now())
         timeout = job.timeout_seconds
         ctx = JobContext(
             job_id=job.job_id, task=job.task, tenant=job.tenant, attempt=job.attempt,
@@ -144,47 +132,9 @@ class Worker:
             extra=job.extra,
         )
 
-        def beat(progress: Any = None) -> None:
-            with lock:
-                if state.lease_lost:
-                    return
-                ends = app.now() + int(app.settings.lease_seconds * 1000)
-                sets: dict[str, Any] = {"lease_expires_at": ends}
-                if progress is not None:
-                    sets["progress"] = encode_json("progress", progress, 16 * 1024)
-                try:
-                    view[0] = app.store.update_running(view[0], owner=owner, set=sets,
-                                                       conflict=LeaseLost)
-                except LeaseLost:
-                    state.lease_lost = True
-                    ctx.cancel("lease lost")
-                    return
-                except Exception:
-                    # Throttled past botocore's retries, or DynamoDB unreachable: the lease
-                    # still holds until it ends, so keep the attempt and try again soon. Only
-                    # a lease that really ran out stops the handler (the sweeper takes over).
-                    state.failed_beats += 1
-                    log.warning("heartbeat of %s failed (%d in a row)", job.job_id,
-                                state.failed_beats, exc_info=True)
-                    if app.now() >= state.lease_ends:
-                        state.lease_lost = True
-                        ctx.cancel("lease lost")
-                    return
-                state.failed_beats = 0
-                state.lease_ends = ends
-                if view[0].cancel_requested:
-                    ctx.cancel("cancel requested")
-            if delivery.queue_url and delivery.receipt_handle:
-                try:
-                    if delivery.keep_invisible is not None:
-                        delivery.keep_invisible()
-                    else:
-                        app.queues.extend(delivery.queue_url, delivery.receipt_handle,
-                                          int(app.settings.lease_seconds * 2))
-                except Exception:  # the lease in DynamoDB is what counts; SQS may redeliver
-                    log.info("could not extend visibility of %s", job.job_id, exc_info=True)
-
-        ctx._heartbeat = beat
+        heartbeat = Heartbeat(app, job, owner, ctx, state, self._keep_invisible(delivery))
+        interval = heartbeat.interval
+        ctx._heartbeat = heartbeat
         try:
             definition = app.registry.get(job.task)
         except ValidationError as exc:
@@ -203,12 +153,13 @@ class Worker:
         runner = threading.Thread(target=target, name=f"job-{job.job_id}", daemon=True)
         started = time.monotonic()
         runner.start()
-        interval = max(0.05, app.settings.lease_seconds / 3)
         while True:
             remaining = timeout - (time.monotonic() - started)
-            # After a failed heartbeat, try again well within what is left of the lease.
+            # After a failed heartbeat, try again well within what is left of the lease;
+            # never sleep past the lease's end by our clock.
             wait = interval if not state.failed_beats else min(interval / 2, 1.0)
-            runner.join(max(0.0, min(wait, remaining)))
+            lease_left = (state.lease_ends - app.now()) / 1000
+            runner.join(max(0.0, min(wait, remaining, lease_left)))
             if not runner.is_alive():
                 break
             if time.monotonic() - started >= timeout:
@@ -216,19 +167,46 @@ class Worker:
                 ctx.cancel("attempt timed out")
                 state.timed_out = True
                 break
-            beat()
+            heartbeat()
             if state.lease_lost:
                 runner.join(min(interval, 1.0))  # let a cooperative handler stop
                 break
-        view_job = view[0]
+        view_job = heartbeat.view
         if view_job.cancel_requested and not ctx.cancelled:
             ctx.cancel("cancel requested")
         state.view = view_job
         return state
 
+    def _keep_invisible(self, delivery: Delivery) -> Callable[[], None] | None:
+        """What keeps the message hidden while its job runs (None: not from a queue)."""
+        url, handle = delivery.queue_url, delivery.receipt_handle
+        if not (url and handle):
+            return None
+        if delivery.keep_invisible is not None:
+            return delivery.keep_invisible
+        seconds = int(self.app.settings.lease_seconds * 2)
+        return lambda: self.app.queues.extend(url, handle, seconds)
+
     # -- finishing ----------------------------------------------------------------------
 
-    def _record(self, job: Job, owner: str, attempt: _Attempt) -> Outcome:
+    def _settle(self, job: Job, owner: str, attempt: Attempt) -> Outcome:
+        """Record the outcome, waiting for it only until the lease's end by our clock.
+
+        A write hung on its socket would hold the worker for botocore's timeouts times its
+        retries, times :data:`FINISH_TRIES`. Past the lease the job is the sweeper's: the
+        abandoned write is fenced (owner, epoch), so if it ever lands it lands only while
+        nobody else has the job, and its observers still hear of it.
+        """
+        try:
+            return call_before(self.app.clock, attempt.lease_ends,
+                               lambda: self._record(job, owner, attempt),
+                               name=f"outcome-{job.job_id}")
+        except Overdue:
+            log.warning("the lease of %s ran out by this worker's clock before its outcome "
+                        "was recorded: the sweeper takes the job over", job.job_id)
+            return Outcome.LEASE_LOST
+
+    def _record(self, job: Job, owner: str, attempt: Attempt) -> Outcome:
         """Write the outcome, trying again through errors other than a lost lease.
 
         The attempt's work is done: giving up here would leave the job RUNNING until its
@@ -249,7 +227,7 @@ class Worker:
                 self.app.clock.sleep(0.1 * 2 ** tries)
         raise AssertionError("unreachable")
 
-    def _finish(self, job: Job, owner: str, attempt: _Attempt, now: int) -> Outcome:
+    def _finish(self, job: Job, owner: str, attempt: Attempt, now: int) -> Outcome:
         view = attempt.view or job
         if attempt.timed_out:
             failure: JobError | None = error(
