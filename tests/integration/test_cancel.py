@@ -16,6 +16,9 @@ from leasehold.lifecycle.submission import submit
 
 from .helpers import deliver
 
+# The DynamoDB semantics these tests rely on hold on AWS's DynamoDB Local too (issue 19).
+pytestmark = pytest.mark.ddblocal
+
 
 def test_a_queued_job_is_cancelled_at_once_and_its_message_never_runs(
     app: Leasehold, registry: TaskRegistry

@@ -22,6 +22,9 @@ from leasehold.lifecycle.worker import Delivery, Outcome, Worker
 
 from .helpers import deliver, dlq_bodies, receive_all
 
+# The DynamoDB semantics these tests rely on hold on AWS's DynamoDB Local too (issue 19).
+pytestmark = pytest.mark.ddblocal
+
 FAST_RETRY = RetryPolicy(min_backoff_seconds=0, max_backoff_seconds=0.4)
 
 

@@ -19,6 +19,9 @@ from leasehold.time.schedules import ScheduleState
 from leasehold.time.ticker import fire_schedule, tick
 from tests.integration.helpers import deliver
 
+# The DynamoDB semantics these tests rely on hold on AWS's DynamoDB Local too (issue 19).
+pytestmark = pytest.mark.ddblocal
+
 M = 60_000
 
 

@@ -28,6 +28,9 @@ from leasehold.time import ticker
 
 from .helpers import deliver, inject, receive_all
 
+# The DynamoDB semantics these tests rely on hold on AWS's DynamoDB Local too (issue 19).
+pytestmark = pytest.mark.ddblocal
+
 LIVE = (JobState.QUEUED, JobState.RUNNING)
 
 
