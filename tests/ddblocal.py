@@ -18,6 +18,8 @@ from __future__ import annotations
 import atexit
 import contextlib
 import fcntl
+import http.client
+import http.server
 import os
 import shutil
 import signal
@@ -28,6 +30,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.parse
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -189,6 +192,64 @@ def shared() -> DynamoDBLocal:
             _shared = start()
             atexit.register(_shared.stop)
         return _shared
+
+
+class _Router(http.server.BaseHTTPRequestHandler):
+    """Forwards DynamoDB's requests to one endpoint and every other service's to another."""
+
+    protocol_version = "HTTP/1.1"
+    server: Router
+
+    def _forward(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(length) if length else None
+        dynamodb = self.headers.get("X-Amz-Target", "").startswith("DynamoDB_")
+        upstream = urllib.parse.urlsplit(self.server.dynamodb if dynamodb else self.server.rest)
+        connection = http.client.HTTPConnection(upstream.netloc, timeout=60)
+        try:
+            headers = {k: v for k, v in self.headers.items() if k.lower() != "host"}
+            headers["Host"] = upstream.netloc
+            connection.request(self.command, self.path, body=body, headers=headers)
+            reply = connection.getresponse()
+            data = reply.read()
+        except (OSError, http.client.HTTPException) as exc:  # an upstream that went away
+            self.send_error(502, f"upstream: {exc}")
+            return
+        finally:
+            connection.close()
+        self.send_response(reply.status, reply.reason)
+        for name, value in reply.getheaders():
+            if name.lower() not in ("content-length", "transfer-encoding", "connection",
+                                    "date", "server"):
+                self.send_header(name, value)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    do_GET = do_POST = do_PUT = do_DELETE = do_HEAD = _forward
+
+    def log_message(self, *_: object) -> None:
+        pass
+
+
+class Router(http.server.ThreadingHTTPServer):
+    """One loopback endpoint: DynamoDB to ``dynamodb``, the rest (SQS, EventBridge) to
+    ``rest`` (``leasehold dev --endpoint`` takes one URL for every service)."""
+
+    daemon_threads = True
+
+    def __init__(self, *, dynamodb: str, rest: str) -> None:
+        super().__init__(("127.0.0.1", 0), _Router)
+        self.dynamodb, self.rest = dynamodb, rest
+        threading.Thread(target=self.serve_forever, daemon=True, name="router").start()
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}"
+
+    def stop(self) -> None:
+        self.shutdown()
+        self.server_close()
 
 
 # -- inside the namespace ---------------------------------------------------------------
