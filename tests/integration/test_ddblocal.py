@@ -14,6 +14,7 @@ import boto3
 import pytest
 from botocore.exceptions import ClientError
 
+from leasehold.aws.faults import Fault, FaultInjector
 from tests import ddblocal
 
 pytestmark = pytest.mark.ddblocal
@@ -144,3 +145,26 @@ def test_what_aws_refuses_each_backend_refuses_or_lets_through(
     with pytest.raises(ClientError) as refused:
         ddb.transact_write_items(**request_for(name))
     assert refused.value.response["Error"]["Code"] == expected
+
+
+def test_a_lost_response_on_a_transaction_is_retried_under_its_token(
+        backend: str, table: Any) -> None:
+    """The ``lose`` fault (the write lands, botocore retries) against each backend.
+
+    botocore generates the ClientRequestToken once per call and sends it again on each of
+    its retries, so on DynamoDB Local (as on AWS) the retry is deduplicated and the caller
+    sees success; on moto it fails the condition its first try made true, which is the case
+    the store's recognition of its own write handles.
+    """
+    ddb, name = table
+    injector = FaultInjector([Fault(target="dynamodb.TransactWriteItems", kind="lose")])
+    injector.install(ddb)
+    if backend == "ddblocal":
+        ddb.transact_write_items(TransactItems=_put(name, "a"))
+    else:
+        with pytest.raises(ClientError) as refused:
+            ddb.transact_write_items(TransactItems=_put(name, "a"))
+        assert refused.value.response["Error"]["Code"] == "TransactionCanceledException"
+    assert injector.injected[("dynamodb.TransactWriteItems", "lose")] == 1
+    item = ddb.get_item(TableName=name, Key={"pk": {"S": "job"}}, ConsistentRead=True)["Item"]
+    assert item["v"] == {"S": "a"}
