@@ -464,7 +464,7 @@ class LifecycleOnDynamoDBLocal(Lifecycle):
 
 TestLifecycleOnDynamoDBLocal = LifecycleOnDynamoDBLocal.TestCase
 TestLifecycleOnDynamoDBLocal.settings = settings(
-    max_examples=int(os.environ.get("LEASEHOLD_SOAK_EXAMPLES_DDBLOCAL", "4")),
+    max_examples=int(os.environ.get("LEASEHOLD_SOAK_EXAMPLES_DDBLOCAL", "3")),
     stateful_step_count=int(os.environ.get("LEASEHOLD_SOAK_STEPS", "25")), deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
 )

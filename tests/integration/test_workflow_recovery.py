@@ -21,9 +21,6 @@ from leasehold.workflows.progress import CHECK_SECONDS, step_finished, step_job_
 from leasehold.workflows.storage import DynamoWorkflowStore
 from tests.integration.workflow_helpers import register_tasks, run_until_idle, spec, states
 
-# The DynamoDB semantics these tests rely on hold on AWS's DynamoDB Local too (issue 19).
-pytestmark = pytest.mark.ddblocal
-
 DIAMOND = [
     {"id": "a", "task": "ok"},
     {"id": "b", "task": "ok", "depends_on": ["a"]},
