@@ -31,6 +31,7 @@ import tempfile
 import threading
 import time
 import urllib.parse
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -81,7 +82,7 @@ def _pump(source: socket.socket, sink: socket.socket) -> None:
         source.close()
 
 
-def _relay(listener: socket.socket, connect: object) -> None:
+def _relay(listener: socket.socket, connect: Callable[[], socket.socket]) -> None:
     """Accept on ``listener`` forever; join each connection to a new ``connect()``."""
     while True:
         try:
@@ -89,7 +90,7 @@ def _relay(listener: socket.socket, connect: object) -> None:
         except OSError:
             return  # the listener was closed
         try:
-            upstream = connect()  # type: ignore[operator]
+            upstream = connect()
         except OSError:
             client.close()
             continue
@@ -148,10 +149,15 @@ def start(*, timeout: float = 60.0) -> DynamoDBLocal:
     process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                stderr=open(workdir / "ddblocal.log", "wb"),  # noqa: SIM115
                                cwd=workdir, start_new_session=True)
-    assert process.stdout is not None
+    stdout = process.stdout
+    assert stdout is not None
     ready = threading.Event()
-    threading.Thread(target=lambda: process.stdout.readline() == READY and ready.set(),
-                     daemon=True).start()
+
+    def await_ready() -> None:
+        if stdout.readline() == READY:
+            ready.set()
+
+    threading.Thread(target=await_ready, daemon=True).start()
     deadline = time.monotonic() + timeout
     while not ready.wait(0.1):
         if process.poll() is not None or time.monotonic() > deadline:
