@@ -219,7 +219,8 @@ class _Router(http.server.BaseHTTPRequestHandler):
             reply = connection.getresponse()
             data = reply.read()
         except (OSError, http.client.HTTPException) as exc:  # an upstream that went away
-            self.send_error(502, f"upstream: {exc}")
+            with contextlib.suppress(OSError):  # ... or a caller that did
+                self.send_error(502, f"upstream: {exc}")
             return
         finally:
             connection.close()
