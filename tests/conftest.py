@@ -1,9 +1,9 @@
 """Shared fixtures: moto-backed AWS, a fake clock, and factories for a Leasehold app.
 
-Where the tests' AWS is (README, "Testing"):
+Where the tests' AWS is (README, "Two commands"):
 
-* by default every service is moto, in-process; a test module marked ``ddblocal`` runs each
-  of its tests twice, the second time with DynamoDB on AWS's own DynamoDB Local
+* by default every service is moto, in-process; a test (or module) marked ``ddblocal`` runs
+  twice, the second time with DynamoDB on AWS's own DynamoDB Local
   (``tests/ddblocal.py``) and SQS and EventBridge still on moto;
 * ``LEASEHOLD_TEST_ENDPOINT=URL`` sends every service to URL (another emulator), instead;
 * ``LEASEHOLD_TEST_ENDPOINT=dynamodb=URL`` sends only DynamoDB there (the rest stays moto);
