@@ -61,8 +61,13 @@ def table(backend: str, aws: None) -> Any:
     ddb = boto3.client("dynamodb", region_name="us-east-1")
     name = "c" + uuid.uuid4().hex[:8]
     ddb.create_table(TableName=name, BillingMode="PAY_PER_REQUEST",
-                     AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
-                     KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}])
+                     AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"},
+                                           {"AttributeName": "g", "AttributeType": "S"}],
+                     KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+                     GlobalSecondaryIndexes=[{
+                         "IndexName": "by_g", "KeySchema": [{"AttributeName": "g",
+                                                             "KeyType": "HASH"}],
+                         "Projection": {"ProjectionType": "KEYS_ONLY"}}])
     return ddb, name
 
 
@@ -122,7 +127,21 @@ def _a_39_digit_number(name: str) -> dict[str, Any]:
         "pk": {"S": "n"}, "v": {"N": "1" * 39}}}}]}
 
 
-#: What each backend answers (None: accepted). AWS answers ValidationException to all five.
+def _consistent_read_on_a_gsi(name: str) -> dict[str, Any]:
+    return {"query": {"TableName": name, "IndexName": "by_g", "ConsistentRead": True,
+                      "KeyConditionExpression": "g = :g",
+                      "ExpressionAttributeValues": {":g": {"S": "x"}}}}
+
+
+def _an_empty_gsi_key(name: str) -> dict[str, Any]:
+    return {"put_item": {"TableName": name, "Item": {"pk": {"S": "e"}, "g": {"S": ""}}}}
+
+
+def _a_gsi_key_of_the_wrong_type(name: str) -> dict[str, Any]:
+    return {"put_item": {"TableName": name, "Item": {"pk": {"S": "w"}, "g": {"N": "1"}}}}
+
+
+#: What each backend answers (None: accepted). AWS answers ValidationException to all.
 ANSWERS = {
     # DynamoDB Local runs both actions and cancels on the condition (AWS and moto refuse).
     _two_actions_on_one_item: {"moto": "ValidationException",
@@ -132,6 +151,10 @@ ANSWERS = {
     _item_over_400_kb: {"moto": "ValidationException", "ddblocal": "ValidationException"},
     # moto stores a number AWS cannot hold.
     _a_39_digit_number: {"moto": None, "ddblocal": "ValidationException"},
+    _consistent_read_on_a_gsi: {"moto": "ValidationException", "ddblocal": "ValidationException"},
+    _an_empty_gsi_key: {"moto": "ValidationException", "ddblocal": "ValidationException"},
+    # moto indexes an item whose index key has another type than the index declares.
+    _a_gsi_key_of_the_wrong_type: {"moto": None, "ddblocal": "ValidationException"},
 }
 
 
@@ -141,11 +164,14 @@ def test_what_aws_refuses_each_backend_refuses_or_lets_through(
     """Validation AWS does, and which backend does it (docs/design.md, fidelity table)."""
     ddb, name = table
     expected = ANSWERS[request_for][backend]
+    request = request_for(name)
+    operation, params = (next(iter(request.items())) if "TransactItems" not in request
+                         else ("transact_write_items", request))
     if expected is None:
-        ddb.transact_write_items(**request_for(name))
+        getattr(ddb, operation)(**params)
         return
     with pytest.raises(ClientError) as refused:
-        ddb.transact_write_items(**request_for(name))
+        getattr(ddb, operation)(**params)
     assert refused.value.response["Error"]["Code"] == expected
 
 
