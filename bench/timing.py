@@ -120,3 +120,21 @@ def precision(runtime: Runtime, seconds: float, delayed: int,
         "all": summary(both),
         "abs_p99_s": round(percentile([abs(v) / 1000 for v in both], 99), 3) if both else None,
     }
+
+
+#: The emulator's SQS delay tick for :func:`precision_on_a_tick` (LocalStack's is 1 s).
+TICK_SECONDS = 1.0
+
+
+def precision_on_a_tick(workers: int, seconds: float, delayed: int,
+                        delays: tuple[float, float]) -> dict[str, Any]:
+    """:func:`precision` again, in a runtime whose emulator releases delayed SQS messages on
+    a 1 s tick (``LEASEHOLD_SQS_DELAY_TICK``), as another SQS implementation does: moto
+    releases each within milliseconds, so the figures measured on it flatter the scheduler.
+    """
+    from bench.local import runtime
+    from leasehold.local.sqs_time import DELAY_TICK_ENV
+
+    with runtime(workers=workers, env={DELAY_TICK_ENV: f"{TICK_SECONDS:g}"}) as rt:
+        measured = precision(rt, seconds, delayed, delays)
+    return {**measured, "workers": workers, "sqs_delay_tick_s": TICK_SECONDS}

@@ -1,7 +1,19 @@
-"""Shared fixtures: moto-backed AWS, a fake clock, and factories for a Leasehold app."""
+"""Shared fixtures: moto-backed AWS, a fake clock, and factories for a Leasehold app.
+
+Where the tests' AWS is (README, "Two commands"):
+
+* by default every service is moto, in-process; a test (or module) marked ``ddblocal`` runs
+  twice, the second time with DynamoDB on AWS's own DynamoDB Local
+  (``tests/ddblocal.py``) and SQS and EventBridge still on moto;
+* ``LEASEHOLD_TEST_ENDPOINT=URL`` sends every service to URL (another emulator), instead;
+* ``LEASEHOLD_TEST_ENDPOINT=dynamodb=URL`` sends only DynamoDB there (the rest stays moto);
+* ``LEASEHOLD_TEST_ENDPOINT=aws`` uses real AWS with the ambient credentials and region (a
+  sandbox account: the tests create and leave uniquely named tables and queues).
+"""
 
 from __future__ import annotations
 
+import os
 import random
 import uuid
 from collections.abc import Callable, Iterator
@@ -16,12 +28,32 @@ from leasehold.compose import compose
 from leasehold.core.registry import TaskRegistry
 from leasehold.lifecycle.app import Leasehold
 from leasehold.settings import Settings
+from tests import ddblocal
+
+#: The suite's endpoint when it is not moto (see the module's docstring).
+TEST_ENDPOINT = os.environ.get("LEASEHOLD_TEST_ENDPOINT", "").strip()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "ddblocal: also run each test with DynamoDB on AWS's DynamoDB Local")
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    # A module marked ddblocal runs on both; an explicit test endpoint replaces both.
+    if "backend" in metafunc.fixturenames and not TEST_ENDPOINT and \
+            metafunc.definition.get_closest_marker("ddblocal") is not None:
+        metafunc.parametrize("backend", ["moto", "ddblocal"], indirect=True)
 
 
 @pytest.fixture(autouse=True)
 def _aws_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("AWS_ENDPOINT_URL", "AWS_PROFILE", "LEASEHOLD_TASKS"):
+    monkeypatch.delenv("LEASEHOLD_TASKS", raising=False)
+    for name in ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_DYNAMODB"):
         monkeypatch.delenv(name, raising=False)
+    if TEST_ENDPOINT == "aws":
+        return  # a real account: its own credentials and region
+    monkeypatch.delenv("AWS_PROFILE", raising=False)
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
     monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
@@ -29,7 +61,36 @@ def _aws_env(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture
-def aws() -> Iterator[None]:
+def backend(request: pytest.FixtureRequest) -> str:
+    """Where this test's DynamoDB is: ``moto``, ``ddblocal``, or ``endpoint`` (the test
+    endpoint's)."""
+    return "endpoint" if TEST_ENDPOINT else getattr(request, "param", "moto")
+
+
+@pytest.fixture(scope="session")
+def dynamodb_local() -> str:
+    """The endpoint of this process's DynamoDB Local (started once, on first use)."""
+    return ddblocal.shared().endpoint
+
+
+@pytest.fixture
+def aws(backend: str, request: pytest.FixtureRequest,
+        monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """AWS for the test: moto in-process, with DynamoDB elsewhere when ``backend`` says so.
+
+    Clients built with no explicit endpoint (``Settings.endpoint_url`` None, as here) take
+    botocore's service-specific ``AWS_ENDPOINT_URL_DYNAMODB``; moto's mock lets through a
+    request to a URL that is not AWS's, so only DynamoDB leaves the process.
+    """
+    if backend == "ddblocal":
+        monkeypatch.setenv("AWS_ENDPOINT_URL_DYNAMODB", request.getfixturevalue("dynamodb_local"))
+    elif TEST_ENDPOINT.startswith("dynamodb="):
+        monkeypatch.setenv("AWS_ENDPOINT_URL_DYNAMODB", TEST_ENDPOINT.partition("=")[2])
+    elif TEST_ENDPOINT:
+        if TEST_ENDPOINT != "aws":
+            monkeypatch.setenv("AWS_ENDPOINT_URL", TEST_ENDPOINT)
+        yield  # every service is the endpoint's
+        return
     with mock_aws():
         yield
 
@@ -49,7 +110,7 @@ MakeApp = Callable[..., Leasehold]
 
 @pytest.fixture
 def make_app(aws: None, clock: FakeClock, registry: TaskRegistry) -> MakeApp:
-    """Builds an app over fresh, uniquely named tables and queues in moto."""
+    """Builds an app over fresh, uniquely named tables and queues (see :func:`aws`)."""
 
     def make(**overrides: object) -> Leasehold:
         prefix = "t" + uuid.uuid4().hex[:8]

@@ -32,6 +32,7 @@ def test_a_queued_job_is_cancelled_at_once_and_its_message_never_runs(
         control.cancel(app, job.job_id)
 
 
+@pytest.mark.ddblocal
 def test_a_running_job_sees_the_cancel_at_its_next_heartbeat_and_ends_cancelled(
     make_app: Any, registry: TaskRegistry
 ) -> None:
@@ -55,6 +56,7 @@ def test_a_running_job_sees_the_cancel_at_its_next_heartbeat_and_ends_cancelled(
     assert done.result is None
 
 
+@pytest.mark.ddblocal
 def test_a_cancel_requested_on_a_lost_worker_ends_cancelled_at_the_sweep(
     app: Leasehold, registry: TaskRegistry, clock: FakeClock
 ) -> None:

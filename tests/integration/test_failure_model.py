@@ -34,6 +34,9 @@ from leasehold.time import ticker
 from .api_client import api_for
 from .helpers import deliver, inject, live_counted_jobs, receive_all, tenant_live
 
+# The DynamoDB semantics these tests rely on hold on AWS's DynamoDB Local too (issue 19).
+pytestmark = pytest.mark.ddblocal
+
 #: Every DynamoDB write (reads are never worth losing: a lost read is just retried).
 WRITES = "|".join(f"dynamodb.{op}" for op in (
     "PutItem", "UpdateItem", "TransactWriteItems", "DeleteItem"))

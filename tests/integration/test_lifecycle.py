@@ -52,6 +52,7 @@ def tasks(registry: TaskRegistry, calls: list[tuple[str, int]]) -> TaskRegistry:
     return registry
 
 
+@pytest.mark.ddblocal
 def test_a_submitted_job_runs_once_and_ends_succeeded_with_its_result(
     app: Leasehold, tasks: TaskRegistry, calls: list
 ) -> None:
@@ -66,6 +67,7 @@ def test_a_submitted_job_runs_once_and_ends_succeeded_with_its_result(
     assert receive_all(app) == []  # the message was deleted after the write
 
 
+@pytest.mark.ddblocal
 def test_the_same_message_delivered_twice_runs_the_handler_once(
     app: Leasehold, tasks: TaskRegistry, calls: list
 ) -> None:
@@ -79,6 +81,7 @@ def test_the_same_message_delivered_twice_runs_the_handler_once(
     assert app.store.get(job.job_id).attempt == 1
 
 
+@pytest.mark.ddblocal
 def test_a_zombie_worker_can_neither_heartbeat_nor_finish_and_the_new_owners_result_stands(
     app: Leasehold, registry: TaskRegistry, clock: FakeClock
 ) -> None:
@@ -109,6 +112,7 @@ def test_a_zombie_worker_can_neither_heartbeat_nor_finish_and_the_new_owners_res
     assert done.progress_json is None  # the zombie's heartbeat wrote nothing
 
 
+@pytest.mark.ddblocal
 def test_a_worker_that_dies_after_leasing_is_recovered_by_the_sweeper(
     app: Leasehold, tasks: TaskRegistry, clock: FakeClock, calls: list
 ) -> None:
@@ -207,6 +211,7 @@ def test_retry_delays_double_within_bounds(make_app: Any, registry: TaskRegistry
     assert len(set(delays)) == 4
 
 
+@pytest.mark.ddblocal
 def test_a_poison_pill_goes_dead_after_max_attempts_with_its_last_error_and_a_dlq_copy(
     app: Leasehold, tasks: TaskRegistry, calls: list
 ) -> None:

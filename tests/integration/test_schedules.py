@@ -70,6 +70,7 @@ def test_a_schedule_fires_one_tick_ahead_with_its_time_recorded(
     assert stored.next_fire_at == schedule.next_fire_at + 2 * M and stored.run_count == 2
 
 
+@pytest.mark.ddblocal
 def test_a_double_tick_creates_each_occurrence_once(
     app: Leasehold, clock: FakeClock, make_schedule: MakeSchedule
 ) -> None:
@@ -80,6 +81,7 @@ def test_a_double_tick_creates_each_occurrence_once(
     assert len(jobs_of(app, schedule.schedule_id)) == 2
 
 
+@pytest.mark.ddblocal
 def test_concurrent_ticks_on_the_same_snapshot_create_each_occurrence_once(
     app: Leasehold, clock: FakeClock, make_schedule: MakeSchedule
 ) -> None:
@@ -99,6 +101,7 @@ def test_concurrent_ticks_on_the_same_snapshot_create_each_occurrence_once(
     assert store.get(schedule.schedule_id).run_count == 2
 
 
+@pytest.mark.ddblocal
 def test_a_ticker_killed_between_jobs_and_cursor_loses_and_duplicates_nothing(
     app: Leasehold, clock: FakeClock, make_schedule: MakeSchedule, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -193,6 +196,7 @@ def test_update_in_place_changes_cron_zone_and_payload_together(
         ({"v": 2}, "2026-01-01T04:00:00.000Z")]
 
 
+@pytest.mark.ddblocal
 def test_a_user_change_racing_a_tick_cancels_what_the_tick_made_for_the_old_config(
     app: Leasehold, clock: FakeClock, make_schedule: MakeSchedule
 ) -> None:
@@ -226,6 +230,7 @@ def test_overlap_replace_cancels_the_previous_run(
     assert jobs[1].extra["scheduled_for"] == "2026-01-01T00:02:00.000Z"
 
 
+@pytest.mark.ddblocal
 def test_overlap_forbid_skips_while_the_previous_run_is_live(
     app: Leasehold, clock: FakeClock, make_schedule: MakeSchedule
 ) -> None:

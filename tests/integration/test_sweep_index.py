@@ -121,6 +121,7 @@ def test_a_heartbeat_extended_lease_is_moved_never_swept(
     assert sweeper.sweep(app).recovered == 1
 
 
+@pytest.mark.ddblocal
 def test_a_lease_and_a_heartbeat_leave_the_index_alone(
         app: Leasehold, clock: FakeClock, tasks: TaskRegistry) -> None:
     job = submit(app, JobSpec(task="echo")).job
@@ -157,6 +158,7 @@ def is_move(params: Mapping[str, Any]) -> bool:
     return params.get("UpdateExpression") == "SET sweep_at = :to"
 
 
+@pytest.mark.ddblocal
 @pytest.mark.parametrize("kind", ["lose", "throttle"])
 def test_a_lost_response_or_a_throttle_on_the_move_still_moves_it(
         app: Leasehold, clock: FakeClock, tasks: TaskRegistry, kind: str) -> None:
@@ -176,6 +178,7 @@ def test_a_lost_response_or_a_throttle_on_the_move_still_moves_it(
     assert current.state is JobState.RUNNING
 
 
+@pytest.mark.ddblocal
 def test_a_move_refused_because_the_row_changed_is_skipped(
         app: Leasehold, clock: FakeClock, tasks: TaskRegistry) -> None:
     # The worker finishes between the sweeper's read and its move: the move must not put the
@@ -198,6 +201,7 @@ def test_a_move_refused_because_the_row_changed_is_skipped(
     assert_sweep_invariant(app)
 
 
+@pytest.mark.ddblocal
 def test_every_writer_keeps_the_invariant(
         make_app: Any, clock: FakeClock, registry: TaskRegistry) -> None:
     app = make_app(lease_seconds=30.0)

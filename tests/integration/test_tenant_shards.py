@@ -109,6 +109,7 @@ def test_a_tenant_refused_on_one_shard_is_admitted_on_another_until_all_are_full
     assert api.post("/jobs", {"task": "echo"}).status == 201
 
 
+@pytest.mark.ddblocal
 def test_a_cap_that_does_not_divide_by_the_shards_admits_exactly_the_cap(
         make_app: Any, tasks: TaskRegistry) -> None:
     app = make_app()
@@ -134,6 +135,7 @@ def test_one_shard_at_the_default_rate_keeps_the_tenant_item_as_it_was(
     assert tenant_live(app, shards=1) == 1
 
 
+@pytest.mark.ddblocal
 @pytest.mark.parametrize("kind", ["lose", "fail"])
 def test_sharded_admission_leaks_no_slot_when_a_tenant_write_is_lost_or_throttled(
         make_app: Any, clock: FakeClock, tasks: TaskRegistry, kind: str) -> None:

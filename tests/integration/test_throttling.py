@@ -6,6 +6,7 @@ import json
 from collections import Counter
 from typing import Any
 
+import pytest
 from botocore.awsrequest import AWSResponse
 
 from leasehold.core.context import JobContext
@@ -18,6 +19,9 @@ from leasehold.lifecycle.store import Change
 from leasehold.lifecycle.submission import submit
 
 from .helpers import deliver
+
+# The DynamoDB semantics these tests rely on hold on AWS's DynamoDB Local too (issue 19).
+pytestmark = pytest.mark.ddblocal
 
 
 class _Body:

@@ -26,6 +26,7 @@ def calls(registry: TaskRegistry) -> list[tuple[str, dict[str, Any]]]:
     return register_tasks(registry)
 
 
+@pytest.mark.ddblocal
 def test_a_diamond_runs_each_step_once_after_its_dependencies(
         app: Leasehold, calls: list[tuple[str, dict[str, Any]]]) -> None:
     started = start_workflow(app, spec(DIAMOND, name="diamond"))
@@ -86,6 +87,7 @@ def test_a_result_larger_than_its_share_is_passed_as_a_marker(
     assert inputs["large"]["result_bytes"] == 60_002
 
 
+@pytest.mark.ddblocal
 def test_fail_workflow_cancels_the_rest(
         app: Leasehold, calls: list[tuple[str, dict[str, Any]]]) -> None:
     started = start_workflow(app, spec([
@@ -176,6 +178,7 @@ def test_an_invalid_graph_is_rejected_with_nothing_written(
     assert table.scan(TableName=app.settings.jobs_table)["Count"] == 0
 
 
+@pytest.mark.ddblocal
 def test_a_replayed_start_finds_the_first_and_a_changed_spec_conflicts(
         app: Leasehold, calls: list[tuple[str, dict[str, Any]]]) -> None:
     first = start_workflow(app, spec(DIAMOND, idempotency_key="nightly"))

@@ -6,6 +6,7 @@ On AWS the CDK stack creates the same resources from the same definitions.
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 import boto3
@@ -17,9 +18,25 @@ from leasehold.settings import Settings
 
 #: Long enough for a job to run between heartbeats; each heartbeat extends it again.
 VISIBILITY_TIMEOUT_SECONDS = 300
+#: How long provisioning waits for a table and its indexes to become ACTIVE (real DynamoDB
+#: keeps a new table CREATING for seconds, a new index for minutes on a large table).
+ACTIVE_TIMEOUT_SECONDS = 600.0
 
 
-def create_tables(clients: Clients, settings: Settings) -> list[str]:
+class ProvisionError(RuntimeError):
+    """A table cannot be made ready (not ACTIVE in time, TTL on another attribute)."""
+
+
+def create_tables(clients: Clients, settings: Settings, *, poll_seconds: float = 1.0,
+                  timeout: float = ACTIVE_TIMEOUT_SECONDS) -> list[str]:
+    """Create what is missing, wait until every table and index is ACTIVE, enable TTL.
+
+    Idempotent: a second run (``leasehold dev --provision`` again, on an endpoint that kept
+    its tables) changes nothing. Two things made it fail on AWS's own DynamoDB (and DynamoDB
+    Local), which moto lets through: a table was used while still CREATING, and TTL was
+    enabled again on a table that had it (``ValidationException: TimeToLive is already
+    enabled``).
+    """
     created = []
     ddb = clients.dynamodb
     for table in TABLES:
@@ -30,12 +47,49 @@ def create_tables(clients: Clients, settings: Settings) -> list[str]:
         except ClientError as exc:
             if exc.response["Error"]["Code"] != "ResourceInUseException":
                 raise
+    for table in TABLES:
+        name = table.table_name(settings)
+        wait_active(clients, name, poll_seconds=poll_seconds, timeout=timeout)
         if table.ttl_attribute:
-            ddb.update_time_to_live(
-                TableName=kwargs["TableName"],
-                TimeToLiveSpecification={"Enabled": True, "AttributeName": table.ttl_attribute},
-            )
+            enable_ttl(clients, name, table.ttl_attribute)
     return created
+
+
+def wait_active(clients: Clients, name: str, *, poll_seconds: float = 1.0,
+                timeout: float = ACTIVE_TIMEOUT_SECONDS) -> None:
+    """Return once table ``name`` and each of its global secondary indexes are ACTIVE."""
+    ddb = clients.dynamodb
+    # The waiter waits for TableStatus ACTIVE (and a table that exists at all); its delay
+    # is whole seconds (0 in tests, whose tables are ACTIVE after a few descriptions).
+    delay = int(poll_seconds)
+    ddb.get_waiter("table_exists").wait(TableName=name, WaiterConfig={
+        "Delay": delay, "MaxAttempts": max(1, int(timeout / max(delay, 1)))})
+    deadline = time.monotonic() + timeout
+    while True:
+        described = ddb.describe_table(TableName=name)["Table"]
+        pending = [index["IndexName"] for index in described.get("GlobalSecondaryIndexes", [])
+                   if index.get("IndexStatus", "ACTIVE") != "ACTIVE"]
+        if described["TableStatus"] == "ACTIVE" and not pending:
+            return
+        if time.monotonic() > deadline:
+            raise ProvisionError(f"table {name} is {described['TableStatus']}"
+                                   + (f", index(es) {', '.join(pending)} not ACTIVE"
+                                      if pending else "") + f" after {timeout:.0f} s")
+        time.sleep(poll_seconds)
+
+
+def enable_ttl(clients: Clients, name: str, attribute: str) -> None:
+    """Enable TTL on ``attribute`` unless it already is (AWS refuses to enable it twice)."""
+    ddb = clients.dynamodb
+    current = ddb.describe_time_to_live(TableName=name)["TimeToLiveDescription"]
+    status = current.get("TimeToLiveStatus", "DISABLED")
+    if status in ("ENABLED", "ENABLING"):
+        if current.get("AttributeName") != attribute:
+            raise ProvisionError(
+                f"table {name} has TTL on {current.get('AttributeName')!r}, not {attribute!r}")
+        return
+    ddb.update_time_to_live(
+        TableName=name, TimeToLiveSpecification={"Enabled": True, "AttributeName": attribute})
 
 
 def create_queues(clients: Clients, settings: Settings) -> dict[str, str]:

@@ -211,6 +211,7 @@ def serve(host: str, port: int, parent: int | None = None,
     dynamo_parsing.install()
     dynamo_transactions.install()
     sqs_time.install()
+    sqs_time.install_delay_tick(float(os.environ.get(sqs_time.DELAY_TICK_ENV) or 0))
     fair_queues.install()
     prompt_long_polls()
     atomic = AtomicRequests(DomainDispatcherApplication(create_backend_app))

@@ -1,0 +1,53 @@
+"""``leasehold dev --endpoint URL --provision`` on AWS's DynamoDB Local, started twice.
+
+The second start crashed (``ValidationException: TimeToLive is already enabled``), as it
+would on AWS: provisioning enabled TTL again on tables that had it. ``--endpoint`` sends
+every service to one URL, so a router sends DynamoDB to DynamoDB Local and SQS and
+EventBridge to the embedded emulator (moto).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from leasehold.local import emulator
+from tests import ddblocal
+
+from .conftest import start_runtime
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture
+def router() -> Iterator[str]:
+    sqs = emulator.start()
+    routed = ddblocal.Router(dynamodb=ddblocal.shared().endpoint, rest=sqs.endpoint)
+    try:
+        yield routed.endpoint
+    finally:
+        routed.stop()
+        sqs.stop()
+
+
+def test_dev_with_provision_on_dynamodb_local_starts_twice_and_keeps_its_jobs(
+        router: str) -> None:
+    prefix = "e" + uuid.uuid4().hex[:8]
+    env = {f"LEASEHOLD_{role}_TABLE": f"{prefix}-{role.lower()}"
+           for role in ("JOBS", "SCHEDULES", "TENANTS", "COORDINATION", "WORKFLOWS")}
+    env.update(LEASEHOLD_QUEUE_PREFIX=prefix, AWS_ACCESS_KEY_ID="testing",
+               AWS_SECRET_ACCESS_KEY="testing", AWS_DEFAULT_REGION="us-east-1")
+    kept = None
+    for run in ("first", "second"):
+        runtime = start_runtime("--endpoint", router, "--provision", "--workers", "1", env=env)
+        try:
+            job = runtime.submit({"task": "echo", "payload": run})["job_id"]
+            assert runtime.wait_for([job])[job]["state"] == "SUCCEEDED"
+            if kept is not None:  # the tables were DynamoDB Local's, kept across the starts
+                assert runtime.job(kept)["state"] == "SUCCEEDED"
+            kept = job
+        finally:
+            code = runtime.stop()
+        assert code == 0, "".join(runtime.output[-30:])
