@@ -10,10 +10,10 @@ import aws_cdk as cdk
 import pytest
 
 from infra.app import build
-from infra.config import StackConfig
 from leasehold.api.context import ApiConfig
+from leasehold.cdk.config import LeaseholdConfig
 
-from .conftest import FEATURE_FLAGS
+from .conftest import FEATURE_FLAGS, ROOT
 
 pytestmark = pytest.mark.infra
 
@@ -25,7 +25,8 @@ MAPPING = {"arn:aws:iam::111122223333:user/Bob": "111122223333:Bob",
 def test_the_mapping_reaches_the_api_function_alone_and_the_api_reads_it_back(
         tmp_path: Any) -> None:
     app = cdk.App(outdir=str(tmp_path), context={
-        **FEATURE_FLAGS, "leasehold:bundling": "source", "tenants": json.dumps(MAPPING)})
+        **FEATURE_FLAGS, "leasehold:bundling": "source", "tenants": json.dumps(MAPPING),
+        "tasks": "examples.tasks", "taskPackages": str(ROOT / "examples")})
     stack = build(app, nag=False, synthesizer=cdk.DefaultStackSynthesizer(
         generate_bootstrap_version_rule=False))
     assembly = app.synth()
@@ -44,7 +45,7 @@ def test_the_mapping_reaches_the_api_function_alone_and_the_api_reads_it_back(
 
 
 def test_no_mapping_adds_nothing_to_any_environment() -> None:
-    assert StackConfig().tenant_map_json() == ""
+    assert LeaseholdConfig().tenant_map_json() == ""
 
 
 @pytest.mark.parametrize(("tenants", "says"), [
@@ -54,4 +55,4 @@ def test_no_mapping_adds_nothing_to_any_environment() -> None:
 ])
 def test_a_bad_mapping_stops_the_synth(tenants: dict[str, str], says: str) -> None:
     with pytest.raises(ValueError, match=says):
-        StackConfig.from_context({"tenants": json.dumps(tenants)}.get)
+        LeaseholdConfig.from_context({"tenants": json.dumps(tenants)}.get)
