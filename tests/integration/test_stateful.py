@@ -1,12 +1,12 @@
 """Random interleavings of deliveries, duplicates, crashes, zombies, sweeps and clock jumps,
 under injected DynamoDB faults: lost responses and throttles on any write, and errors past
 the retries; with tenants' admissions, cancels, manual retries, long backoffs through the
-ticker, and workflows.
+ticker, and workflows. Manual retries and dead-letter redrives go through admission.
 
 After every step: no job lost, none SUCCEEDED twice, every lease grant fenced by a newer epoch
-than the last, attempts never above their limit, every tenant's live count equal to its live
-jobs. At the end everything drains to a terminal state, each job ran a bounded number of
-times, and every tenant's counters are exact.
+than the last, attempts never above their limit, no tenant above its live-job cap, every
+tenant's live count equal to its live jobs. At the end everything drains to a terminal state,
+each job ran a bounded number of times, and every tenant's counters are exact.
 
 ``make soak`` runs it with a larger budget (``LEASEHOLD_SOAK_EXAMPLES``).
 """
@@ -49,13 +49,13 @@ from leasehold.core.registry import TaskRegistry
 from leasehold.core.spec import JobSpec
 from leasehold.core.states import JobState
 from leasehold.errors import LeaseholdError, LeaseLost, RateLimited
-from leasehold.lifecycle import control, sweeper
+from leasehold.lifecycle import control, deadletters, sweeper
 from leasehold.lifecycle.consumer import consume
 from leasehold.lifecycle.store import Change
 from leasehold.lifecycle.submission import COUNTED, submit
 from leasehold.lifecycle.worker import Delivery, Worker
 from leasehold.settings import Settings
-from leasehold.tenancy.admission import Limits, submit_admitted
+from leasehold.tenancy.admission import Limits, retry_admitted, submit_admitted
 from leasehold.tenancy.counters import slot_item
 from leasehold.time import ticker
 from leasehold.workflows import parse_workflow, start_workflow
@@ -127,6 +127,8 @@ class Lifecycle(RuleBasedStateMachine):
 
     def _observe(self, job: Job, source: JobState | None) -> None:
         self.latest[job.job_id] = job
+        if source is not None and source.terminal and job.state.live:
+            self.manual_retries[job.job_id] += 1  # a retry or a redrive, committed
         if job.state is JobState.SUCCEEDED and source is JobState.RUNNING:
             self.succeeded[job.job_id] += 1
         if job.state is JobState.RUNNING and source is JobState.QUEUED:
@@ -209,14 +211,32 @@ class Lifecycle(RuleBasedStateMachine):
                                    for j in self.latest.values()))
     @rule(data=st.data())
     def retry_a_finished_job(self, data: st.DataObject) -> None:
+        """A manual retry, admitted like a submission (a token, and a slot under the cap)."""
         job_id = data.draw(st.sampled_from(sorted(
             j.job_id for j in self.latest.values()
             if j.state in (JobState.DEAD, JobState.CANCELLED))))
         try:
-            control.retry(self.app, job_id)
+            retry_admitted(self.app, job_id, None, LIMITS)
+        except RateLimited:
+            event("a retry refused: over the cap")
         except FAILED:
+            event("a retry failed")
+
+    @precondition(lambda self: any(j.state is JobState.DEAD for j in self.latest.values()))
+    @rule(tenant=st.sampled_from(("default", *TENANTS)))
+    def redrive_dead_letters(self, tenant: str) -> None:
+        """A redrive of a tenant's DEAD jobs: what its admission lets through."""
+        def retry(job_id: str) -> object:
+            return retry_admitted(self.app, job_id, tenant, LIMITS,
+                                  actor=deadletters.ACTOR, reason=deadletters.REASON)
+
+        try:
+            report = deadletters.redrive(self.app, tenant, pool="default", retry=retry)
+        except FAILED:
+            event("a redrive failed")  # what it moved is committed; the rest stays DEAD
             return
-        self.manual_retries[job_id] += 1
+        if report.left_in_place:
+            event("a redrive left jobs in place")
 
     @rule(lose=st.sampled_from([0.0, 0.0, 0.2, 0.5]), throttle=st.sampled_from([0.0, 0.2]))
     def weather(self, lose: float, throttle: float) -> None:
@@ -342,6 +362,13 @@ class Lifecycle(RuleBasedStateMachine):
         assert all(count == 1 for count in self.succeeded.values()), self.succeeded
         for epochs in self.grants.values():
             assert epochs == sorted(set(epochs)), epochs  # each grant at a newer epoch
+
+    @invariant()
+    def no_tenant_has_more_live_jobs_than_its_cap(self) -> None:
+        for tenant in TENANTS:
+            live = sum(1 for job in self.latest.values()
+                       if job.tenant == tenant and job.extra.get(COUNTED) and job.state.live)
+            assert live <= LIMITS.max_live, (tenant, live)
 
     @invariant()
     def every_tenant_counts_exactly_its_live_jobs(self) -> None:
