@@ -109,6 +109,9 @@ class Lifecycle(RuleBasedStateMachine):
                                                  max_backoff_seconds=1100),
                       max_attempts=MAX_ATTEMPTS)(work)
 
+        # One attempt: DEAD at its first failure, so retries and redrives meet full tenants.
+        registry.task("once", max_attempts=1)(work)
+
         self.app = compose(settings_, clock=self.clock, registry=registry,
                                            clients=clients, rng=random.Random(0))
         self.succeeded: Counter[str] = Counter()
@@ -119,6 +122,8 @@ class Lifecycle(RuleBasedStateMachine):
         self.jobs: list[str] = []
         self.keys = itertools.count()  # idempotency keys: job ids the same on every replay
         self.manual_retries: Counter[str] = Counter()
+        #: Every submission made, to replay with its key: (spec, admitted).
+        self.submitted: list[tuple[JobSpec, bool]] = []
         self.seen_bodies: list[str] = []
         self.zombies: list[tuple[Job, str]] = []
         self.url = self.app.queues.url("default", "normal")
@@ -147,8 +152,19 @@ class Lifecycle(RuleBasedStateMachine):
         for failures in fail_first:
             self.submit_job(failures, lose_send=False)
 
+    @initialize(dead=st.integers(1, 3))
+    def a_tenant_at_its_cap_with_dead_jobs(self, dead: int) -> None:
+        """acme has DEAD jobs and then as many live ones as its cap allows, so a retry or a
+        redrive meets a full tenant from the first step."""
+        for _ in range(dead):
+            self.submit_job(1, lose_send=False, task="once", tenant=TENANTS[0])
+        while batch := self.app.queues.receive(self.url, max_messages=10):
+            consume(Worker(self.app), batch)
+        for _ in range(LIMITS.max_live):
+            self.submit_job(0, lose_send=False, tenant=TENANTS[0])
+
     @rule(fail_first=st.integers(0, MAX_ATTEMPTS + 1), lose_send=st.booleans(),
-          task=st.sampled_from(["work", "work", "slow"]),
+          task=st.sampled_from(["work", "work", "slow", "once"]),
           tenant=st.sampled_from((None, *TENANTS)))
     def submit_job(self, fail_first: int, lose_send: bool, task: str = "work",
                    tenant: str | None = None) -> None:
@@ -180,6 +196,25 @@ class Lifecycle(RuleBasedStateMachine):
             self.app.queues.send = original  # type: ignore[method-assign]
         if job.job_id not in self.jobs:
             self.jobs.append(job.job_id)
+        self.submitted.append((spec, tenant is not None))
+
+    @precondition(lambda self: self.submitted)
+    @rule(data=st.data())
+    def replay_a_submission(self, data: st.DataObject) -> None:
+        """A client sends a submission again with its key: the job is found, nothing is
+        written, and a job still QUEUED and never leased past the grace is handed off again
+        (a duplicate message, fenced by the epoch)."""
+        spec, admitted = data.draw(st.sampled_from(self.submitted))
+        try:
+            if admitted:
+                replayed = submit_admitted(self.app, spec, "default", LIMITS)
+            else:
+                replayed = submit(self.app, spec)
+        except FAILED:
+            event("a replay failed")
+            return
+        assert not replayed.created
+        event("a replay answered")
 
     @rule(data=st.data())
     def start_a_workflow(self, data: st.DataObject) -> None:
@@ -221,6 +256,8 @@ class Lifecycle(RuleBasedStateMachine):
             event("a retry refused: over the cap")
         except FAILED:
             event("a retry failed")
+        else:
+            event("a retry admitted")
 
     @precondition(lambda self: any(j.state is JobState.DEAD for j in self.latest.values()))
     @rule(tenant=st.sampled_from(("default", *TENANTS)))
@@ -235,8 +272,8 @@ class Lifecycle(RuleBasedStateMachine):
         except FAILED:
             event("a redrive failed")  # what it moved is committed; the rest stays DEAD
             return
-        if report.left_in_place:
-            event("a redrive left jobs in place")
+        event(f"a redrive moved {min(len(report.redriven), 2)}+ and left "
+              f"{min(report.left_in_place, 1)}+ in place")
 
     @rule(lose=st.sampled_from([0.0, 0.0, 0.2, 0.5]), throttle=st.sampled_from([0.0, 0.2]))
     def weather(self, lose: float, throttle: float) -> None:
