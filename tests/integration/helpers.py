@@ -58,6 +58,11 @@ def inject(app: Leasehold, *faults: Fault, seed: int = 0) -> FaultInjector:
     return injector
 
 
+def lost_past_retries(app: Leasehold, target: str) -> FaultInjector:
+    """The next ``target`` call lands and its caller sees an error past botocore's retries."""
+    return inject(app, Fault(target=target, kind="lose-raise"))
+
+
 def tenant_live(app: Leasehold, tenant: str = "default", shards: int = 8) -> int:
     """The tenant's live-job counter as admission sees it, summed over its admission shards."""
     total = 0

@@ -1,12 +1,12 @@
 """Random interleavings of deliveries, duplicates, crashes, zombies, sweeps and clock jumps,
 under injected DynamoDB faults: lost responses and throttles on any write, and errors past
 the retries; with tenants' admissions, cancels, manual retries, long backoffs through the
-ticker, and workflows.
+ticker, and workflows. Manual retries and dead-letter redrives go through admission.
 
 After every step: no job lost, none SUCCEEDED twice, every lease grant fenced by a newer epoch
-than the last, attempts never above their limit, every tenant's live count equal to its live
-jobs. At the end everything drains to a terminal state, each job ran a bounded number of
-times, and every tenant's counters are exact.
+than the last, attempts never above their limit, no tenant above its live-job cap, every
+tenant's live count equal to its live jobs. At the end everything drains to a terminal state,
+each job ran a bounded number of times, and every tenant's counters are exact.
 
 ``make soak`` runs it with a larger budget (``LEASEHOLD_SOAK_EXAMPLES``).
 """
@@ -49,13 +49,13 @@ from leasehold.core.registry import TaskRegistry
 from leasehold.core.spec import JobSpec
 from leasehold.core.states import JobState
 from leasehold.errors import LeaseholdError, LeaseLost, RateLimited
-from leasehold.lifecycle import control, sweeper
+from leasehold.lifecycle import control, deadletters, sweeper
 from leasehold.lifecycle.consumer import consume
 from leasehold.lifecycle.store import Change
 from leasehold.lifecycle.submission import COUNTED, submit
 from leasehold.lifecycle.worker import Delivery, Worker
 from leasehold.settings import Settings
-from leasehold.tenancy.admission import Limits, submit_admitted
+from leasehold.tenancy.admission import Limits, retry_admitted, submit_admitted
 from leasehold.tenancy.counters import slot_item
 from leasehold.time import ticker
 from leasehold.workflows import parse_workflow, start_workflow
@@ -110,6 +110,9 @@ class Lifecycle(RuleBasedStateMachine):
                                                  max_backoff_seconds=1100),
                       max_attempts=MAX_ATTEMPTS)(work)
 
+        # One attempt: DEAD at its first failure, so retries and redrives meet full tenants.
+        registry.task("once", max_attempts=1)(work)
+
         self.app = compose(settings_, clock=self.clock, registry=registry,
                                            clients=clients, rng=random.Random(0))
         self.succeeded: Counter[str] = Counter()
@@ -120,6 +123,8 @@ class Lifecycle(RuleBasedStateMachine):
         self.jobs: list[str] = []
         self.keys = itertools.count()  # idempotency keys: job ids the same on every replay
         self.manual_retries: Counter[str] = Counter()
+        #: Every submission made, to replay with its key: (spec, admitted).
+        self.submitted: list[tuple[JobSpec, bool]] = []
         self.seen_bodies: list[str] = []
         self.zombies: list[tuple[Job, str]] = []
         self.url = self.app.queues.url("default", "normal")
@@ -128,6 +133,8 @@ class Lifecycle(RuleBasedStateMachine):
 
     def _observe(self, job: Job, source: JobState | None) -> None:
         self.latest[job.job_id] = job
+        if source is not None and source.terminal and job.state.live:
+            self.manual_retries[job.job_id] += 1  # a retry or a redrive, committed
         if job.state is JobState.SUCCEEDED and source is JobState.RUNNING:
             self.succeeded[job.job_id] += 1
         if job.state is JobState.RUNNING and source is JobState.QUEUED:
@@ -146,8 +153,19 @@ class Lifecycle(RuleBasedStateMachine):
         for failures in fail_first:
             self.submit_job(failures, lose_send=False)
 
+    @initialize(dead=st.integers(1, 3))
+    def a_tenant_at_its_cap_with_dead_jobs(self, dead: int) -> None:
+        """acme has DEAD jobs and then as many live ones as its cap allows, so a retry or a
+        redrive meets a full tenant from the first step."""
+        for _ in range(dead):
+            self.submit_job(1, lose_send=False, task="once", tenant=TENANTS[0])
+        while batch := self.app.queues.receive(self.url, max_messages=10):
+            consume(Worker(self.app), batch)
+        for _ in range(LIMITS.max_live):
+            self.submit_job(0, lose_send=False, tenant=TENANTS[0])
+
     @rule(fail_first=st.integers(0, MAX_ATTEMPTS + 1), lose_send=st.booleans(),
-          task=st.sampled_from(["work", "work", "slow"]),
+          task=st.sampled_from(["work", "work", "slow", "once"]),
           tenant=st.sampled_from((None, *TENANTS)))
     def submit_job(self, fail_first: int, lose_send: bool, task: str = "work",
                    tenant: str | None = None) -> None:
@@ -179,6 +197,25 @@ class Lifecycle(RuleBasedStateMachine):
             self.app.queues.send = original  # type: ignore[method-assign]
         if job.job_id not in self.jobs:
             self.jobs.append(job.job_id)
+        self.submitted.append((spec, tenant is not None))
+
+    @precondition(lambda self: self.submitted)
+    @rule(data=st.data())
+    def replay_a_submission(self, data: st.DataObject) -> None:
+        """A client sends a submission again with its key: the job is found, nothing is
+        written, and a job still QUEUED and never leased past the grace is handed off again
+        (a duplicate message, fenced by the epoch)."""
+        spec, admitted = data.draw(st.sampled_from(self.submitted))
+        try:
+            if admitted:
+                replayed = submit_admitted(self.app, spec, "default", LIMITS)
+            else:
+                replayed = submit(self.app, spec)
+        except FAILED:
+            event("a replay failed")
+            return
+        assert not replayed.created
+        event("a replay answered")
 
     @rule(data=st.data())
     def start_a_workflow(self, data: st.DataObject) -> None:
@@ -210,14 +247,34 @@ class Lifecycle(RuleBasedStateMachine):
                                    for j in self.latest.values()))
     @rule(data=st.data())
     def retry_a_finished_job(self, data: st.DataObject) -> None:
+        """A manual retry, admitted like a submission (a token, and a slot under the cap)."""
         job_id = data.draw(st.sampled_from(sorted(
             j.job_id for j in self.latest.values()
             if j.state in (JobState.DEAD, JobState.CANCELLED))))
         try:
-            control.retry(self.app, job_id)
+            retry_admitted(self.app, job_id, None, LIMITS)
+        except RateLimited:
+            event("a retry refused: over the cap")
         except FAILED:
+            event("a retry failed")
+        else:
+            event("a retry admitted")
+
+    @precondition(lambda self: any(j.state is JobState.DEAD for j in self.latest.values()))
+    @rule(tenant=st.sampled_from(("default", *TENANTS)))
+    def redrive_dead_letters(self, tenant: str) -> None:
+        """A redrive of a tenant's DEAD jobs: what its admission lets through."""
+        def retry(job_id: str) -> object:
+            return retry_admitted(self.app, job_id, tenant, LIMITS,
+                                  actor=deadletters.ACTOR, reason=deadletters.REASON)
+
+        try:
+            report = deadletters.redrive(self.app, tenant, pool="default", retry=retry)
+        except FAILED:
+            event("a redrive failed")  # what it moved is committed; the rest stays DEAD
             return
-        self.manual_retries[job_id] += 1
+        event(f"a redrive moved {min(len(report.redriven), 2)}+ and left "
+              f"{min(report.left_in_place, 1)}+ in place")
 
     @rule(lose=st.sampled_from([0.0, 0.0, 0.2, 0.5]), throttle=st.sampled_from([0.0, 0.2]))
     def weather(self, lose: float, throttle: float) -> None:
@@ -343,6 +400,13 @@ class Lifecycle(RuleBasedStateMachine):
         assert all(count == 1 for count in self.succeeded.values()), self.succeeded
         for epochs in self.grants.values():
             assert epochs == sorted(set(epochs)), epochs  # each grant at a newer epoch
+
+    @invariant()
+    def no_tenant_has_more_live_jobs_than_its_cap(self) -> None:
+        for tenant in TENANTS:
+            live = sum(1 for job in self.latest.values()
+                       if job.tenant == tenant and job.extra.get(COUNTED) and job.state.live)
+            assert live <= LIMITS.max_live, (tenant, live)
 
     @invariant()
     def every_tenant_counts_exactly_its_live_jobs(self) -> None:

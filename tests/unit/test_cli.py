@@ -118,3 +118,18 @@ def test_the_tail_marker_source_matches_the_runtime() -> None:
     from leasehold.events.publishing import RUNTIME_SOURCE as WRITTEN
 
     assert RUNTIME_SOURCE == WRITTEN
+
+
+def test_a_redrive_says_how_many_jobs_it_left_dead_and_why(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from leasehold.cli import admin
+
+    answer = {"redriven": ["J1"], "stale_removed": 1, "left_in_place": 4,
+              "left_because": "tenant 'acme' has 1 live jobs, its limit; wait for some to "
+                              "finish", "retry_after_seconds": 5.0}
+    monkeypatch.setattr(admin.Client, "request", lambda self, *args, **kwargs: answer)
+    assert main(["dlq", "redrive", "--url", "http://127.0.0.1:9"]) == 0
+    out = capsys.readouterr().out
+    assert "redriven 1 job(s)\n  J1" in out
+    assert "left 4 job(s) DEAD: tenant 'acme' has 1 live jobs, its limit" in out
+    assert "redrive again in 5s" in out

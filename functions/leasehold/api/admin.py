@@ -24,6 +24,7 @@ from leasehold.core.states import JobState
 from leasehold.errors import ValidationError
 from leasehold.lifecycle import deadletters, fleet
 from leasehold.tenancy import stats
+from leasehold.tenancy.admission import retry_admitted
 from leasehold.tenancy.listing import JobFilter, list_jobs
 
 router = Router()
@@ -67,13 +68,24 @@ def dead_letters(
 
 
 @router.post("/dead-letters/redrive", summary="Re-queue your DEAD jobs of a pool",
+             description="Each job is admitted like a submission: what your rate and "
+                         "live-job limit let through is re-queued, the rest stays DEAD "
+                         "(`left_in_place`, `left_because`).",
              tags=["dead-letters"], responses=answers(RedriveOut, 400, 401, 422))
 def redrive(body: RedriveIn) -> RedriveOut:
-    app = context.leasehold(router)
+    app, api = context.leasehold(router), context.config(router)
     tenant = context.tenant(router)
     pool = _known_pool(body.pool, app.settings.pools)
-    report = deadletters.redrive(app, tenant, pool=pool, task=body.task, limit=body.limit)
-    return RedriveOut(redriven=report.redriven, stale_removed=report.stale_removed)
+
+    def retry(job_id: str) -> object:
+        return retry_admitted(app, job_id, tenant, api.limits, api.backlog, api.buckets,
+                              actor=deadletters.ACTOR, reason=deadletters.REASON)
+
+    report = deadletters.redrive(app, tenant, pool=pool, task=body.task, limit=body.limit,
+                                 retry=retry)
+    return RedriveOut(redriven=report.redriven, stale_removed=report.stale_removed,
+                      left_in_place=report.left_in_place, left_because=report.left_because,
+                      retry_after_seconds=report.retry_after)
 
 
 @router.get("/stats", summary="Your jobs by state, and queue depths", tags=["admin"],

@@ -18,7 +18,7 @@ from leasehold.core.spec import JobSpec, resolve
 from leasehold.core.states import JobState
 from leasehold.lifecycle import control
 from leasehold.lifecycle.app import Leasehold
-from leasehold.tenancy.admission import submit_admitted
+from leasehold.tenancy.admission import retry_admitted, submit_admitted
 from leasehold.tenancy.listing import JobFilter, list_jobs
 from leasehold.time import schedules
 
@@ -155,10 +155,13 @@ def cancel_job(job_id: JobId) -> JobOut:
 
 
 @router.post("/jobs/<job_id>/retry", summary="Re-run a DEAD or CANCELLED job", tags=["jobs"],
-             responses=answers(JobOut, 400, 401, 404, 409, 422))
+             description="Admitted like a submission: over your rate or live-job limit it "
+                         "answers 429 and the job stays as it was.",
+             responses=answers(JobOut, 400, 401, 404, 409, 422, 429, 503))
 def retry_job(job_id: JobId) -> JobOut:
-    app = context.leasehold(router)
-    return view(control.retry(app, job_id, context.tenant(router)))
+    app, api = context.leasehold(router), context.config(router)
+    return view(retry_admitted(app, job_id, context.tenant(router), api.limits, api.backlog,
+                               api.buckets))
 
 
 __all__ = ["Priority", "router"]

@@ -142,6 +142,12 @@ class RedriveOut(BaseModel):
     redriven: list[str]
     #: DLQ copies removed because their job was no longer DEAD (already retried or redriven).
     stale_removed: int = 0
+    left_in_place: int = Field(default=0, description=(
+        "DEAD jobs found but left DEAD because admission refused them (your rate, your "
+        "live-job limit or the pool's backlog): redrive again later"))
+    left_because: str | None = Field(default=None, description="why they were left")
+    retry_after_seconds: float | None = Field(
+        default=None, description="when admission may have room again")
 
 
 class WorkerOut(BaseModel):

@@ -5,7 +5,9 @@ really sent and really executed; only what the caller sees (or whether it is sen
 
 * ``lose``: the call lands and its response is lost; botocore retries it, as after a
   connection reset, and the retry meets the write its first try made.
-* ``lose-raise``: the call lands and the caller gets a 500 (as when the retries run out).
+* ``lose-raise``: the call lands, its response is lost, and botocore's retry of it fails
+  before it reaches the service: the caller sees an error although the write landed (as when
+  every retry runs out).
 * ``throttle``: the call is refused with a throttling error before it reaches the service;
   botocore backs off and retries (a fault with ``times`` >= the client's attempts outlasts
   the retries, and the caller sees the error).
@@ -128,6 +130,12 @@ def _operation(event_name: str) -> str:
     return f"{parts[1]}.{parts[2]}" if len(parts) >= 3 else event_name
 
 
+def _bytes(body: Any) -> bytes:
+    if isinstance(body, str):
+        return body.encode()
+    return bytes(body) if isinstance(body, bytes | bytearray) else b""
+
+
 def _params(body: Any) -> Mapping[str, Any]:
     if isinstance(body, bytes | str) and body:
         try:
@@ -150,6 +158,8 @@ class FaultInjector:
         self.throttle_delay = throttle_delay
         self.injected: Counter[tuple[str, str]] = Counter()
         self._uses: dict[int, int] = {}  # per fault (by identity): calls it hit
+        #: Requests (operation, body) that landed under ``lose-raise``: their retry fails.
+        self._lost: set[tuple[str, bytes]] = set()
         #: After a crash the process is dead: in-process, every later call dies too, so no
         #: ``finally`` block can write what a killed process never would.
         self.dead = False
@@ -162,7 +172,6 @@ class FaultInjector:
         # First, so that they run before moto's in-process stubber answers the request.
         events.register_first("before-send", self._before_send)
         events.register_first("needs-retry", self._needs_retry)
-        events.register_first("before-parse", self._before_parse)
         return client
 
     def _hit(self, kinds: tuple[str, ...], operation: str, body: Any) -> Fault | None:
@@ -213,6 +222,12 @@ class FaultInjector:
         operation = _operation(event_name)
         if self.dead:
             raise InjectedCrash(operation)
+        retried = (operation, _bytes(request.body))
+        with self._lock:
+            lost = retried in self._lost
+            self._lost.discard(retried)
+        if lost:  # the retry of a call that landed under lose-raise fails too
+            return self._refusal(request, operation, "lose-raise", "InjectedFailure")
         fault = self._hit(("throttle", "fail", "hang", "crash"), operation, request.body)
         if fault is None:
             return None
@@ -228,13 +243,17 @@ class FaultInjector:
                 os._exit(CRASH_EXIT_STATUS)
             self.dead = True
             raise InjectedCrash(operation)
+        code = "ThrottlingException" if fault.kind == "throttle" else "InjectedFailure"
+        return self._refusal(request, operation, fault.kind, code)
+
+    @staticmethod
+    def _refusal(request: Any, operation: str, kind: str, code: str) -> AWSResponse:
         # Every before-send handler runs, and moto's in-process stubber would still execute
         # the request: point it at a host no backend serves, so the call really never lands.
         request.url = "https://fault-injected.invalid/"
-        code = "ThrottlingException" if fault.kind == "throttle" else "InjectedFailure"
-        body = {"__type": code, "message": f"injected {fault.kind} on {operation}"}
+        body = {"__type": code, "message": f"injected {kind} on {operation}"}
         headers = HTTPHeaders()
-        headers[FAULT_HEADER] = fault.kind
+        headers[FAULT_HEADER] = kind
         return AWSResponse(request.url, 400, headers, _Body(json.dumps(body).encode()))
 
     def _needs_retry(self, response: Any, request_dict: Mapping[str, Any], event_name: str,
@@ -245,24 +264,14 @@ class FaultInjector:
         if http_response.status_code >= 300:
             injected = http_response.headers.get(FAULT_HEADER)
             return self.throttle_delay if injected == "throttle" else None
-        if self._hit(("lose",), _operation(event_name), request_dict.get("body")) is None:
+        operation, body = _operation(event_name), request_dict.get("body")
+        fault = self._hit(("lose", "lose-raise"), operation, body)
+        if fault is None:
             return None
+        if fault.kind == "lose-raise":
+            with self._lock:
+                self._lost.add((operation, _bytes(body)))
         return 0  # retry at once: the write landed, the caller never saw that it did
-
-    def _before_parse(self, response_dict: dict[str, Any], event_name: str,
-                      **_: Any) -> None:
-        if response_dict.get("status_code", 500) >= 300:
-            return
-        operation = _operation(event_name)
-        # before-parse does not see the request, so lose-raise faults match on the operation.
-        if self._hit(("lose-raise",), operation, None) is None:
-            return
-        response_dict["status_code"] = 500
-        response_dict["headers"] = {}
-        response_dict["body"] = json.dumps({
-            "__type": "InternalServerError",
-            "message": f"injected: the response of {operation} was lost after it landed",
-        }).encode()
 
 
 def parse(spec: str) -> list[Fault]:

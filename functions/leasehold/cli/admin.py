@@ -91,6 +91,11 @@ def run_dlq_redrive(args: argparse.Namespace) -> int:
         report = Client.from_args(args).request("POST", "/dead-letters/redrive", body)
     except ApiError as exc:
         return fail(exc)
-    emit(args, report, f"redriven {len(report['redriven'])} job(s)"
-         + "".join(f"\n  {job_id}" for job_id in report["redriven"]))
+    text = f"redriven {len(report['redriven'])} job(s)" + "".join(
+        f"\n  {job_id}" for job_id in report["redriven"])
+    if report.get("left_in_place"):
+        # Admission refused the rest (rate, live-job limit, backlog): they stay DEAD.
+        text += (f"\nleft {report['left_in_place']} job(s) DEAD: {report.get('left_because')}"
+                 f" (redrive again in {report.get('retry_after_seconds') or 1:g}s)")
+    emit(args, report, text)
     return 0

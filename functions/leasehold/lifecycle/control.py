@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from typing import Any
+
 from leasehold.core.jobs import Job
 from leasehold.core.states import JobState
 from leasehold.errors import Conflict, NotFound
 from leasehold.lifecycle import handoff
 from leasehold.lifecycle.app import Leasehold
 from leasehold.lifecycle.store import Change, ConditionFailed
+from leasehold.lifecycle.submission import ADMISSION_SHARD, COUNTED
 
 
 def get_job(app: Leasehold, job_id: str, tenant: str | None = None) -> Job:
@@ -41,20 +45,45 @@ def cancel(app: Leasehold, job_id: str, tenant: str | None = None, *, actor: str
     raise Conflict(f"job {job_id} kept changing; try again", job_id=job_id)
 
 
-def retry(app: Leasehold, job_id: str, tenant: str | None = None, *, actor: str = "api",
-          reason: str = "manual retry") -> Job:
-    """Re-run a DEAD or CANCELLED job from scratch: attempts reset, new epoch."""
+def finished(app: Leasehold, job_id: str, tenant: str | None = None) -> Job:
+    """The job, if it may be retried (DEAD or CANCELLED); Conflict otherwise."""
     job = get_job(app, job_id, tenant)
     if job.state not in (JobState.DEAD, JobState.CANCELLED):
         raise Conflict(f"only DEAD or CANCELLED jobs can be retried; {job_id} is {job.state}",
                        job_id=job_id)
+    return job
+
+
+def retry(app: Leasehold, job_id: str, tenant: str | None = None, *, actor: str = "api",
+          reason: str = "manual retry") -> Job:
+    """Re-run a DEAD or CANCELLED job that holds no live-job slot, bypassing admission.
+
+    A job the API admitted holds a slot while it is live, so it goes back live only through
+    admission (``leasehold.tenancy.admission.retry_admitted``), which takes the slot under
+    its tenant's cap: here it is refused.
+    """
+    job = finished(app, job_id, tenant)
+    if job.extra.get(COUNTED):
+        raise Conflict(f"job {job_id} takes a live-job slot of its tenant when it runs again; "
+                       "retry it through admission (POST /jobs/{job_id}/retry)", job_id=job_id)
+    return requeue(app, job, actor=actor, reason=reason)
+
+
+def requeue(app: Leasehold, job: Job, *, actor: str, reason: str,
+            also: Sequence[Mapping[str, Any]] = (), shard: int | None = None) -> Job:
+    """Put a finished job back in QUEUED from scratch (attempts reset, new epoch) and hand it
+    off. ``also``: writes committed with it (the admission's token and slot); ``shard``: the
+    admission item a counted job now holds its slot on (recorded on the row)."""
     now = app.now()
-    change = Change(
-        target=JobState.QUEUED, actor=actor, reason=reason, bump_epoch=True,
-        set={"run_at": now, "attempt": 0, "crash_count": 0,
-             "lease_expires_at": handoff.handoff_deadline(now, app.settings)},
-        remove=("cancel_requested", "finished_at", "lease_owner", "first_started_at"),
-    )
+    sets: dict[str, Any] = {"run_at": now, "attempt": 0, "crash_count": 0,
+                            "lease_expires_at": handoff.handoff_deadline(now, app.settings)}
+    remove = ["cancel_requested", "finished_at", "lease_owner", "first_started_at"]
+    if shard:
+        sets[ADMISSION_SHARD] = shard
+    elif shard == 0:
+        remove.append(ADMISSION_SHARD)  # absent: shard 0
+    change = Change(target=JobState.QUEUED, actor=actor, reason=reason, bump_epoch=True,
+                    set=sets, remove=tuple(remove), also=also)
     new = app.store.transition(job, change, now=now)
     handoff.send(app.queues, new, now)
     return new

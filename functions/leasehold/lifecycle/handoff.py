@@ -28,12 +28,14 @@ def within_sqs_delay(run_at: int, now: int) -> bool:
     return run_at - now <= MAX_DELAY_SECONDS * 1000
 
 
-def send(queues: Queues, job: Job, now: int) -> bool:
-    """Send the job's hand-off message; False (logged) if SQS refused: the sweeper re-sends."""
+def send(queues: Queues, job: Job, now: int, *, not_before: int = 0) -> bool:
+    """Send the job's hand-off message, due at its ``run_at`` (or ``not_before``, if later);
+    False (logged) if SQS refused: the sweeper re-sends."""
     if job.state is not JobState.QUEUED:
         return False
-    delay = max(0.0, (job.run_at - now) / 1000)
-    message = Message(job.job_id, job.epoch, job.run_at if job.run_at > now else None,
+    due = max(job.run_at, not_before)
+    delay = max(0.0, (due - now) / 1000)
+    message = Message(job.job_id, job.epoch, due if due > now else None,
                       timeout=job.timeout_seconds)
     try:
         # The tenant as message group: SQS fair queues keep a quiet tenant's wait short

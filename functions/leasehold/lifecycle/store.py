@@ -62,6 +62,10 @@ class Change:
     #: Only while the lease (or hand-off deadline) still ends before this time: a sweeper's
     #: change must lose to a heartbeat that landed after it read the row.
     expired_before: int | None = None
+    #: Writes the caller commits with this change, in one transaction (an admission's token
+    #: and slot when a finished job is put back live). Entry ``i`` is item ``i + 1`` of the
+    #: :class:`~leasehold.aws.dynamo.Cancelled` raised when one of their conditions fails.
+    also: Sequence[Mapping[str, Any]] = ()
 
 
 class JobStore(Protocol):
@@ -233,8 +237,8 @@ class DynamoJobStore:
         if change.bump_epoch:
             increments["epoch"] = 1
         expected_epoch = job.epoch + (1 if change.bump_epoch else 0)
-        companions = [item for companion in self.companions
-                      for item in companion(job, change.target)]
+        companions = [*change.also, *(item for companion in self.companions
+                                      for item in companion(job, change.target))]
         try:
             new = self._update(job.job_id, sets, removes, increments, condition, values,
                                companions)

@@ -1,7 +1,13 @@
-"""Submitting a job: validate, write the row with one conditional put, hand it off."""
+"""Submitting a job: validate, write the row with one conditional put, hand it off.
+
+An idempotent replay (the key's job exists) writes nothing, and hands the job off again if it
+finds it queued, never leased, past a short grace: its first submission's put may have landed
+while the caller saw an error, and then no message was sent.
+"""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -14,10 +20,15 @@ from leasehold.errors import IdempotencyConflict
 from leasehold.lifecycle import handoff
 from leasehold.lifecycle.app import Leasehold
 
+log = logging.getLogger(__name__)
+
 #: Marks a job that holds a live-job slot of its tenant (see ``leasehold.tenancy.admission``).
 COUNTED = "counted"
 #: Which of its tenant's admission items a counted job took its slot from (absent: 0).
 ADMISSION_SHARD = "admission_shard"
+#: How long after a job was queued an idempotent replay that finds it never leased sends its
+#: message again (the put's own caller sends within milliseconds of it landing).
+REPLAY_GRACE_MS = 2_000
 
 
 @dataclass(frozen=True)
@@ -79,4 +90,25 @@ def submit(app: Leasehold, spec: JobSpec, *, counted: bool = False, shard: int =
         )
     if created:  # also when our put's response was lost (the store recognised its row)
         handoff.send(app.queues, job, now)
+    elif (due := resend_at(job, now)) is not None:
+        # The first submission's put may have landed while its caller saw an error past
+        # botocore's retries (a 500): then nothing sent the message. Send it again; a
+        # duplicate is harmless (the lease is fenced by the epoch, the first one wins).
+        log.info("replay of %s found it queued and never leased: handed off again", job.job_id)
+        handoff.send(app.queues, job, now, not_before=due)
     return Submitted(job, created=created)
+
+
+def resend_at(job: Job, now: int) -> int | None:
+    """When a replay's hand-off of ``job`` should be due, or None to send nothing.
+
+    Only a QUEUED job never leased in this queueing (``attempt`` 0) is sent again. Queued
+    :data:`REPLAY_GRACE_MS` ago or more, its message is due at once. Within the grace the
+    submission that queued it may still be sending, so the replay's message is due when the
+    grace ends: a replay that raced the first send costs one fenced duplicate, and one that
+    followed a 500 at once still starts the job within the grace, not at the sweeper's
+    hand-off deadline."""
+    if job.state is not JobState.QUEUED or job.attempt != 0:
+        return None
+    queued_at = job.history[-1].at if job.history else job.created_at
+    return max(now, queued_at + REPLAY_GRACE_MS)

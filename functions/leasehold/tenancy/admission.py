@@ -6,7 +6,10 @@
   on the ``refilled_at`` it computed from and on ``live < cap``: concurrent API instances
   never spend the same token twice, a burst cannot overshoot the cap, and no crash, lost
   response or throttle can leave a slot without its job or a job without its slot.
-* The slot is given back in the transaction that ends the job (:mod:`.counters`).
+* The slot is given back in the transaction that ends the job (:mod:`.counters`). A manual
+  retry or a redrive puts a finished job back live through the same admission
+  (:func:`retry_admitted`): a token, and the slot under the cap, in the transaction that
+  re-queues it.
 * One item takes ~1,000 writes/s, and each admitted job writes it twice (the slot taken, then
   given back), both transactional (2 units each): ~250 jobs/s. A tenant whose rate needs more
   has its bucket and cap split over :meth:`Limits.shard_count` items (rate, burst and cap
@@ -33,12 +36,14 @@ from typing import Any, TypeVar
 from botocore.exceptions import ClientError
 
 from leasehold.aws.dynamo import Cancelled, condition_failed, from_av, to_av
+from leasehold.core.jobs import Job
 from leasehold.core.spec import JobSpec
 from leasehold.errors import Overloaded, RateLimited
+from leasehold.lifecycle import control
 from leasehold.lifecycle.app import Leasehold
-from leasehold.lifecycle.submission import Submitted, submit
+from leasehold.lifecycle.submission import ADMISSION_SHARD, COUNTED, Submitted, submit
 from leasehold.settings import PRIORITIES
-from leasehold.tenancy.counters import slot_item
+from leasehold.tenancy.counters import add, slot_item
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -107,10 +112,16 @@ def _bucket(item: Mapping[str, Any], limits: Limits) -> tuple[float, int | None]
     return (float(item.get("tokens", limits.burst)), None if old is None else int(old))
 
 
+#: What an admission adds to the item it spends a token on, by shard: a live slot (``live``:
+#: 1), and for a retried job on its own shard its outcome taken back (``count_DEAD``: -1).
+Adds = Callable[[int], Mapping[str, int]]
+
+
 def _spend(app: Leasehold, tenant: str, key: str, limits: Limits,
-           state: tuple[float, int | None], *, slot: bool
+           state: tuple[float, int | None], *, adds: Mapping[str, int]
            ) -> tuple[dict[str, Any], tuple[float, int]]:
-    """The tenant update that spends a token (and takes a live slot), and the bucket after it.
+    """The tenant update that spends a token (and adds ``adds``: a live slot), and the bucket
+    after it.
 
     Raises :class:`RateLimited` when the bucket is empty.
     """
@@ -129,15 +140,18 @@ def _spend(app: Leasehold, tenant: str, key: str, limits: Limits,
     if old is not None:
         values[":old"] = old
     expression = "SET tokens = :t, refilled_at = :now"
-    if slot:
-        expression += " ADD live :one"
-        values[":one"] = 1
+    names = {f"#a{i}": name for i, name in enumerate(adds)}
+    if adds:
+        expression += " ADD " + ", ".join(f"#a{i} :a{i}" for i in range(len(adds)))
+        values.update({f":a{i}": amount for i, amount in enumerate(adds.values())})
     update = {
         "TableName": app.settings.tenants_table, "Key": {"tenant": {"S": key}},
         "UpdateExpression": expression,
         "ConditionExpression": f"{fresh} AND (attribute_not_exists(live) OR live < :cap)",
         "ExpressionAttributeValues": to_av(values),
         "ReturnValuesOnConditionCheckFailure": "ALL_OLD"}
+    if names:
+        update["ExpressionAttributeNames"] = names
     return update, (left, stamp)
 
 
@@ -167,9 +181,9 @@ class _Refused(Exception):
 
 
 def _admit(app: Leasehold, tenant: str, pool: str, limits: Limits, backlog: Backlog | None,
-           buckets: Buckets | None, attempts: int, *, slot: bool,
+           buckets: Buckets | None, attempts: int, *, adds: Adds,
            write: Callable[[dict[str, Any], int], T], spent: Callable[[T], bool]) -> T:
-    """Backlog (503), then the tenant update (a token, and a slot if ``slot``) made by
+    """Backlog (503), then the tenant update (a token, and what ``adds`` says) made by
     ``write`` on one of the tenant's admission shards: a random one first, then others
     while they refuse (at most :data:`MAX_SHARD_TRIES`), so a tenant is not refused while
     its rate or cap has room on another shard."""
@@ -182,7 +196,7 @@ def _admit(app: Leasehold, tenant: str, pool: str, limits: Limits, backlog: Back
     for shard in order:
         try:
             return _admit_on(app, tenant, shard, limits.per_shard(shards, shard), buckets,
-                             attempts, slot=slot, write=write, spent=spent)
+                             attempts, adds=adds, write=write, spent=spent)
         except RateLimited as refused:
             refusal = refused if refusal is None or refused.retry_after < \
                 refusal.retry_after else refusal
@@ -194,7 +208,7 @@ def _admit(app: Leasehold, tenant: str, pool: str, limits: Limits, backlog: Back
 
 
 def _admit_on(app: Leasehold, tenant: str, shard: int, limits: Limits, buckets: Buckets,
-              attempts: int, *, slot: bool, write: Callable[[dict[str, Any], int], T],
+              attempts: int, *, adds: Adds, write: Callable[[dict[str, Any], int], T],
               spent: Callable[[T], bool]) -> T:
     """The update on one admission shard, tried again from the bucket a refusal shows until
     the rate or cap says no."""
@@ -202,7 +216,7 @@ def _admit_on(app: Leasehold, tenant: str, shard: int, limits: Limits, buckets: 
     state = _state(app, key, limits, buckets)
     for _ in range(attempts):
         try:
-            update, after = _spend(app, tenant, key, limits, state, slot=slot)
+            update, after = _spend(app, tenant, key, limits, state, adds=adds(shard))
         except RateLimited:
             buckets.pop(key, None)  # re-read next time: other instances may refill it
             raise
@@ -215,6 +229,10 @@ def _admit_on(app: Leasehold, tenant: str, shard: int, limits: Limits, buckets: 
             buckets[key] = after
         return result
     raise RateLimited(f"tenant {tenant!r} is submitting too fast", retry_after=1)
+
+
+def _slot(_: int) -> Mapping[str, int]:
+    return {"live": 1}
 
 
 def submit_admitted(app: Leasehold, spec: JobSpec, pool: str, limits: Limits,
@@ -231,7 +249,7 @@ def submit_admitted(app: Leasehold, spec: JobSpec, pool: str, limits: Limits,
         except Cancelled as cancelled:
             raise _Refused(cancelled.items[1] or {}) from None
 
-    return _admit(app, spec.tenant, pool, limits, backlog, buckets, attempts, slot=True,
+    return _admit(app, spec.tenant, pool, limits, backlog, buckets, attempts, adds=_slot,
                   write=write, spent=lambda result: result.created)
 
 
@@ -250,8 +268,44 @@ def check(app: Leasehold, tenant: str, pool: str, limits: Limits,
                 raise
             raise _Refused(from_av(exc.response.get("Item") or {})) from None  # type: ignore[arg-type]
 
-    _admit(app, tenant, pool, limits, backlog, buckets, attempts, slot=False,
+    _admit(app, tenant, pool, limits, backlog, buckets, attempts, adds=lambda _: {},
            write=write, spent=lambda _: True)
+
+
+def retry_admitted(app: Leasehold, job_id: str, tenant: str | None, limits: Limits,
+                   backlog: Backlog | None = None, buckets: Buckets | None = None, *,
+                   actor: str = "api", reason: str = "manual retry", attempts: int = 5) -> Job:
+    """Re-run a DEAD or CANCELLED job through admission, as a submission: backlog (503), rate
+    (429) and, for a job the API admitted, a live slot under the cap (429), all in the one
+    transaction that puts the job back in QUEUED.
+
+    The outcome the finished job counted is taken back with it: in the slot's update when
+    the slot is on the item that counted it, else by a second update in the transaction (one
+    transaction cannot write an item twice). A lost response is recognised by the job row's
+    fenced condition (``store.transition``), so nothing is taken twice.
+    """
+    job = control.finished(app, job_id, tenant)
+    counted = bool(job.extra.get(COUNTED))
+    home = int(job.extra.get(ADMISSION_SHARD) or 0)
+    outcome = {f"count_{job.state.value}": -1}
+
+    def adds(shard: int) -> Mapping[str, int]:
+        if not counted:
+            return {}  # a token only: the job holds no slot
+        return {"live": 1, **outcome} if shard == home else {"live": 1}
+
+    def write(update: dict[str, Any], shard: int) -> Job:
+        also = [{"Update": update}]
+        if counted and shard != home:
+            also.append(add(app.settings, slot_item(job.tenant, home), outcome))
+        try:
+            return control.requeue(app, job, actor=actor, reason=reason, also=also,
+                                   shard=shard if counted else None)
+        except Cancelled as cancelled:
+            raise _Refused(cancelled.items[1] or {}) from None
+
+    return _admit(app, job.tenant, job.pool, limits, backlog, buckets, attempts, adds=adds,
+                  write=write, spent=lambda _: True)
 
 
 class Backlog:

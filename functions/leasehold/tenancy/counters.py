@@ -2,8 +2,9 @@
 transaction as the job's own change.
 
 Only jobs the API admitted hold a slot (``COUNTED`` on the row): admission takes it in the
-transaction that creates the row (:mod:`leasehold.tenancy.admission`), and the store gives it
-back in the transaction that makes the job terminal, through the companion below. A retry of a
+transaction that creates the row, or that puts a finished job back live (a manual retry or a
+redrive, :mod:`leasehold.tenancy.admission`, under the same cap and rate), and the store gives
+it back in the transaction that makes the job terminal, through the companion below. A retry of a
 transaction whose first try landed fails the job row's condition and so never counts twice; a
 process that dies between two writes leaves nothing half done, because there is no second
 write. Jobs made by schedules, triggers, workflows and library calls hold no slot; their
@@ -53,8 +54,10 @@ def slot_item(tenant: str, shard: int) -> str:
 
 
 def slot_writes(settings: Settings) -> Companion:
-    """The store companion that gives a slot back when a counted job ends (and takes it again
-    when a finished one is retried by hand), counting the outcome for ``/stats``."""
+    """The store companion that gives a slot back when a counted job ends, counting the
+    outcome for ``/stats``. It never takes one: a finished job goes back live only through
+    admission, whose conditional write takes the slot under the cap and takes the outcome
+    back (``admission.retry_admitted``)."""
 
     def writes(job: Job, target: JobState) -> list[dict[str, Any]]:
         if not job.extra.get(COUNTED):
@@ -62,8 +65,6 @@ def slot_writes(settings: Settings) -> Companion:
         item = slot_item(job.tenant, int(job.extra.get(ADMISSION_SHARD) or 0))
         if job.state.live and target.terminal:
             return [add(settings, item, {"live": -1, f"count_{target.value}": 1})]
-        if job.state.terminal and target.live:
-            return [add(settings, item, {"live": 1, f"count_{job.state.value}": -1})]
         return []
 
     return writes
