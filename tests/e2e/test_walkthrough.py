@@ -1,10 +1,12 @@
-"""README's "Your own tasks, from zero to AWS", run as written: each ``python`` block that
-starts with ``# <path>`` is written to a fresh project folder; its tests pass under pytest;
-``leasehold dev --tasks myapp.tasks --reload`` serves its task; and the application code
-prints what its comments say, against that runtime, through ``$LEASEHOLD_URL``.
+"""README's "Your own tasks, from zero to AWS", run as written: ``leasehold init myapp
+--package myapp`` makes the project and its example tests pass; each ``python`` block that
+starts with ``# <path>`` is then written over it; its tests pass under pytest;
+``leasehold dev --tasks myapp.tasks --reload`` serves its task; the application code prints
+what its comments say, against that runtime, through ``$LEASEHOLD_URL``; and init's CDK app
+is still there, with the line step 6 tells the reader to change.
 
-The steps that cannot run here are the placeholders (``leasehold init`` and the construct,
-from another branch) and the AWS lines, which need an account.
+What cannot run here is the deploy itself and the AWS lines, which need an account (the
+construct's synth from an init project is ``tests/infra/test_adoption.py``'s).
 """
 
 from __future__ import annotations
@@ -41,23 +43,45 @@ def expected(source: str) -> list[str]:
             if line.lstrip().startswith("print(") and "  # " in line]
 
 
+def pytest_in(folder: Path, env: dict[str, str]) -> str:
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                           "-p", "no:randomly", "tests/"], cwd=folder, env=env,
+                          capture_output=True, text=True, timeout=180, check=False)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    return done.stdout
+
+
 def test_the_walkthrough_runs_as_written(tmp_path: Path) -> None:
-    project = files((ROOT / "README.md").read_text())
-    assert {"myapp/tasks.py", "conftest.py", "tests/test_tasks.py", "app.py"} <= set(project)
-    for name, text in project.items():
-        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / name).write_text(text)
-    path = os.pathsep.join([str(tmp_path), str(ROOT / "functions"), str(ROOT)])
+    readme = (ROOT / "README.md").read_text()
+    project = files(readme)
+    assert {"myapp/tasks.py", "conftest.py", "tests/test_tasks.py", "main.py"} <= set(project)
+    # The application's code never overwrites init's CDK app.
+    assert "app.py" not in project
     env = {k: v for k, v in os.environ.items()
            if not k.startswith("LEASEHOLD_") and k != "AWS_ENDPOINT_URL"}
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "functions"), str(ROOT)])
+
+    # Step 1: `leasehold init myapp --package myapp`, and its two example tests pass.
+    subprocess.run([sys.executable, "-m", "leasehold.cli", "init", "myapp", "--package",
+                    "myapp"], cwd=tmp_path, env=env, check=True, capture_output=True,
+                   timeout=60)
+    home = tmp_path / "myapp"
+    # What step 1's comment lists, inside the project folder.
+    assert all((home / name).is_file() for name in (
+        "myapp/tasks.py", "tests/test_tasks.py", "app.py", "cdk.json", "requirements.txt",
+        "requirements-dev.txt"))
+    assert "2 passed" in pytest_in(home, env)
+    cdk_app = (home / "app.py").read_text()
+
+    # Steps 2, 3 and 5: the README's files, written over init's.
+    for name, text in project.items():
+        (home / name).parent.mkdir(parents=True, exist_ok=True)
+        (home / name).write_text(text)
+    path = os.pathsep.join([str(home), str(ROOT / "functions"), str(ROOT)])
     env["PYTHONPATH"] = path
 
     # Step 3: the project's own tests.
-    tests = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                            "-p", "no:randomly", "tests/"], cwd=tmp_path, env=env,
-                           capture_output=True, text=True, timeout=180, check=False)
-    assert tests.returncode == 0, tests.stdout[-3000:] + tests.stderr[-2000:]
-    assert "3 passed" in tests.stdout
+    assert "3 passed" in pytest_in(home, env)
 
     # Step 4: the runtime with the project's tasks; step 5: the application against it.
     runtime = start_runtime("--tasks", "myapp.tasks", "--reload", "--workers", "1",
@@ -67,11 +91,17 @@ def test_the_walkthrough_runs_as_written(tmp_path: Path) -> None:
                       if "export LEASEHOLD_URL=" in line)
         url = export.split("=", 1)[1]
         assert url == runtime.url
-        for script in sorted(name for name in project if name.startswith("app")):
-            done = subprocess.run([sys.executable, script], cwd=tmp_path,
+        for script in sorted(name for name in project if name.startswith("main")):
+            done = subprocess.run([sys.executable, script], cwd=home,
                                   env={**env, "LEASEHOLD_URL": url}, capture_output=True,
                                   text=True, timeout=120, check=False)
             assert done.returncode == 0, done.stderr[-3000:]
             assert done.stdout.splitlines() == expected(project[script]), done.stdout
     finally:
         assert runtime.stop() == 0, "".join(runtime.output[-30:])
+
+    # Step 6: init's CDK app is untouched, and holds the line the README says to replace.
+    assert (home / "app.py").read_text() == cdk_app
+    old, new = 'required_tasks=["myapp.describe"]', 'required_tasks=["welcome-email"]'
+    assert f"replace init's `{old}`" in " ".join(readme.split()) and old in cdk_app
+    assert f"`{new}`" in readme

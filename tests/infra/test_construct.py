@@ -16,8 +16,10 @@ from pathlib import Path
 import aws_cdk as cdk
 import pytest
 
+import leasehold
 from infra.app import build
 from leasehold.cdk import Leasehold, LeaseholdConfig
+from leasehold.cdk.taskcheck import TaskCheckError, check_tasks
 from tests.infra.conftest import FEATURE_FLAGS, Synthesized
 
 pytestmark = pytest.mark.infra
@@ -122,6 +124,20 @@ def test_a_required_task_that_no_module_registers_fails_synth_naming_it(
                                            r"myapp\.hello\)"):
         Leasehold(stack, "Jobs", code=[package], tasks=["myapp.tasks"],
                   required_tasks=["myapp.hello", "myapp.goodbye"], config=SOURCE)
+
+
+def test_a_task_module_that_registers_no_task_fails_the_check_naming_it(
+        tmp_path: Path) -> None:
+    # tasks=["myapp"] with an empty myapp/__init__.py: it imports, and would deploy no task.
+    _package(tmp_path)
+    # The bundle holds Leasehold, as the construct's bundling puts it there.
+    (tmp_path / "leasehold").symlink_to(Path(leasehold.__file__).parent)
+    with pytest.raises(TaskCheckError, match=r"task module 'myapp' registers no task"):
+        check_tasks(tmp_path, task_modules=["myapp"], pools=["default"], isolated=False)
+    # A module whose tasks an earlier one already imported is not empty: it defines them.
+    tasks = check_tasks(tmp_path, task_modules=["myapp.tasks", "myapp.tasks"],
+                        pools=["default"], isolated=False)
+    assert tasks == {"myapp.hello": {"module": "myapp.tasks", "pool": "default"}}
 
 
 def test_a_task_in_a_pool_the_deployment_does_not_have_fails_synth(tmp_path: Path) -> None:

@@ -105,6 +105,30 @@ def test_core_is_pure() -> None:
     assert impure == []
 
 
+def test_nothing_outside_testing_imports_it() -> None:
+    """``leasehold.testing`` (moto, an in-process scheduler) is for applications' tests: no
+    module of the package imports it, not even ``cdk``, which shares its layer."""
+    found = [f"{module}:{line} imports {target}"
+             for module in sorted(_modules()) if not module.startswith("leasehold.testing")
+             for line, target in _imports(module) if target.startswith("leasehold.testing")]
+    assert found == []
+
+
+#: What the client may import: application code installs and imports it, so it brings only
+#: the errors, the pure core (``leasehold.core.registry``: ``task.submit`` goes through the
+#: hook the client installs there) and itself; no AWS adapter, no runtime, no API.
+CLIENT_MAY_IMPORT = ("leasehold.errors", "leasehold.core", "leasehold.client")
+
+
+def test_the_client_imports_only_errors_core_and_itself() -> None:
+    found = [f"{module}:{line} imports {target}"
+             for module in sorted(_modules()) if module.startswith("leasehold.client")
+             for line, target in _imports(module)
+             if not any(target == allowed or target.startswith(allowed + ".")
+                        for allowed in CLIENT_MAY_IMPORT)]
+    assert found == []
+
+
 #: Third-party packages only ``leasehold.cdk`` may import: the Lambda bundle leaves that
 #: sub-package out, and has none of these.
 CDK_ONLY = ("aws_cdk", "constructs", "jsii", "cdk_nag")

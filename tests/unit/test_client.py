@@ -4,10 +4,12 @@ values and exceptions, and requests are signed when asked."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from datetime import datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -15,6 +17,7 @@ import pytest
 
 from leasehold.client import (
     ApiError,
+    AsyncClient,
     Cancelled,
     Client,
     JobFailed,
@@ -168,6 +171,86 @@ def test_a_cancelled_job_raises_cancelled_and_an_unfinished_one_times_out(
     with pytest.raises(ResultTimeout) as raised:
         Client(url).job("J1").result(timeout=0.2)
     assert isinstance(raised.value, TimeoutError) and "still RUNNING" in str(raised.value)
+
+
+@pytest.mark.parametrize("answer", [job("EXPIRED"), {"job_id": "J1"}])
+def test_a_state_the_client_does_not_know_ends_the_wait_with_an_error_naming_it(
+        server: tuple[str, Script], answer: dict[str, Any]) -> None:
+    # The second answer would end an unbounded wait: the client must not wait past the first.
+    url, script = server
+    script.answers = [(200, {}, answer), (200, {}, job("SUCCEEDED", result=1))]
+    with pytest.raises(ApiError) as raised:
+        Client(url).job("J1").result()
+    assert str(answer.get("state", "without a state")) in str(raised.value)
+    assert len(script.seen) == 1
+
+    script.seen.clear()
+    script.answers = [(200, {}, answer), (200, {}, job("SUCCEEDED", result=1))]
+
+    async def wait() -> Any:
+        return await (await AsyncClient(url).job("J1")).result()
+
+    with pytest.raises(ApiError):
+        asyncio.run(wait())
+    assert len(script.seen) == 1
+
+
+def conflict(message: str) -> tuple[int, dict[str, str], Any]:
+    return 409, {}, {"error": {"code": "conflict", "message": message}}
+
+
+def test_a_cancel_whose_first_answer_was_lost_is_done_not_a_conflict(
+        server: tuple[str, Script]) -> None:
+    # The first DELETE landed and its answer was lost (502): the retry is told "already
+    # finished", which is that first DELETE's own doing.
+    url, script = server
+    script.answers = [refused(502), conflict("job J1 already finished (CANCELLED)"),
+                      (200, {}, job("CANCELLED"))]
+    client, _ = recording_client(url)
+    assert client.cancel("J1")["state"] == "CANCELLED"
+    assert [method for method, *_ in script.seen] == ["DELETE", "DELETE", "GET"]
+
+    script.answers = [refused(502), conflict("workflow W1 already finished (CANCELLED)"),
+                      (200, {}, {"workflow_id": "W1", "state": "CANCELLED"})]
+    assert client.cancel_workflow("W1")["state"] == "CANCELLED"
+
+    script.answers = [refused(502), (404, {}, {"error": {"code": "not_found",
+                                                         "message": "no schedule S1"}})]
+    assert client.delete_schedule("S1") is None
+
+
+def test_a_conflict_on_a_first_or_refused_cancel_is_still_an_error(
+        server: tuple[str, Script]) -> None:
+    url, script = server
+    client, _ = recording_client(url)
+    script.answers = [conflict("job J1 already finished (SUCCEEDED)")]
+    with pytest.raises(ApiError, match="SUCCEEDED"):
+        client.cancel("J1")
+    # Refused with 429, the first DELETE wrote nothing: a 409 after it is the job's own end.
+    script.answers = [refused(429, "0"), conflict("job J1 already finished (CANCELLED)")]
+    with pytest.raises(ApiError, match="CANCELLED"):
+        client.cancel("J1")
+    # Lost, then a conflict for a job that finished otherwise: the conflict stands.
+    script.answers = [refused(502), conflict("job J1 already finished (DEAD)"),
+                      (200, {}, job("DEAD"))]
+    with pytest.raises(ApiError, match="DEAD"):
+        client.cancel("J1")
+    script.answers = [(404, {}, {"error": {"code": "not_found", "message": "no schedule"}})]
+    with pytest.raises(ApiError) as raised:
+        client.delete_schedule("S1")
+    assert raised.value.status == 404
+
+
+def test_a_long_poll_is_clamped_and_a_naive_run_at_is_refused_unsent(
+        server: tuple[str, Script]) -> None:
+    url, script = server
+    script.answers = [(200, {}, job("RUNNING"))]
+    Client(url).get("J1", wait_seconds=25)
+    assert script.seen[0][1].endswith("wait_seconds=20.0")
+    script.seen.clear()
+    with pytest.raises(ValueError, match="run_at must be a timezone-aware datetime"):
+        Client(url).submit("echo", run_at=datetime(2030, 1, 1, 12))
+    assert script.seen == []
 
 
 def test_a_decorated_task_submits_itself_through_the_default_client(

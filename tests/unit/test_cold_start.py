@@ -27,6 +27,9 @@ DEFERRED = {
                          "leasehold.aws", "leasehold.lifecycle", "leasehold.api"),
     # Task modules import this: the worker's cold start must not pay for moto or the client.
     "leasehold": ("moto", "leasehold.client", "leasehold.testing", "boto3"),
+    # Every `leasehold` command: only `dev` and `worker` (and commands that call AWS) pay
+    # for an AWS SDK, when they run.
+    "leasehold.cli": ("boto3", "botocore", "moto"),
 }
 
 

@@ -3,12 +3,14 @@ and nothing is written."""
 
 from __future__ import annotations
 
+import importlib.metadata
 from pathlib import Path
 
 import pytest
 
+import leasehold
 from leasehold.cli import main
-from leasehold.cli.init import init_project, package_name
+from leasehold.cli.init import init_project, leasehold_requirement, package_name
 from leasehold.errors import ValidationError
 
 
@@ -53,3 +55,17 @@ def test_init_refuses_a_package_name_that_cannot_work(tmp_path: Path, package: s
     with pytest.raises(ValidationError, match=message):
         init_project(tmp_path / "new", package=package)
     assert not (tmp_path / "new").exists()
+
+
+def test_requirements_dev_installs_the_running_leasehold_not_a_name_on_an_index(
+        tmp_path: Path) -> None:
+    # Run from a source checkout (as here): the checkout itself, editable, with its extra.
+    checkout = Path(leasehold.__file__).resolve().parents[2]
+    init_project(tmp_path / "new", package="billing")
+    lines = (tmp_path / "new" / "requirements-dev.txt").read_text().splitlines()
+    assert f"-e {checkout}[infra]" in lines
+    assert "leasehold[infra]" not in lines
+    # Installed from a wheel (site-packages): that same version, pinned.
+    installed = tmp_path / "site-packages" / "leasehold" / "__init__.py"
+    assert leasehold_requirement(str(installed)) == \
+        f"leasehold[infra]=={importlib.metadata.version('leasehold')}"

@@ -29,7 +29,7 @@ from typing import Any
 _PROBE = r"""
 import importlib, json, sys
 sys.path[:0] = json.loads(sys.argv[1])
-report = {"errors": {}, "tasks": {}}
+report = {"errors": {}, "tasks": {}, "empty": []}
 try:
     from leasehold.core.registry import default_registry
 except BaseException as exc:
@@ -42,8 +42,14 @@ else:
         except BaseException as exc:
             report["errors"][module] = f"{type(exc).__name__}: {exc}"
             continue
-        for name in sorted(set(default_registry.names()) - known):
+        new = sorted(set(default_registry.names()) - known)
+        for name in new:
             report["tasks"][name] = {"module": module, "pool": default_registry.get(name).pool}
+        # Registered nothing new: fine only if an earlier module already imported its tasks.
+        defined = [n for n in default_registry.names()
+                   if (default_registry.get(n).fn.__module__ + ".").startswith(module + ".")]
+        if not new and not defined:
+            report["empty"].append(module)
 print(json.dumps(report))
 """
 
@@ -56,7 +62,8 @@ def check_tasks(bundle: Path, *, task_modules: Sequence[str], pools: Sequence[st
                 required_tasks: Sequence[str] = (), isolated: bool = True,
                 python: str = sys.executable) -> dict[str, dict[str, str]]:
     """Import ``task_modules`` from ``bundle``; raise :class:`TaskCheckError` naming every
-    module that fails and every required task that no module registers. Returns the
+    module that fails, every module that registers no task (a typo would otherwise deploy
+    none) and every required task that no module registers. Returns the
     registered tasks (name -> module and pool).
 
     ``isolated=False`` (a bundle without its dependencies, as tests build it) also puts this
@@ -72,6 +79,8 @@ def check_tasks(bundle: Path, *, task_modules: Sequence[str], pools: Sequence[st
                 report = _probe(python, [native, str(bundle)], task_modules)
     problems = [f"task module {module!r} cannot be imported from the bundle: {error}"
                 for module, error in report["errors"].items()]
+    problems += [f"task module {module!r} registers no task (no @task in it: is the module "
+                 "name right?)" for module in report.get("empty", [])]
     tasks: dict[str, dict[str, str]] = report["tasks"]
     for name in required_tasks:
         if name not in tasks:

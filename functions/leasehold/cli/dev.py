@@ -12,8 +12,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-from botocore.exceptions import BotoCoreError, ClientError, EndpointConnectionError
-
 from leasehold.cli.parsing import command
 from leasehold.errors import LeaseholdError
 
@@ -126,6 +124,9 @@ def _split(value: str) -> tuple[str, ...]:
 
 
 def run_dev(args: argparse.Namespace) -> int:
+    # botocore here, not at the top: every `leasehold` command imports this module.
+    from botocore.exceptions import BotoCoreError, ClientError
+
     from leasehold.local.gateway import OwnAddress
     from leasehold.local.keeper import StateInUse
     from leasehold.local.runtime import PortBusy, Runtime, RuntimeOptions
@@ -183,6 +184,8 @@ def _watch_parent(parent: int, stop: Any) -> None:
 
 
 def run_worker(args: argparse.Namespace) -> int:
+    from botocore.exceptions import BotoCoreError, ClientError
+
     from leasehold.aws.provision import missing_credentials
     from leasehold.compose import compose
     from leasehold.local.poller import PollerOptions, PollingWorker
@@ -229,6 +232,8 @@ def run_worker(args: argparse.Namespace) -> int:
 
 def aws_problem(exc: Exception, endpoint: str | None) -> str:
     """One line for an AWS error that stops a start: what failed and what to check."""
+    from botocore.exceptions import ClientError, EndpointConnectionError
+
     where = endpoint or "AWS (no AWS_ENDPOINT_URL: the real one)"
     if isinstance(exc, EndpointConnectionError):
         return (f"cannot reach {where} ({exc}); is the emulator running, and is "

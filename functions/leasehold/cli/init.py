@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import keyword
 import re
 import sys
 from pathlib import Path
 from typing import Any
 
+import leasehold
 from leasehold.cli.parsing import command
 from leasehold.cli.scaffold import FILES, render
 from leasehold.errors import ValidationError
@@ -58,7 +60,8 @@ def init_project(target: Path, *, package: str) -> list[str]:
     words = [part for part in re.split(r"[^0-9a-zA-Z]+", package) if part]
     values = {"package": package,
               "prefix": "-".join(word.lower() for word in words),
-              "stack": "".join(word[:1].upper() + word[1:] for word in words)}
+              "stack": "".join(word[:1].upper() + word[1:] for word in words),
+              "leasehold": leasehold_requirement()}
     created = []
     for template_path, template_text in FILES.items():
         path, text = render(template_path, template_text, **values)
@@ -66,6 +69,20 @@ def init_project(target: Path, *, package: str) -> list[str]:
         (target / path).write_text(text)
         created.append(path)
     return created
+
+
+def leasehold_requirement(module_file: str | None = None) -> str:
+    """The requirement line that installs this Leasehold with its CDK construct: its source
+    checkout, editable, when it runs from one (``<checkout>/functions/leasehold``, with the
+    checkout's ``pyproject.toml``), else the installed version, pinned."""
+    package = Path(module_file or leasehold.__file__).resolve().parent
+    checkout = package.parent.parent
+    if package.parent.name == "functions" and (checkout / "pyproject.toml").is_file():
+        return f"-e {checkout}[infra]"
+    try:
+        return f"leasehold[infra]=={importlib.metadata.version('leasehold')}"
+    except importlib.metadata.PackageNotFoundError:
+        return "leasehold[infra]"
 
 
 def check_package(package: str) -> None:

@@ -110,10 +110,10 @@ if __name__ == "__main__":
 humanize>=4,<5
 ''',
     "requirements-dev.txt": '''\
-# What this project needs on your machine: Leasehold with its CDK construct, and pytest.
-# (From a Leasehold checkout: pip install -e '/path/to/leasehold[infra]')
+# What this project needs on your machine: Leasehold with its CDK construct, and pytest
+# (Leasehold as `leasehold init` found it installed: its checkout, or the same version).
 -r requirements.txt
-leasehold[infra]
+$leasehold
 pytest>=8
 ''',
     "pyproject.toml": '''\

@@ -18,7 +18,7 @@ from leasehold.client.aio import AsyncClient, AsyncJobHandle
 from leasehold.client.client import Client
 from leasehold.client.errors import ApiError, Cancelled, JobFailed, ResultTimeout
 from leasehold.client.handle import JobHandle
-from leasehold.client.transport import RetryPolicy
+from leasehold.client.transport import HttpRetries
 from leasehold.core.registry import install_submitter
 
 _default: list[Client] = []
@@ -46,5 +46,16 @@ def _submit(name: str, payload: Any = None, **options: Any) -> JobHandle:
 
 install_submitter(_submit)
 
-__all__ = ["ApiError", "AsyncClient", "AsyncJobHandle", "Cancelled", "Client", "JobFailed",
-           "JobHandle", "ResultTimeout", "RetryPolicy", "default_client", "set_default_client"]
+__all__ = [
+    "ApiError",
+    "AsyncClient",
+    "AsyncJobHandle",
+    "Cancelled",
+    "Client",
+    "HttpRetries",
+    "JobFailed",
+    "JobHandle",
+    "ResultTimeout",
+    "default_client",
+    "set_default_client",
+]

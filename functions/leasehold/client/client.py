@@ -13,12 +13,12 @@ from datetime import datetime
 from typing import Any
 
 from leasehold.client.errors import ApiError
-from leasehold.client.handle import JobHandle
+from leasehold.client.handle import MAX_WAIT_SECONDS, JobHandle
 from leasehold.client.transport import (
     MAX_RETRY_AFTER,
     REFUSED,
     UNSURE,
-    RetryPolicy,
+    HttpRetries,
     Transport,
     http,
     retry_after,
@@ -56,7 +56,7 @@ class Client:
 
     def __init__(self, url: str | None = None, *, tenant: str | None = None,
                  aws_auth: bool = False, region: str | None = None, timeout: float = 30.0,
-                 retries: RetryPolicy | None = None, idempotency_keys: bool = True,
+                 retries: HttpRetries | None = None, idempotency_keys: bool = True,
                  transport: Transport | None = None,
                  sleep: Callable[[float], None] = time.sleep) -> None:
         self.url = (url or os.environ.get("LEASEHOLD_URL") or DEFAULT_URL).rstrip("/")
@@ -64,7 +64,7 @@ class Client:
         self.aws_auth = aws_auth
         self.region = region
         self.timeout = timeout
-        self.retries = retries or RetryPolicy()
+        self.retries = retries or HttpRetries()
         self.idempotency_keys = idempotency_keys
         self.transport = transport or http
         #: How the client waits before trying again (a test may record the waits).
@@ -96,6 +96,7 @@ class Client:
         data = None if body is None else json.dumps(body).encode()
         if repeatable is None:
             repeatable = method in ("GET", "HEAD", "DELETE")
+        landed = False  # whether an earlier try may have landed
         for tries in range(self.retries.attempts):
             last = tries == self.retries.attempts - 1
             try:
@@ -103,6 +104,7 @@ class Client:
                                                       data, self.timeout + wait)
             except OSError as exc:
                 if repeatable and not last and unsure(exc):
+                    landed = True
                     self.sleep(self.retries.backoff(tries, None))
                     continue
                 reason = getattr(exc, "reason", exc)
@@ -115,9 +117,12 @@ class Client:
             hint = retry_after(_header(headers, "Retry-After"))
             again = status in REFUSED or (status in UNSURE and repeatable)
             if again and not last and (hint is None or hint <= MAX_RETRY_AFTER):
+                landed = landed or status in UNSURE
                 self.sleep(self.retries.backoff(tries, hint))
                 continue
-            raise _error(status, headers, raw)
+            error = _error(status, headers, raw)
+            error.repeated = landed
+            raise error
         raise AssertionError("unreachable")
 
     def _headers(self, method: str, url: str, data: bytes | None) -> dict[str, str]:
@@ -162,6 +167,9 @@ class Client:
             if value is None:
                 continue
             if isinstance(value, datetime):
+                if value.utcoffset() is None:
+                    raise ValueError(f"{name} must be a timezone-aware datetime (a naive one "
+                                     "names no instant): e.g. datetime.now(timezone.utc)")
                 value = value.isoformat()
             elif hasattr(value, "to_dict"):
                 value = {k: v for k, v in value.to_dict().items() if v is not None}
@@ -177,8 +185,9 @@ class Client:
         return JobHandle(self, job_id, self.get(job_id))
 
     def get(self, job_id: str, *, wait_seconds: float = 0) -> dict[str, Any]:
-        """The job. ``wait_seconds`` (up to 20) holds the answer until the job finishes or
-        that time passes (a long poll)."""
+        """The job. ``wait_seconds`` (up to 20; more is taken as 20) holds the answer until
+        the job finishes or that time passes (a long poll)."""
+        wait_seconds = min(wait_seconds, MAX_WAIT_SECONDS)
         query = {"wait_seconds": round(wait_seconds, 3)} if wait_seconds > 0 else None
         job: dict[str, Any] = self.request("GET", f"/jobs/{_id(job_id)}", query=query,
                                            wait=wait_seconds)
@@ -195,7 +204,10 @@ class Client:
 
     def cancel(self, job_id: str) -> dict[str, Any]:
         """Cancel the job (a running one stops at its next heartbeat)."""
-        job: dict[str, Any] = self.request("DELETE", f"/jobs/{_id(job_id)}")
+        try:
+            job: dict[str, Any] = self.request("DELETE", f"/jobs/{_id(job_id)}")
+        except ApiError as exc:
+            return self._cancelled_by_an_earlier_try(exc, self.get, job_id)
         return job
 
     def retry(self, job_id: str) -> JobHandle:
@@ -242,7 +254,12 @@ class Client:
         return times
 
     def delete_schedule(self, schedule_id: str) -> None:
-        self.request("DELETE", f"/schedules/{_id(schedule_id)}")
+        try:
+            self.request("DELETE", f"/schedules/{_id(schedule_id)}")
+        except ApiError as exc:
+            # Sent again after a try whose answer was lost: that try deleted it.
+            if not (exc.repeated and exc.status == 404):
+                raise
 
     def _schedule_action(self, schedule_id: str, action: str) -> dict[str, Any]:
         answer: dict[str, Any] = self.request("POST",
@@ -272,8 +289,23 @@ class Client:
         return page
 
     def cancel_workflow(self, workflow_id: str) -> dict[str, Any]:
-        workflow: dict[str, Any] = self.request("DELETE", f"/workflows/{_id(workflow_id)}")
+        try:
+            workflow: dict[str, Any] = self.request("DELETE", f"/workflows/{_id(workflow_id)}")
+        except ApiError as exc:
+            return self._cancelled_by_an_earlier_try(exc, self.get_workflow, workflow_id)
         return workflow
+
+    @staticmethod
+    def _cancelled_by_an_earlier_try(error: ApiError, read: Callable[[str], dict[str, Any]],
+                                     item_id: str) -> dict[str, Any]:
+        """A cancel sent again after a try whose answer was lost is refused as "already
+        finished" (409) when that try cancelled it: then it is done, and its read is the
+        answer. Any other refusal is raised as it came."""
+        if error.repeated and error.status == 409:
+            item = read(item_id)
+            if item.get("state") == "CANCELLED":
+                return item
+        raise error
 
 
 def _quote(value: Any) -> str:

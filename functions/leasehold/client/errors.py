@@ -16,6 +16,9 @@ class ApiError(LeaseholdError):
     def __init__(self, status: int, code: str, message: str, field: str | None = None,
                  retry_after: str | None = None) -> None:
         self.status, self.code, self.field, self.retry_after = status, code, field, retry_after
+        #: The answer is to a request sent again after an earlier try that may have landed
+        #: (its answer lost): a 409 or 404 may be that earlier try's own effect.
+        self.repeated = False
         # No HTTP status means no answer: say what happened, not "0 unreachable".
         super().__init__(f"{status} {code}: {message}" if status else message)
 

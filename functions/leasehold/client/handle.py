@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from typing import Any, Protocol
 
-from leasehold.client.errors import Cancelled, JobFailed, ResultTimeout
+from leasehold.client.errors import ApiError, Cancelled, JobFailed, ResultTimeout
 
 
 class Jobs(Protocol):
@@ -16,17 +16,34 @@ class Jobs(Protocol):
 
 
 TERMINAL = frozenset({"SUCCEEDED", "DEAD", "CANCELLED"})
+#: States in which a job may still finish; any other (one a newer API adds) ends the wait.
+LIVE = frozenset({"SCHEDULED", "WAITING", "QUEUED", "RUNNING"})
+#: A handle made from an id alone, before it has read the job.
+NOT_READ = "UNKNOWN"
 #: The longest one long poll asks the API to hold (API Gateway answers within 29 s).
 MAX_WAIT_SECONDS = 20.0
 
 
+def state_of(job: dict[str, Any]) -> str:
+    """The job's state, or :class:`ApiError` for an answer that has none."""
+    state = job.get("state") if isinstance(job, dict) else None
+    if not isinstance(state, str):
+        raise ApiError(0, "not_a_job", f"the API answered a job without a state: {job!r}"[:300])
+    return state
+
+
 def outcome(job: dict[str, Any]) -> Any:
     """The result of a finished job, or its end as an exception."""
-    if job["state"] == "SUCCEEDED":
+    state = state_of(job)
+    if state == "SUCCEEDED":
         return job.get("result")
-    if job["state"] == "CANCELLED":
+    if state == "CANCELLED":
         raise Cancelled(job)
-    raise JobFailed(job)
+    if state == "DEAD":
+        raise JobFailed(job)
+    raise ApiError(0, "unknown_state", f"job {job.get('job_id')} is in state {state!r}, which "
+                                       "this client does not know: it stopped waiting (is "
+                                       "the client older than the API?)")
 
 
 class JobHandle:
@@ -44,7 +61,7 @@ class JobHandle:
         #: False when a submit was answered with an earlier job (same idempotency key).
         self.created = created
         #: The job as the API last showed it (the submit's answer at first).
-        self.job: dict[str, Any] = job or {"job_id": job_id, "state": "UNKNOWN"}
+        self.job: dict[str, Any] = job or {"job_id": job_id, "state": NOT_READ}
 
     def __repr__(self) -> str:
         return f"JobHandle({self.job_id!r}, state={self.job.get('state')!r})"
@@ -55,26 +72,26 @@ class JobHandle:
 
     def status(self) -> str:
         """The job's state now: QUEUED, RUNNING, SUCCEEDED, DEAD, CANCELLED, ..."""
-        state: str = self.refresh()["state"]
-        return state
+        return state_of(self.refresh())
 
     def result(self, timeout: float | None = None) -> Any:
         """Wait for the job to finish and return its result.
 
         Raises :class:`JobFailed` (the job's error and remote traceback) if it ended DEAD,
         :class:`Cancelled` if it was cancelled, :class:`ResultTimeout` (a ``TimeoutError``)
-        if it is still going after ``timeout`` seconds (None: wait as long as it takes).
+        if it is still going after ``timeout`` seconds (None: wait as long as it takes), and
+        :class:`ApiError` for a state this client does not know (it never waits on one).
         """
         deadline = None if timeout is None else time.monotonic() + timeout
-        job = self.job
-        while job["state"] not in TERMINAL:
+        job = self.refresh() if self.job.get("state") == NOT_READ else self.job
+        while state_of(job) in LIVE:
             left = MAX_WAIT_SECONDS if deadline is None else deadline - time.monotonic()
             if left <= 0:
                 raise ResultTimeout(job, timeout or 0.0)
             asked = min(left, MAX_WAIT_SECONDS)
             started = time.monotonic()
             job = self.refresh(wait_seconds=asked)
-            if job["state"] not in TERMINAL and time.monotonic() - started < asked / 2:
+            if state_of(job) in LIVE and time.monotonic() - started < asked / 2:
                 # An API that does not hold its answer (one older than the long poll): poll
                 # gently rather than in a tight loop.
                 time.sleep(min(0.5, asked))

@@ -65,7 +65,7 @@ def unsure(exc: BaseException) -> bool:
 
 
 @dataclass(frozen=True)
-class RetryPolicy:
+class HttpRetries:
     """How the client tries again: ``attempts`` in all, backoff with full jitter."""
 
     attempts: int = 5

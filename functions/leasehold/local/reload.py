@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import importlib
 import logging
+import site
 import sys
+import sysconfig
 import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -18,16 +20,31 @@ log = logging.getLogger(__name__)
 
 
 def files_of(modules: Iterable[str]) -> list[Path]:
-    """The source files of the task modules: a package's whole tree, a module's one file."""
-    files: list[Path] = []
+    """The source files to watch for the task modules: every ``.py`` file under each one's
+    top-level package (a helper module the tasks import is code they run), unless that
+    package is installed (in site-packages or the standard library: not being edited); a
+    top-level module, or an installed one, is watched alone."""
+    files: set[Path] = set()
     for name in modules:
-        module = sys.modules.get(name)
-        origin = getattr(module, "__file__", None)
-        if origin is None:
+        top = sys.modules.get(name.partition(".")[0])
+        folders = [Path(p) for p in getattr(top, "__path__", ())]
+        if folders and not any(_installed(folder) for folder in folders):
+            files.update(path for folder in folders for path in folder.rglob("*.py"))
             continue
-        path = Path(origin)
-        files += sorted(path.parent.rglob("*.py")) if path.name == "__init__.py" else [path]
-    return files
+        origin = getattr(sys.modules.get(name), "__file__", None)
+        if origin is not None:
+            path = Path(origin)
+            files.update(path.parent.rglob("*.py") if path.name == "__init__.py" else [path])
+    return sorted(files)
+
+
+def _installed(folder: Path) -> bool:
+    """Whether ``folder`` lies in site-packages or the standard library."""
+    roots = {*site.getsitepackages(), site.getusersitepackages(),
+             *(sysconfig.get_path(key) for key in ("stdlib", "platstdlib", "purelib",
+                                                   "platlib"))}
+    resolved = folder.resolve()
+    return any(resolved.is_relative_to(Path(root).resolve()) for root in roots if root)
 
 
 class Watcher:
