@@ -120,13 +120,7 @@ def test_a_hung_heartbeat_stops_the_handler_before_the_sweepers_cutoff(
         lambda job, source: leased.append(job) if job.state is JobState.RUNNING else None)
     job = submit(second, JobSpec(task="guarded")).job
     [message] = receive_all(first)
-    returned: dict[str, Any] = {}
-
-    def first_worker() -> None:
-        returned["outcome"] = Worker(first, worker_id="first").process(Delivery(message.body))
-        returned["at"] = first.now()
-
-    threading.Thread(target=first_worker, daemon=True).start()
+    returned, _ = _first_worker(first, message.body, injector)
     # The sweeper re-drives the job as soon as its cutoff passes; a second worker takes it.
     give_up = time.monotonic() + 10
     while not sweeper.sweep(second).recovered and time.monotonic() < give_up:
@@ -162,6 +156,22 @@ def is_finish(params: Mapping[str, Any]) -> bool:
         ":source" in str(params.get("TransactItems", ""))
 
 
+def _first_worker(first: Leasehold, body: str, injector: FaultInjector
+                  ) -> tuple[dict[str, Any], threading.Thread]:
+    """The first worker processes ``body`` on a thread of its own; what it returned, when, and
+    how many hung calls were still held then, land in the dict."""
+    returned: dict[str, Any] = {}
+
+    def run() -> None:
+        returned["outcome"] = Worker(first, worker_id="first").process(Delivery(body))
+        returned["at"] = first.now()
+        returned["hanging"] = injector.hanging
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return returned, thread
+
+
 def test_a_hung_outcome_write_is_given_up_when_the_lease_runs_out(setup: Setup) -> None:
     first, second, injector = setup.first, setup.second, setup.injector
     injector.faults[:] = [Fault(target="dynamodb.UpdateItem|dynamodb.TransactWriteItems",
@@ -172,15 +182,7 @@ def test_a_hung_outcome_write_is_given_up_when_the_lease_runs_out(setup: Setup) 
         lambda job, source: leased.append(job) if job.state is JobState.RUNNING else None)
     job = submit(second, JobSpec(task="quick")).job
     [message] = receive_all(first)
-    returned: dict[str, Any] = {}
-
-    def first_worker() -> None:
-        returned["outcome"] = Worker(first, worker_id="first").process(Delivery(message.body))
-        returned["at"] = first.now()
-        returned["hanging"] = injector.hanging
-
-    thread = threading.Thread(target=first_worker, daemon=True)
-    thread.start()
+    returned, thread = _first_worker(first, message.body, injector)
     thread.join(LEASE_S + GRACE_S + 3)  # botocore alone would wait 30 s a try, 9 tries
 
     [lease] = leased
