@@ -40,11 +40,16 @@ def _tick_lines(p: dict[str, Any]) -> list[str]:
         "its clock as much as ours. AWS does not document its own precision: neither figure "
         "is a promise for AWS.",
         "",
-        _row("kind (1 s tick)", "jobs", "p50", "p99", "min", "max", "started early"),
-        _row("---", "---", "---", "---", "---", "---", "---"),
     ]
+    return lines + _lateness_table("kind (1 s tick)", t)
+
+
+def _lateness_table(first: str, p: dict[str, Any]) -> list[str]:
+    """Start lateness of the delayed jobs and the 2 s schedule, one row each."""
+    lines = [_row(first, "jobs", "p50", "p99", "min", "max", "started early"),
+             _row("---", "---", "---", "---", "---", "---", "---")]
     for label, key in (("delayed", "delayed"), ("schedule every 2 s", "cron_every_2s")):
-        s = t[key]
+        s = p[key]
         lines.append(_row(label, s["count"], f"{s['p50_s']:.3f} s", f"{s['p99_s']:.3f} s",
                           f"{s['min_s']:.3f} s" if s["min_s"] is not None else "-",
                           f"{s['max_s']:.3f} s" if s["max_s"] is not None else "-",
@@ -330,15 +335,8 @@ def markdown(r: dict[str, Any]) -> str:
         f"together for {p['seconds']:g} s; the local ticker runs every second. Negative "
         "lateness is an early start.",
         "",
-        _row("kind", "jobs", "p50", "p99", "min", "max", "started early"),
-        _row("---", "---", "---", "---", "---", "---", "---"),
     ]
-    for label, key in (("delayed", "delayed"), ("schedule every 2 s", "cron_every_2s")):
-        s = p[key]
-        lines.append(_row(label, s["count"], f"{s['p50_s']:.3f} s", f"{s['p99_s']:.3f} s",
-                          f"{s['min_s']:.3f} s" if s["min_s"] is not None else "-",
-                          f"{s['max_s']:.3f} s" if s["max_s"] is not None else "-",
-                          s["early"]))
+    lines += _lateness_table("kind", p)
     lines += _tick_lines(p)
 
     pj = r["per_job"]
