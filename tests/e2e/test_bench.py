@@ -72,7 +72,57 @@ def test_tiny_benchmark_run_writes_every_section_and_the_targets_table(tmp_path:
         "requests per immediate no-op job", "write units per immediate no-op job",
         "quiet tenant's queue wait p99 with a tenant at 5x capacity"}
 
+    # Issue 21: the front door under concurrency, counted at the substrate (tiny: emulator).
+    door = results["front_door"]["emulator"]
+    assert door["floor"]["jobs_per_second"] > 0
+    for measured in (*door["api"], door["library"], door["paced"]):
+        assert measured["succeeded"] == measured["jobs"]
+        operations = measured["requests_by_operation"]
+        assert operations["sqs SendMessage"] >= 1  # every job's message, counted at the emulator
+        # The benchmark's own reads of the rows it waits for are not the runtime's.
+        assert "dynamodb BatchGetItem" not in operations
+        assert measured["requests_per_job"] >= sum(operations.values()) - 0.1
+    assert door["paced"]["target_rate"] == 0.4 * door["limits"]["rate"]
+    assert door["ratios"]["api_to_floor"] > 0
+    concurrent = results["cost"]["under_concurrency"]["emulator"]
+    assert concurrent["via the API, 2 clients"]["api_gateway"] >= 3.5
+    assert concurrent["via the library, 2 threads"]["total"] > 0
+    rows = {row["measure"]: row for row in results["front_door_targets"]}
+    assert set(rows["AWS requests per job via the API, 8 and 64 clients"]["by_substrate"]) == {
+        "emulator"}
+
     page = (tmp_path / "BENCHMARKS.md").read_text()
     assert "| target | before issue 13 | goal | measured | verdict |" in page
-    for heading in ("## 1. Throughput", "## 4. AWS requests", "## 5. Cost", "## 7. Cold start"):
+    assert "| measure | now | target | emulator |" in page
+    for heading in ("## 1. Throughput", "## 4. AWS requests", "## 5. Cost", "## 7. Cold start",
+                    "## 9. The front door under concurrency"):
         assert heading in page
+
+
+def test_the_dynamodb_local_substrate_sends_each_service_where_it_belongs_and_counts_it(
+) -> None:
+    """bench.substrate's router: DynamoDB to AWS's DynamoDB Local, SQS to moto, every
+    request counted by operation, and queue URLs that name the router (so a request sent to
+    a queue URL is counted too)."""
+    import boto3
+
+    from bench.local import fake_credentials
+    from bench.substrate import started
+
+    fake_credentials()
+    with started("dynamodb_local") as substrate:
+        dynamodb = boto3.client("dynamodb", endpoint_url=substrate.endpoint)
+        sqs = boto3.client("sqs", endpoint_url=substrate.endpoint)
+        table = dynamodb.create_table(
+            TableName="routed", BillingMode="PAY_PER_REQUEST",
+            KeySchema=[{"AttributeName": "k", "KeyType": "HASH"}],
+            AttributeDefinitions=[{"AttributeName": "k", "AttributeType": "S"}])
+        # DynamoDB Local names its own region in ARNs; moto would name us-east-1.
+        assert ":ddblocal:" in table["TableDescription"]["TableArn"]
+        url = sqs.create_queue(QueueName="routed")["QueueUrl"]
+        assert url.startswith(substrate.endpoint + "/")
+        sqs.send_message(QueueUrl=url, MessageBody="hello")
+        [message] = sqs.receive_message(QueueUrl=url, WaitTimeSeconds=1)["Messages"]
+        assert message["Body"] == "hello"
+        assert substrate.counts() == {"dynamodb CreateTable": 1, "sqs CreateQueue": 1,
+                                      "sqs SendMessage": 1, "sqs ReceiveMessage": 1}
