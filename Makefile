@@ -97,7 +97,7 @@ synth: $(STAMP)
 # Benchmarks against the local runtime (issue 7): write bench/results.json and BENCHMARKS.md.
 # Both also run on AWS's DynamoDB Local (the ddblocal target installs it) beside a Celery peer
 # (the `bench` extra, installed here only; issue 21).
-# `bench` takes about 16 minutes on 2 cores; `bench-quick` is a reduced run of about 3 minutes.
+# `bench` takes about 17 minutes on 2 cores; `bench-quick` is a reduced run of about 3 minutes.
 BENCH_STAMP := $(VENV)/.bench-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 $(BENCH_STAMP): $(STAMP)
 	$(PY) -m pip install --quiet -e '.[dev,infra,bench]'
