@@ -126,3 +126,43 @@ def test_the_dynamodb_local_substrate_sends_each_service_where_it_belongs_and_co
         assert message["Body"] == "hello"
         assert substrate.counts() == {"dynamodb CreateTable": 1, "sqs CreateQueue": 1,
                                       "sqs SendMessage": 1, "sqs ReceiveMessage": 1}
+
+
+def test_front_door_clients_resend_after_a_429_and_count_it_by_its_message() -> None:
+    """bench.front_door's HTTP clients, as a real client: a 429 is sent again after its
+    ``Retry-After``, and counted by its message with the tenant's name taken out."""
+    import http.server
+    import threading
+
+    from bench.front_door import submit_http
+
+    answers = iter([429, 429, 201, 201])
+    seen: list[str] = []
+
+    class Api(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_POST(self) -> None:
+            seen.append(json.loads(self.rfile.read(int(self.headers["Content-Length"])))["task"])
+            status = next(answers)
+            body = json.dumps({"job_id": f"j{len(seen)}"} if status == 201 else {"error": {
+                "code": "rate_limited", "message": "tenant 'fx' is submitting too fast"}})
+            self.send_response(status)
+            if status == 429:
+                self.send_header("Retry-After", "0")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body.encode())
+
+        def log_message(self, *_: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Api)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        sent = submit_http(f"http://127.0.0.1:{server.server_address[1]}", 2, 1, "fx")
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert sent.ids == ["j3", "j4"] and seen == ["bench.echo"] * 4
+    assert sent.refusals == {"429 rate_limited: tenant <tenant> is submitting too fast": 2}
