@@ -22,8 +22,10 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -61,15 +63,17 @@ if os.environ.get(ENDPOINT_ENV):  # loaded by `celery -A bench.celery_peer worke
     app = make_app(os.environ[ENDPOINT_ENV])
 
 
-def _workers(endpoint: str, processes: int, threads: int) -> list[subprocess.Popen[str]]:
+def _workers(endpoint: str, processes: int, threads: int, log: Path
+              ) -> list[subprocess.Popen[str]]:
     env = clean_env(**{ENDPOINT_ENV: endpoint})
-    return [subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "bench.celery_peer", "worker",
-         "--pool", "threads", "--concurrency", str(threads), "--loglevel", "WARNING",
-         "--without-gossip", "--without-mingle", "--without-heartbeat",
-         "--hostname", f"peer{i}-{os.getpid()}@bench"],
-        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        for i in range(processes)]
+    with log.open("a") as sink:  # a file, not a pipe nobody reads: it never blocks a worker
+        return [subprocess.Popen(
+            [sys.executable, "-m", "celery", "-A", "bench.celery_peer", "worker",
+             "--pool", "threads", "--concurrency", str(threads), "--loglevel", "WARNING",
+             "--without-gossip", "--without-mingle", "--without-heartbeat",
+             "--hostname", f"peer{i}-{os.getpid()}@bench"],
+            cwd=ROOT, env=env, stdout=sink, stderr=subprocess.STDOUT, text=True)
+            for i in range(processes)]
 
 
 def _stop(workers: list[subprocess.Popen[str]]) -> None:
@@ -102,12 +106,17 @@ def measure(substrate: Substrate, n: int, *, clients: int = 8, processes: int = 
     fake_credentials()
     client = make_app(substrate.endpoint)
     echo = client.tasks["bench.echo"]
-    workers = _workers(substrate.endpoint, processes, threads)
+    log = Path(tempfile.mkdtemp(prefix="bench-celery-")) / "workers.log"
+    workers = _workers(substrate.endpoint, processes, threads, log)
     try:
         # Warm: the queue and the results table exist, every worker consumes.
         warm = [echo.apply_async((i,)) for i in range(2 * processes)]
-        for result in warm:
-            result.get(timeout=120, interval=0.2)
+        try:
+            for result in warm:
+                result.get(timeout=120, interval=0.2)
+        except Exception as exc:
+            raise RuntimeError(f"the Celery peer did not answer: {exc!r}\n"
+                               + log.read_text(errors="replace")[-3000:]) from exc
         before = substrate.counts()
         started = time.time()
         with ThreadPoolExecutor(clients) as pool:

@@ -24,6 +24,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import urllib.parse
@@ -68,17 +69,19 @@ def started(name: str) -> Iterator[Substrate]:
         return
     if name != "dynamodb_local":
         raise ValueError(f"unknown substrate {name!r}: one of {', '.join(SUBSTRATES)}")
-    process = subprocess.Popen(
-        [sys.executable, "-m", "bench.substrate", name, "--parent", str(os.getpid())],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env={**os.environ, "PYTHONPATH": os.pathsep.join(
-            p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)})
-    assert process.stdout is not None and process.stderr is not None
+    log = Path(tempfile.mkdtemp(prefix="bench-substrate-")) / "substrate.log"
+    with log.open("w") as sink:  # a file, not a pipe nobody reads: it never blocks the router
+        process = subprocess.Popen(
+            [sys.executable, "-m", "bench.substrate", name, "--parent", str(os.getpid())],
+            cwd=ROOT, stdout=subprocess.PIPE, stderr=sink, text=True,
+            env={**os.environ, "PYTHONPATH": os.pathsep.join(
+                p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)})
+    assert process.stdout is not None
     line = process.stdout.readline()
     if not line.startswith(READY):
         process.kill()
         raise RuntimeError(f"the {name} substrate did not start: {line.strip()!r} "
-                           f"{process.stderr.read()[-2000:]}")
+                           f"{log.read_text(errors='replace')[-2000:]}")
     try:
         yield Substrate(name, f"http://127.0.0.1:{int(line.split()[1])}")
     finally:
