@@ -80,7 +80,7 @@ PROFILES = {
     "full": Profile(name="full", workers=(1, 4, 2), jobs=300, floor_jobs=300,
                     queue_wait_seconds=45, precision_seconds=40, delayed_jobs=20,
                     stored=(1_000, 10_000, 100_000), shards=(1, 8, 32), shard_jobs=150,
-                    import_runs=10, asset_method="infra", budget_seconds=18 * 60),
+                    import_runs=10, asset_method="infra", budget_seconds=19 * 60),
     # Trimmed to stay under 2 minutes with every section in it (it took 126 s with 3 runtimes).
     "quick": Profile(name="quick", workers=(1, 2), jobs=30, floor_jobs=60,
                      queue_wait_seconds=5, precision_seconds=8, delayed_jobs=4,
