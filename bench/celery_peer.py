@@ -52,7 +52,7 @@ def make_app(endpoint: str) -> Any:
         broker_connection_retry_on_startup=True, worker_hijack_root_logger=False,
         worker_send_task_events=False)
 
-    @app.task(name="bench.echo")
+    @app.task(name="bench.echo", shared=False)  # one app per substrate in one process
     def echo(payload: Any) -> Any:
         return payload
 

@@ -62,7 +62,7 @@ class Sizes:
     precision_seconds: float = 20.0
     delayed_jobs: int = 10
     delays: tuple[float, float] = (2.0, 8.0)
-    idle: tuple[float, float] = (20.0, 20.0)
+    idle: tuple[float, float] = (35.0, 30.0)  # settled as long as section 8's
 
 
 @dataclass

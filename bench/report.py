@@ -683,7 +683,8 @@ def _front_door_section(r: dict[str, Any]) -> list[str]:
             "",
             f"Limits {d['limits']['rate']:g}/s, burst {d['limits']['burst']:g}; "
             f"{d['workers']} worker processes. Floor: **{d['floor']['jobs_per_second']} "
-            f"jobs/s** ({d['floor']['jobs']} jobs' bare calls, 4.2 requests per job).",
+            f"jobs/s** ({d['floor']['jobs']} jobs' bare calls, "
+            f"{sum(d['floor']['calls'].values()) / d['floor']['jobs']:g} requests per job).",
             "",
             _row("run", "jobs", "jobs/s", "submitted/s", "429s", "AWS requests per job",
                  "transactions per job", "by operation (per job)"),
