@@ -210,6 +210,10 @@ def measure(name: str, sizes: Sizes, *,
             out["celery"] = timed("celery peer", lambda: celery_peer.measure(
                 substrate, sizes.jobs, processes=WORKERS))
         with runtime(workers=WORKERS, endpoint=substrate.endpoint, limited=True) as rt:
+            # Warm: the API's first request builds its app, and each worker's first job
+            # connects it; neither belongs to the runs measured.
+            warm = submit_http(rt.api, 2 * WORKERS, WORKERS, "warm" + uuid.uuid4().hex[:8])
+            wait_succeeded(rt.app(), warm.ids, timeout=120, poll=0.2)
             out["api"] = [timed(f"front door x{clients}", partial(
                 api_run, rt, substrate, sizes.jobs, clients)) for clients in sizes.clients]
             out["library"] = timed(f"library x{sizes.clients[0]}", lambda: api_run(
