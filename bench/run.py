@@ -27,6 +27,7 @@ from bench import (
     cost,
     fairness,
     front_door,
+    front_door_report,
     idle,
     per_job,
     report,
@@ -250,7 +251,7 @@ def main(argv: list[str] | None = None) -> int:
     results["section_seconds"] = run.seconds
     results["duration_seconds"] = round(run.elapsed(), 1)
     results["targets"] = report.targets(results)
-    results["front_door_targets"] = report.front_door_targets(results)
+    results["front_door_targets"] = front_door_report.targets(results)
 
     json_path.parent.mkdir(parents=True, exist_ok=True)
     json_path.write_text(json.dumps(results, indent=2, sort_keys=False) + "\n")
