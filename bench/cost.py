@@ -107,3 +107,71 @@ def model(per_job: dict[str, Any], scaling: list[dict[str, Any]]) -> dict[str, A
         "fixed_per_month": fixed,
         "alternatives_per_million_jobs": alternatives,
     }
+
+
+#: DynamoDB's least units per request of each kind (items under 1 KB written, 4 KB read):
+#: what a request whose item sizes this count does not see costs at the least. A transaction
+#: writes 2 units per item; one that is cancelled (a conflict) is billed as if it had landed
+#: (an assumption: AWS bills cancelled transactions' capacity, not documented per case).
+READ_UNITS_PER_REQUEST = {"GetItem": 1.0, "Query": 0.5, "BatchGetItem": 1.0, "Scan": 0.5}
+TRANSACTION_ITEMS = 2
+
+
+def under_concurrency(front_door: dict[str, Any], per_job: dict[str, Any]
+                      ) -> dict[str, Any]:
+    """Dollars per million jobs from the requests per job counted under concurrency
+    (bench.front_door), by substrate and workload, at the prices above.
+
+    The counts are whole-runtime requests by operation (no item sizes), so units come from
+    the one-at-a-time metering (section 4): each plain write (put, update, delete) costs
+    the write units that metering measured per plain write of the same path, each
+    transaction 2 units per item, each read the least units of its kind. Every SQS request
+    is billed (empty receives too); EventBridge and the worker Lambda as in :func:`model`;
+    via the API every attempt, refused ones too, is an API Gateway request and an API Lambda
+    invocation.
+    """
+    worker_seconds = float(per_job["worker_seconds_per_job"])
+    api_seconds = float(per_job["api_seconds_per_request"])
+    out: dict[str, Any] = {}
+    for substrate, measured in front_door.items():
+        rows: dict[str, Any] = {}
+        runs = [(f"via the API, {run['clients']} clients", run, "immediate_via_api")
+                for run in measured.get("api", [])]
+        if "library" in measured:
+            runs.append((f"via the library, {measured['library']['clients']} threads",
+                         measured["library"], "immediate"))
+        for label, run, kind in runs:
+            rows[label] = _concurrent_cost(run, per_job[kind], worker_seconds, api_seconds,
+                                           via_api=run.get("via") != "library")
+        out[substrate] = rows
+    return out
+
+
+def _plain_writes(operations: dict[str, float], prefix: str) -> float:
+    return sum(n for op, n in operations.items()
+               if op.split(prefix, 1)[-1] in ("PutItem", "UpdateItem", "DeleteItem"))
+
+
+def _concurrent_cost(run: dict[str, Any], metered: dict[str, Any], worker_seconds: float,
+                     api_seconds: float, *, via_api: bool) -> dict[str, float]:
+    ops = run["requests_by_operation"]  # "dynamodb UpdateItem": per job
+    metered_writes = _plain_writes(metered["requests_by_operation"], "dynamodb.")
+    units_per_write = (metered["write_units"] / metered_writes) if metered_writes else 1.0
+    write_units = (_plain_writes(ops, "dynamodb ") * units_per_write
+                   + ops.get("dynamodb TransactWriteItems", 0) * 2 * TRANSACTION_ITEMS)
+    read_units = sum(ops.get(f"dynamodb {op}", 0) * units
+                     for op, units in READ_UNITS_PER_REQUEST.items())
+    dynamodb = (write_units * PRICES["dynamodb_per_million_write_units"]
+                + read_units * PRICES["dynamodb_per_million_read_units"])
+    sqs = sum(n for op, n in ops.items() if op.startswith("sqs ")) \
+        * PRICES["sqs_per_million_requests"]
+    events = metered.get("eventbridge_entries", 0) * PRICES["eventbridge_per_million_custom_events"]
+    worker = _lambda(1 / LAMBDA_BATCH, worker_seconds * WORKER_MEMORY_GB)
+    attempts = 1 + run.get("refused", 0) / run["jobs"] if via_api else 0.0
+    gateway = attempts * PRICES["api_gateway_rest_per_million"]
+    api = _lambda(attempts, attempts * api_seconds * API_MEMORY_GB) if via_api else 0.0
+    return {"requests_per_job": run["requests_per_job"], "write_units": round(write_units, 2),
+            "read_units": round(read_units, 2), "dynamodb": round(dynamodb, 3),
+            "sqs": round(sqs, 3), "eventbridge": round(events, 3),
+            "lambda": round(worker + api, 3), "api_gateway": round(gateway, 3),
+            "total": round(dynamodb + sqs + events + worker + api + gateway, 3)}

@@ -23,8 +23,9 @@ from leasehold.settings import PRIORITIES
 
 
 def measure(*, workers: int = 2, settle_seconds: float, seconds: float,
-            pause_seconds: float = 1.0) -> dict[str, Any]:
-    with runtime(workers=workers) as rt:
+            pause_seconds: float = 1.0, endpoint: str | None = None) -> dict[str, Any]:
+    """``endpoint``: a bench.substrate's (it counts the same way), not the embedded one."""
+    with runtime(workers=workers, endpoint=endpoint) as rt:
         time.sleep(settle_seconds)
         before = counts(rt.endpoint)
         started = time.monotonic()

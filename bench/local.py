@@ -85,10 +85,17 @@ def library_app(endpoint: str, **overrides: Any) -> Leasehold:
 
 @contextmanager
 def runtime(*, workers: int, concurrency: int = 4, batch_size: int = 10,
-            extra: Sequence[str] = (), env: Mapping[str, str] | None = None
-            ) -> Iterator[Runtime]:
+            extra: Sequence[str] = (), env: Mapping[str, str] | None = None,
+            endpoint: str | None = None, limited: bool = False) -> Iterator[Runtime]:
     """``leasehold dev`` on a free port with ``workers`` worker processes, stopped on exit
-    (``env``: more environment, e.g. the emulator's ``LEASEHOLD_SQS_DELAY_TICK``)."""
+    (``env``: more environment, e.g. the emulator's ``LEASEHOLD_SQS_DELAY_TICK``).
+
+    ``endpoint``: on that AWS endpoint (a bench.substrate), its tables and queues created
+    when missing, instead of the embedded emulator. ``limited``: with the per-tenant limits a
+    new user gets (the defaults), not :data:`UNLIMITED`.
+    """
+    if endpoint is not None:
+        extra = ("--endpoint", endpoint, "--provision", *extra)
     process = subprocess.Popen(
         [sys.executable, "-m", "leasehold.cli", "dev", "--port", "0",
          "--workers", str(workers), "--concurrency", str(concurrency),
@@ -96,7 +103,7 @@ def runtime(*, workers: int, concurrency: int = 4, batch_size: int = 10,
          # A benchmark's jobs and events are not the developer's: kept nowhere, logged aside.
          "--in-memory", "--state-dir", tempfile.mkdtemp(prefix="leasehold-bench-"), *extra],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        env=clean_env(**UNLIMITED, **(env or {})))
+        env=clean_env(**({} if limited else UNLIMITED), **(env or {})))
     started = Runtime(process)
     assert process.stdout is not None
     deadline = time.monotonic() + 90

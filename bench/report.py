@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from bench import front_door_report
+
 MB = 1024 * 1024
 
 
@@ -290,6 +292,7 @@ def markdown(r: dict[str, Any]) -> str:
         lines.append(_row(t["name"], before, t["target"], t["measured"],
                           "met" if t["met"] else "**MISSED**"))
     lines += _misses(r)
+    lines += front_door_report.targets_table(r)
 
     floor = r["throughput"]["floor"]
     lines += [
@@ -426,6 +429,7 @@ def markdown(r: dict[str, Any]) -> str:
                   f"${c['fixed_per_month']}." if c["fixed_per_month"] is not None else "", ""]
     lines += ["Assumptions:", ""] + [f"- {a}" for a in c["assumptions"]]
     lines += ["", "Prices: " + ", ".join(f"{k} {v:g}" for k, v in c["prices"].items()) + "."]
+    lines += front_door_report.cost_table(r)
 
     sc = r["scaling"]
     lines += [
@@ -507,6 +511,7 @@ def markdown(r: dict[str, Any]) -> str:
     ]
     if "idle" in r:
         lines += _idle_section(r["idle"])
+    lines += front_door_report.section(r)
     return "\n".join(lines)
 
 
@@ -551,3 +556,4 @@ def _client_lines(c: dict[str, Any] | None) -> list[str]:
         _row("---", "---", "---", "---"),
         _row(c["jobs"], f"{c['p50_s']:.3f} s", f"{c['p99_s']:.3f} s", f"{c['max_s']:.3f} s"),
     ]
+

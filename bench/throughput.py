@@ -88,17 +88,20 @@ def http(runtime: Runtime, n: int, *, timeout: float = 300) -> dict[str, Any]:
 
 # -- the floor ---------------------------------------------------------------------------------
 
-def floor(n: int, *, threads: int = CLIENT_THREADS) -> dict[str, Any]:
-    """``n`` jobs' worth of the bare calls a job minimally needs, on a fresh emulator.
+def floor(n: int, *, threads: int = CLIENT_THREADS, endpoint: str | None = None
+          ) -> dict[str, Any]:
+    """``n`` jobs' worth of the bare calls a job minimally needs, on a fresh emulator (or on
+    the substrate at ``endpoint``: bench.front_door's, which holds nothing else yet).
 
     Per job: one conditional put, one send, two conditional updates; per 10 jobs: one receive
     and one batched delete. Items carry the same index keys a job row does (so moto maintains
     the same indexes), on a table built from the same definition.
     """
     fake_credentials()
-    server = emulator.start()
+    server = emulator.start() if endpoint is None else None
     try:
-        settings = Settings(endpoint_url=server.endpoint, jobs_table="floor-jobs")
+        settings = Settings(endpoint_url=server.endpoint if server else endpoint,
+                            jobs_table="floor-jobs")
         clients = Clients(settings)
         ddb, sqs = clients.dynamodb, clients.sqs
         ddb.create_table(**JOBS.create_table_kwargs(settings))
@@ -167,6 +170,7 @@ def floor(n: int, *, threads: int = CLIENT_THREADS) -> dict[str, Any]:
             list(pool.map(drive, urls, shares))
         elapsed = time.monotonic() - started
     finally:
-        server.stop()
+        if server is not None:
+            server.stop()
     return {"jobs": n, "seconds": round(elapsed, 3), "jobs_per_second": round(n / elapsed, 1),
             "client_threads": threads, "calls": calls}

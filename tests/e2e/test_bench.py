@@ -72,7 +72,97 @@ def test_tiny_benchmark_run_writes_every_section_and_the_targets_table(tmp_path:
         "requests per immediate no-op job", "write units per immediate no-op job",
         "quiet tenant's queue wait p99 with a tenant at 5x capacity"}
 
+    # Issue 21: the front door under concurrency, counted at the substrate (tiny: emulator).
+    door = results["front_door"]["emulator"]
+    assert door["floor"]["jobs_per_second"] > 0
+    for measured in (*door["api"], door["library"], door["paced"]):
+        assert measured["succeeded"] == measured["jobs"]
+        operations = measured["requests_by_operation"]
+        assert operations["sqs SendMessage"] >= 1  # every job's message, counted at the emulator
+        # The benchmark's own reads of the rows it waits for are not the runtime's.
+        assert "dynamodb BatchGetItem" not in operations
+        assert measured["requests_per_job"] >= sum(operations.values()) - 0.1
+    assert door["paced"]["target_rate"] == 0.4 * door["limits"]["rate"]
+    assert door["ratios"]["api_to_floor"] > 0
+    concurrent = results["cost"]["under_concurrency"]["emulator"]
+    assert concurrent["via the API, 2 clients"]["api_gateway"] >= 3.5
+    assert concurrent["via the library, 2 threads"]["total"] > 0
+    rows = {row["measure"]: row for row in results["front_door_targets"]}
+    assert set(rows["AWS requests per job via the API, 8 and 64 clients"]["by_substrate"]) == {
+        "emulator"}
+
     page = (tmp_path / "BENCHMARKS.md").read_text()
     assert "| target | before issue 13 | goal | measured | verdict |" in page
-    for heading in ("## 1. Throughput", "## 4. AWS requests", "## 5. Cost", "## 7. Cold start"):
+    assert "| measure | now | target | emulator |" in page
+    for heading in ("## 1. Throughput", "## 4. AWS requests", "## 5. Cost", "## 7. Cold start",
+                    "## 9. The front door under concurrency"):
         assert heading in page
+
+
+def test_the_dynamodb_local_substrate_sends_each_service_where_it_belongs_and_counts_it(
+) -> None:
+    """bench.substrate's router: DynamoDB to AWS's DynamoDB Local, SQS to moto, every
+    request counted by operation, and queue URLs that name the router (so a request sent to
+    a queue URL is counted too)."""
+    import boto3
+
+    from bench.local import fake_credentials
+    from bench.substrate import started
+
+    fake_credentials()
+    with started("dynamodb_local") as substrate:
+        dynamodb = boto3.client("dynamodb", endpoint_url=substrate.endpoint)
+        sqs = boto3.client("sqs", endpoint_url=substrate.endpoint)
+        table = dynamodb.create_table(
+            TableName="routed", BillingMode="PAY_PER_REQUEST",
+            KeySchema=[{"AttributeName": "k", "KeyType": "HASH"}],
+            AttributeDefinitions=[{"AttributeName": "k", "AttributeType": "S"}])
+        # DynamoDB Local names its own region in ARNs; moto would name us-east-1.
+        assert ":ddblocal:" in table["TableDescription"]["TableArn"]
+        url = sqs.create_queue(QueueName="routed")["QueueUrl"]
+        assert url.startswith(substrate.endpoint + "/")
+        sqs.send_message(QueueUrl=url, MessageBody="hello")
+        [message] = sqs.receive_message(QueueUrl=url, WaitTimeSeconds=1)["Messages"]
+        assert message["Body"] == "hello"
+        assert substrate.counts() == {"dynamodb CreateTable": 1, "sqs CreateQueue": 1,
+                                      "sqs SendMessage": 1, "sqs ReceiveMessage": 1}
+
+
+def test_front_door_clients_resend_after_a_429_and_count_it_by_its_message() -> None:
+    """bench.front_door's HTTP clients, as a real client: a 429 is sent again after its
+    ``Retry-After``, and counted by its message with the tenant's name taken out."""
+    import http.server
+    import threading
+
+    from bench.front_door import submit_http
+
+    answers = iter([429, 429, 201, 201])
+    seen: list[str] = []
+
+    class Api(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_POST(self) -> None:
+            seen.append(json.loads(self.rfile.read(int(self.headers["Content-Length"])))["task"])
+            status = next(answers)
+            body = json.dumps({"job_id": f"j{len(seen)}"} if status == 201 else {"error": {
+                "code": "rate_limited", "message": "tenant 'fx' is submitting too fast"}})
+            self.send_response(status)
+            if status == 429:
+                self.send_header("Retry-After", "0")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body.encode())
+
+        def log_message(self, *_: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Api)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        sent = submit_http(f"http://127.0.0.1:{server.server_address[1]}", 2, 1, "fx")
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert sent.ids == ["j3", "j4"] and seen == ["bench.echo"] * 4
+    assert sent.refusals == {"429 rate_limited: tenant <tenant> is submitting too fast": 2}
