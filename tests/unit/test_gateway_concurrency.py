@@ -10,6 +10,7 @@ its own request's job.
 from __future__ import annotations
 
 import json
+import socket
 import threading
 import urllib.error
 import urllib.request
@@ -163,3 +164,27 @@ def test_requests_in_flight_together_never_see_each_others_state(name: str) -> N
     for thread in threads:
         thread.join(10.0)
     assert answers[name] == {"name": name, "tenant": f"tenant-{name}", "who": name}
+
+
+def test_many_clients_connecting_at_once_are_all_held_until_accepted() -> None:
+    """Sixty-four clients connect while the gateway is busy and accepts nobody: the kernel
+    must hold every connection (a backlog of 5 dropped the rest, and clients saw resets)."""
+    gateway = Gateway("127.0.0.1", 0, lambda event: {"statusCode": 200, "body": "{}"})
+    try:
+        host, port = gateway.server_address[:2]
+        held = []
+        for _ in range(64):
+            client = socket.socket()
+            client.settimeout(2.0)
+            try:
+                client.connect((str(host), port))
+            except OSError:
+                client.close()
+                break
+            held.append(client)
+        connected = len(held)
+        for client in held:
+            client.close()
+        assert connected == 64
+    finally:
+        gateway.server_close()
