@@ -291,7 +291,8 @@ def test_jobs_are_submitted_from_the_form_found_by_label_and_id_and_show_due_in_
     expect(rows).to_have_count(1)
     expect(rows.first).to_contain_text(job_id)
     # Due in about two hours; not started, so no duration yet.
-    expect(rows.first.get_by_role("cell").nth(6)).to_have_text(re.compile(r"^in 1 h 59 min|^in 2 h"))
+    expect(rows.first.get_by_role("cell").nth(6)).to_have_text(
+        re.compile(r"^in 1 h 59 min|^in 2 h"))
     expect(rows.first.get_by_role("cell").nth(7)).to_have_text("—")
     page.screenshot(path=screenshots / "jobs-search.png", full_page=True)
 
