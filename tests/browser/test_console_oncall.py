@@ -156,6 +156,12 @@ def test_at_390_px_the_navigation_fits_and_tables_scroll_inside_their_box(
             page.goto(console_runtime.url + "/" + route)
             expect(page.locator("main h1")).to_be_visible()
             expect(page.get_by_text("Loading…")).to_have_count(0)
+            if route == "#/jobs":
+                # The jobs table is wider than the phone: its own box scrolls, not the page.
+                expect(page.locator("main tbody tr")).to_have_count(1)
+                scroller = page.locator("main .scroll").first
+                assert scroller.evaluate("el => el.scrollWidth > el.clientWidth")
+                assert scroller.evaluate("el => getComputedStyle(el).overflowX") == "auto"
             # Nothing runs off the page sideways.
             assert page.evaluate("document.documentElement.scrollWidth") <= 390, route
             for link in page.locator("nav a").all():
@@ -164,12 +170,6 @@ def test_at_390_px_the_navigation_fits_and_tables_scroll_inside_their_box(
                     route, link.inner_text(), box)
             page.screenshot(path=screenshots / f"narrow-{route.strip('#/') or 'overview'}.png",
                             full_page=True)
-        # The jobs table is wider than the phone: its own box scrolls, not the page.
-        page.goto(console_runtime.url + "/#/jobs")
-        scroller = page.locator("main .scroll").first
-        expect(scroller).to_be_visible()
-        assert scroller.evaluate("el => el.scrollWidth > el.clientWidth")
-        assert scroller.evaluate("el => getComputedStyle(el).overflowX") == "auto"
     finally:
         context.close()
 
@@ -302,3 +302,29 @@ def test_jobs_are_submitted_from_the_form_found_by_label_and_id_and_show_due_in_
     expect(rows.first.get_by_role("cell").nth(6)).to_have_text("—")
     expect(rows.first.get_by_role("cell").nth(7)).to_have_text(re.compile(r"^\d+(\.\d)? (ms|s)$"))
     console_runtime.call("DELETE", f"/jobs/{job_id}", tenant=tenant)
+
+
+def test_the_tasks_page_shows_each_tasks_figures_and_a_queue_wait_chart_of_the_past_hour(
+        page: Page, console_runtime: Runtime, screenshots: Path) -> None:
+    tenant = fresh_tenant("figures")
+    ok = [console_runtime.submit({"task": "echo", "payload": n}, tenant)["job_id"]
+          for n in range(3)]
+    dead = console_runtime.submit({"task": "fail", "max_attempts": 1}, tenant)["job_id"]
+    console_runtime.wait_for([*ok, dead], tenant=tenant)
+    # The jobs ended before the page opened: what it shows comes from stored figures.
+    as_tenant(page, tenant)
+    page.goto(console_runtime.url + "/#/tasks")
+    hour = page.get_by_role("region", name="Last hour")
+    echo = hour.get_by_role("row").filter(has=page.get_by_role("link", name="echo"))
+    expect(echo.get_by_role("cell").nth(1)).to_have_text("3")
+    expect(echo.get_by_role("cell").nth(2)).to_have_text("0")
+    expect(echo.get_by_role("cell").nth(4)).to_have_text(re.compile(r"^≤ \d"))
+    fail = hour.get_by_role("row").filter(has=page.get_by_role("link", name="fail"))
+    expect(fail.get_by_role("cell").nth(2)).to_have_text("1")
+    expect(fail.get_by_role("cell").nth(3)).to_have_text("100 %")
+    day = page.get_by_role("region", name="Last day")
+    expect(day.get_by_role("row").filter(has=page.get_by_role("link", name="echo"))
+           .get_by_role("cell").nth(1)).to_have_text("3")
+    chart = page.get_by_role("img", name="queue wait per minute, last hour")
+    expect(chart.locator("g.minute")).not_to_have_count(0)
+    page.screenshot(path=screenshots / "tasks.png", full_page=True)

@@ -1,6 +1,6 @@
 // The page's router: #/, #/jobs, #/jobs/<id>, #/schedules, #/workflows, #/workflows/<id>,
-// #/dead-letters, #/triggers, #/workers. Each page renders into <main> and may ask to be
-// refreshed every few seconds.
+// #/dead-letters, #/triggers, #/workers, #/tasks. Each page renders into <main> and may ask
+// to be refreshed every few seconds.
 
 import { api, recentTenants, setTenant, tenant } from "./api.js";
 import { h, link, notify, replace } from "./dom.js";
@@ -8,6 +8,7 @@ import * as deadLetters from "./deadletters.js";
 import * as jobs from "./jobs.js";
 import * as overview from "./overview.js";
 import * as schedules from "./schedules.js";
+import * as tasks from "./tasks.js";
 import * as triggers from "./triggers.js";
 import * as workers from "./workers.js";
 import * as workflows from "./workflows.js";
@@ -22,6 +23,7 @@ const ROUTES = [
   [/^dead-letters$/, "dead-letters", (main) => deadLetters.render(main)],
   [/^triggers$/, "triggers", (main) => triggers.render(main)],
   [/^workers$/, "workers", (main) => workers.render(main)],
+  [/^tasks$/, "tasks", (main) => tasks.render(main)],
 ];
 
 let current = null; // { timer, generation }
