@@ -328,3 +328,7 @@ def test_the_tasks_page_shows_each_tasks_figures_and_a_queue_wait_chart_of_the_p
     chart = page.get_by_role("img", name="queue wait per minute, last hour")
     expect(chart.locator("g.minute")).not_to_have_count(0)
     page.screenshot(path=screenshots / "tasks.png", full_page=True)
+    # The Overview draws the same chart from the same stored figures.
+    page.get_by_role("link", name="Overview").click()
+    expect(page.get_by_role("region", name="Queue wait").get_by_role(
+        "img", name="queue wait per minute, last hour").locator("g.minute")).not_to_have_count(0)

@@ -4,7 +4,7 @@
 import { api, LIVE_STATES } from "./api.js";
 import { badge, h, link, panel, replace, table } from "./dom.js";
 import { workersTable } from "./workers.js";
-import { throughputChart } from "./chart.js";
+import { queueWaitChart, throughputChart } from "./chart.js";
 
 // Each /stats reads every queue's depth (and, on AWS, its age metric): every 5 s is live
 // enough for a person and keeps an open tab cheap.
@@ -43,6 +43,7 @@ export async function render(main) {
   const cards = h("section", { class: "cards", "aria-label": "totals" });
   const live = h("div");
   const chart = h("div", { class: "chart" });
+  const wait = h("div", { class: "chart" });
   const queues = h("div");
   const workers = h("div");
   replace(main,
@@ -51,6 +52,7 @@ export async function render(main) {
     h("div", { class: "columns" },
       panel("Live jobs by state", live),
       panel("Throughput", chart)),
+    panel("Queue wait", wait, h("p", {}, link("#/tasks", "Per task →"))),
     panel("Queues", queues),
     panel("Workers", workers));
 
@@ -60,10 +62,14 @@ export async function render(main) {
   let listedAt = 0;
 
   async function refresh() {
-    const listing = Date.now() - listedAt >= LISTING_EVERY_MS
-      ? api("GET", "/jobs", { query: { state: LIVE_STATES, limit: LISTED } }) : null;
-    const [stats, fleet, listed] = await Promise.all([
-      api("GET", "/stats"), api("GET", "/workers"), listing]);
+    const due = Date.now() - listedAt >= LISTING_EVERY_MS;
+    const listing = due ? api("GET", "/jobs", { query: { state: LIVE_STATES, limit: LISTED } }) : null;
+    // The queue wait comes from stored per-minute figures (the hour before the page opened
+    // too), read as rarely as the listing.
+    const figures = due ? api("GET", "/stats/tasks") : null;
+    const [stats, fleet, listed, read] = await Promise.all([
+      api("GET", "/stats"), api("GET", "/workers"), listing, figures]);
+    if (read) replace(wait, queueWaitChart(read.queue_wait));
     if (listed) {
       page = listed;
       listedAt = Date.now();
