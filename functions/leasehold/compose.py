@@ -13,6 +13,7 @@ from leasehold.clock import Clock
 from leasehold.core.registry import TaskRegistry
 from leasehold.events.publishing import install as install_events
 from leasehold.lifecycle.app import Leasehold
+from leasehold.metrics.figures import install as install_figures
 from leasehold.settings import Settings
 from leasehold.tenancy.counters import count_outcomes, slot_writes
 from leasehold.workflows.progress import install as install_workflows
@@ -36,6 +37,9 @@ def compose(
     # The outcomes of every other job (schedules, triggers, workflows), for /stats: counted
     # once per batch of jobs.
     count_outcomes(app)
+    # Per-task figures (succeeded, failed, duration and queue-wait histograms by minute and
+    # hour), added once per batch of jobs, for GET /stats/tasks and the console.
+    install_figures(app)
     # Workflows: a step that finishes counts itself on its dependents and releases them; the
     # sweeper redoes that for workflows that made no progress for a while.
     install_workflows(app)

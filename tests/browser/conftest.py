@@ -51,9 +51,10 @@ def browser(playwright: Playwright) -> Iterator[Browser]:
     launched.close()
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="package")
 def console_runtime(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Runtime]:
-    """One runtime for the module, with the workflow example tasks, writing only to tmp.
+    """One runtime for the browser tests (each module's tests use their own tenants), with the
+    workflow example tasks, writing only to tmp.
 
     Two pools of one worker each: the ``spare`` pool's dead-letter queues belong to one test.
     """

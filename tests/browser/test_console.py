@@ -124,7 +124,8 @@ def test_a_dead_jobs_error_shows_and_retry_runs_it_again_and_cancel_stops_one(
     sleeper = console_runtime.submit({"task": "sleep", "payload": {"seconds": 60}})["job_id"]
     wait_state(console_runtime, sleeper, {"RUNNING"})
     page.goto(console_runtime.url + f"/#/jobs/{sleeper}")
-    page.get_by_role("button", name="Cancel").click()
+    page.get_by_role("button", name="Cancel", exact=True).click()
+    page.locator("dialog.confirm").get_by_role("button", name="Cancel job").click()
     expect(page.locator("dl.facts")).to_contain_text("CANCELLED", timeout=30_000)
     assert console_runtime.job(sleeper)["state"] == "CANCELLED"
 
@@ -181,6 +182,10 @@ def test_a_tenants_dead_letters_are_listed_and_a_redrive_empties_the_queue(
     page.screenshot(path=screenshots / "dead-letters.png", full_page=True)
     gate.touch()
     page.get_by_role("button", name="Redrive").click()
+    dialog = page.locator("dialog.confirm")
+    expect(dialog).to_contain_text("Redrive the dead jobs of every pool?")
+    expect(dialog).to_contain_text("(1 listed below)")
+    dialog.get_by_role("button", name="Redrive").click()
     expect(page.get_by_role("status")).to_contain_text("Redriven 1 job(s)")
     expect(page.get_by_text("No dead letters.")).to_be_visible()
     expect(spare.get_by_role("cell").last).to_have_text("0")
@@ -205,6 +210,7 @@ def test_schedules_show_fire_times_in_their_zone_and_utc_and_pause_resume_trigge
     times = page.get_by_role("region", name="next fire times")
     expect(times.get_by_role("row")).to_have_count(6)  # a header and five times
     row.get_by_role("button", name="Pause").click()
+    page.locator("dialog.confirm").get_by_role("button", name="Pause schedule").click()
     expect(row.locator(".badge")).to_have_text("PAUSED")
     row.get_by_role("button", name="Resume").click()
     expect(row.locator(".badge")).to_have_text("ACTIVE")

@@ -15,7 +15,7 @@ from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
 from aws_lambda_powertools.event_handler.api_gateway import Router
 
 from leasehold import __version__
-from leasehold.api import admin, console, errors, jobs, schedules, triggers, workflows
+from leasehold.api import admin, console, errors, figures, jobs, schedules, triggers, workflows
 from leasehold.api.context import ApiConfig
 from leasehold.api.surrogates import lone_surrogate
 from leasehold.core.spec import MAX_PAYLOAD_BYTES
@@ -24,6 +24,7 @@ from leasehold.lifecycle.app import Leasehold
 ROUTERS: tuple[Router, ...] = (
     jobs.router,
     admin.router,
+    figures.router,
     schedules.router,
     triggers.router,
     workflows.router,

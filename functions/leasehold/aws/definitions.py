@@ -113,8 +113,9 @@ SCHEDULES = TableDefinition(
         Index("by_tenant", Key("tenant"), Key("created_at", "N")),
     ),
 )
-#: Token buckets and live-job counters, one item per tenant.
-TENANTS = TableDefinition(role="tenants", partition=Key("tenant"))
+#: Token buckets and live-job counters, one item per tenant; per-task figures
+#: (``leasehold.metrics``) are short-lived items here, cleaned by TTL.
+TENANTS = TableDefinition(role="tenants", partition=Key("tenant"), ttl_attribute="expires_at_s")
 #: Worker registry and leader leases: short-lived items, cleaned by TTL (never trusted for expiry).
 COORDINATION = TableDefinition(
     role="coordination", partition=Key("pk"), sort=Key("sk"), ttl_attribute="expires_at_s"

@@ -1,12 +1,16 @@
 // The page's router: #/, #/jobs, #/jobs/<id>, #/schedules, #/workflows, #/workflows/<id>,
-// #/dead-letters. Each page renders into <main> and may ask to be refreshed every few seconds.
+// #/dead-letters, #/triggers, #/workers, #/tasks. Each page renders into <main> and may ask
+// to be refreshed every few seconds.
 
 import { api, recentTenants, setTenant, tenant } from "./api.js";
-import { h, notify, replace } from "./dom.js";
+import { h, link, notify, replace } from "./dom.js";
 import * as deadLetters from "./deadletters.js";
 import * as jobs from "./jobs.js";
 import * as overview from "./overview.js";
 import * as schedules from "./schedules.js";
+import * as tasks from "./tasks.js";
+import * as triggers from "./triggers.js";
+import * as workers from "./workers.js";
 import * as workflows from "./workflows.js";
 
 const ROUTES = [
@@ -17,6 +21,9 @@ const ROUTES = [
   [/^workflows$/, "workflows", (main, query) => workflows.renderList(main, query)],
   [/^workflows\/([0-9A-Za-z]+)$/, "workflows", (main, query, id) => workflows.renderOne(main, id)],
   [/^dead-letters$/, "dead-letters", (main) => deadLetters.render(main)],
+  [/^triggers$/, "triggers", (main) => triggers.render(main)],
+  [/^workers$/, "workers", (main) => workers.render(main)],
+  [/^tasks$/, "tasks", (main) => tasks.render(main)],
 ];
 
 let current = null; // { timer, generation }
@@ -40,7 +47,9 @@ async function show() {
     a.classList.toggle("active", Boolean(route) && a.dataset.page === route[1]);
   }
   if (!route) {
-    replace(main, h("p", {}, `No page at #/${path}. `, h("a", { href: "#/" }, "Overview")));
+    replace(main, h("section", { class: "not-found", "aria-label": "not found" },
+      h("h1", {}, "No such page"),
+      h("p", {}, `No page at #/${path}. `, link("#/", "Overview"))));
     return;
   }
   const [pattern, , render] = route;
@@ -53,7 +62,14 @@ async function show() {
   try {
     page = await render(view, query, ...match.slice(1));
   } catch (error) {
-    if (mine === generation) notify(error.message, "error");
+    if (mine !== generation) return;
+    if (error.status === 404) {
+      // An unknown id is an answer, not a wait: say so in place of "Loading…".
+      replace(view, notFound(path, error));
+    } else {
+      replace(view, h("p", { class: "error-text" }, "This page could not load: ", error.message));
+      notify(error.message, "error");
+    }
     return;
   }
   if (mine !== generation || !page || !page.refresh) return;
@@ -69,6 +85,18 @@ async function show() {
     }
   }, page.every || 3000);
   current = { timer, generation: mine };
+}
+
+function notFound(path, error) {
+  const [kind, id] = path.split("/");
+  const what = { jobs: "job", workflows: "workflow" }[kind] || "page";
+  const who = tenant() || "default";
+  return h("section", { class: "not-found", "aria-label": "not found" },
+    h("h1", {}, `No such ${what}`),
+    h("p", {}, id ? [`There is no ${what} `, h("code", {}, id), ` for tenant ${who}. `] : "",
+      "It may belong to another tenant (pick it above), be mistyped, or be gone."),
+    h("p", { class: "muted" }, error.message),
+    h("p", {}, link(`#/${kind}`, `All ${kind}`), " · ", link("#/", "Overview")));
 }
 
 async function showTenant() {

@@ -1,7 +1,7 @@
 // Dead letters: your DEAD jobs, each queue's dead-letter depth, and Redrive by pool and task.
 
 import { api } from "./api.js";
-import { button, h, link, notify, panel, replace, table, when } from "./dom.js";
+import { button, confirmAction, h, link, notify, panel, replace, table, when } from "./dom.js";
 
 export async function render(main) {
   const stats = await api("GET", "/stats");
@@ -13,6 +13,12 @@ export async function render(main) {
   const task = h("input", { name: "task", placeholder: "any task", "aria-label": "task",
     autocomplete: "off" });
   const redrive = button("Redrive", async () => {
+    const scope = `${pool.value ? `pool ${pool.value}` : "every pool"}`
+      + `${task.value.trim() ? `, task ${task.value.trim()}` : ""}`;
+    const listed = list.querySelectorAll("tbody tr").length;
+    if (!await confirmAction(`Redrive the dead jobs of ${scope}?`,
+      `Every DEAD job of yours in ${scope} (${listed} listed below) is queued to run again, `
+      + "admitted like a new submission.", "Redrive")) return;
     try {
       // The API redrives one pool at a time; "all pools" asks each in turn.
       let redriven = 0;

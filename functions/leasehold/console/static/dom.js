@@ -59,9 +59,48 @@ export function link(href, text, attrs = {}) {
 
 export function table(headers, rows, empty = "Nothing here yet.") {
   if (!rows.length) return h("p", { class: "muted empty" }, empty);
-  return h("table", {},
+  // The table scrolls sideways inside its own box: on a narrow screen the page does not.
+  return h("div", { class: "scroll" }, h("table", {},
     h("thead", {}, h("tr", {}, headers.map((name) => h("th", { scope: "col" }, name)))),
-    h("tbody", {}, rows.map((cells) => h("tr", {}, cells.map((cell) => h("td", {}, cell))))));
+    h("tbody", {}, rows.map((cells) => h("tr", {}, cells.map((cell) => h("td", {}, cell)))))));
+}
+
+/** A span of seconds as a person reads it: "850 ms", "12.4 s", "4 min 5 s", "3 h 12 min". */
+export function span(seconds) {
+  if (seconds === null || seconds === undefined || Number.isNaN(seconds)) return "—";
+  const s = Math.abs(seconds);
+  if (s < 1) return `${Math.round(s * 1000)} ms`;
+  if (s < 60) return `${s.toFixed(s < 10 ? 1 : 0)} s`;
+  if (s < 3600) return `${Math.floor(s / 60)} min ${Math.floor(s % 60)} s`;
+  if (s < 86400) return `${Math.floor(s / 3600)} h ${Math.floor((s % 3600) / 60)} min`;
+  return `${Math.floor(s / 86400)} d ${Math.floor((s % 86400) / 3600)} h`;
+}
+
+/**
+ * Asks before a destructive action, in a modal dialog that names what will happen.
+ * Resolves true only when the reader presses the confirming button.
+ */
+export function confirmAction(question, detail, confirmLabel) {
+  return new Promise((resolve) => {
+    const dialog = h("dialog", { class: "confirm", "aria-label": question });
+    const close = (answer) => {
+      dialog.close();
+      dialog.remove();
+      resolve(answer);
+    };
+    fill(dialog,
+      h("h2", {}, question),
+      detail ? h("p", {}, detail) : null,
+      h("div", { class: "actions" },
+        h("button", { type: "button", class: "danger", onclick: () => close(true) }, confirmLabel),
+        h("button", { type: "button", onclick: () => close(false) }, "Go back")));
+    dialog.addEventListener("cancel", (event) => {
+      event.preventDefault();
+      close(false);
+    });
+    document.body.append(dialog);
+    dialog.showModal();
+  });
 }
 
 export function button(text, onclick, attrs = {}) {

@@ -2,7 +2,9 @@
 // attempts, history timeline and the Cancel and Retry buttons.
 
 import { api, STATES, TERMINAL } from "./api.js";
-import { badge, button, h, json, link, notify, panel, replace, table, when } from "./dom.js";
+import { badge, button, confirmAction, h, json, link, notify, panel, replace, span, table, when }
+  from "./dom.js";
+import { choice, field, parseJson, PRIORITIES, values } from "./forms.js";
 
 const PAGE = 25;
 
@@ -13,7 +15,7 @@ function pageSize(query) {
 }
 
 function filterForm(query) {
-  const field = (name, label, placeholder) => h("label", {}, label,
+  const filter = (name, label, placeholder) => h("label", {}, label,
     h("input", { name, value: query.get(name) || "", placeholder, autocomplete: "off" }));
   const chosen = new Set(query.getAll("state"));
   const form = h("form", { class: "filters", "aria-label": "job filters" },
@@ -22,9 +24,11 @@ function filterForm(query) {
         h("option", { value: "" }, "any"),
         STATES.map((s) => h("option", { value: s, selected: chosen.size === 1 && chosen.has(s) }, s)),
         chosen.size > 1 ? h("option", { value: [...chosen].join(","), selected: true }, "live") : null)),
-    field("task", "Task", "e.g. echo"),
-    field("schedule", "Schedule", "schedule id"),
-    field("workflow", "Workflow", "workflow id"),
+    filter("q", "Id prefix", "job id or its start"),
+    filter("label", "Label", "key:value"),
+    filter("task", "Task", "e.g. echo"),
+    filter("schedule", "Schedule", "schedule id"),
+    filter("workflow", "Workflow", "workflow id"),
     h("button", { type: "submit" }, "Filter"));
   form.addEventListener("submit", (event) => {
     event.preventDefault();
@@ -38,6 +42,23 @@ function filterForm(query) {
   return form;
 }
 
+const seconds = (from, to) => (new Date(to).getTime() - new Date(from).getTime()) / 1000;
+
+/** When a job that has not started is due: "in 4 min 3 s", or "overdue 2 s" once past. */
+export function dueIn(job, now = Date.now()) {
+  if (job.started_at || TERMINAL.has(job.state) || !job.run_at) return h("span", { class: "muted" }, "—");
+  const left = seconds(now, job.run_at);
+  return h("span", { class: left < 0 ? "due overdue" : "due", title: job.run_at },
+    left < 0 ? `overdue ${span(-left)}` : `in ${span(left)}`);
+}
+
+/** How long the job ran (its last run), or has been running so far. */
+export function duration(job, now = Date.now()) {
+  if (!job.started_at) return h("span", { class: "muted" }, "—");
+  if (job.finished_at) return span(seconds(job.started_at, job.finished_at));
+  return job.state === "RUNNING" ? `${span(seconds(job.started_at, now))} so far` : "—";
+}
+
 function row(job) {
   return [
     link(`#/jobs/${job.job_id}`, job.job_id, { class: "mono" }),
@@ -46,12 +67,58 @@ function row(job) {
     `${job.pool} / ${job.priority}`,
     `${job.attempts} / ${job.max_attempts}`,
     when(job.created_at),
+    dueIn(job),
+    duration(job),
     when(job.finished_at),
     job.error ? h("span", { class: "error-text" }, `${job.error.type}: ${job.error.message}`) : "",
   ];
 }
 
-const HEADERS = ["job", "task", "state", "pool / priority", "attempts", "created", "finished", ""];
+const HEADERS = ["job", "task", "state", "pool / priority", "attempts", "created", "due in",
+  "duration", "finished", ""];
+
+/** "key:value" (or "key=value") as the pair it names. */
+function labelPair(text) {
+  const match = /^([^:=]+)[:=](.*)$/.exec(text || "");
+  return match ? [match[1].trim(), match[2].trim()] : null;
+}
+
+function labelsOf(text) {
+  const out = {};
+  for (const item of (text || "").split(",")) {
+    const pair = labelPair(item.trim());
+    if (pair) out[pair[0]] = pair[1];
+  }
+  return out;
+}
+
+function submitForm() {
+  const form = h("form", { class: "filters", "aria-label": "submit a job" },
+    field("Task", { name: "task", placeholder: "e.g. echo", required: true }),
+    field("Payload (JSON)", { name: "payload", rows: 1, placeholder: '{"to": "ops"}' }),
+    field("Pool", { name: "pool", placeholder: "default" }),
+    choice("Priority", "priority", PRIORITIES),
+    field("Delay (s)", { name: "delay_seconds", type: "number", min: 0, step: "any" }),
+    field("Max attempts", { name: "max_attempts", type: "number", min: 1, max: 100 }),
+    field("Labels", { name: "labels", placeholder: "env:prod, team:ops" }),
+    h("button", { type: "submit" }, "Submit"));
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    try {
+      const body = values(form);
+      if ("payload" in body) body.payload = parseJson(body.payload, "the payload");
+      if ("delay_seconds" in body) body.delay_seconds = Number(body.delay_seconds);
+      if ("max_attempts" in body) body.max_attempts = Number(body.max_attempts);
+      if ("labels" in body) body.labels = labelsOf(body.labels);
+      const job = await api("POST", "/jobs", { body });
+      notify(h("span", {}, "Submitted ", link(`#/jobs/${job.job_id}`, job.job_id), "."));
+      form.reset();
+    } catch (error) {
+      notify(error.message, "error");
+    }
+  });
+  return h("details", { class: "panel submit" }, h("summary", {}, "Submit a job"), form);
+}
 
 /** A workflow's steps are its jobs: its graph lists them, so no other endpoint is needed. */
 async function workflowSteps(workflowId) {
@@ -77,15 +144,23 @@ const STEP_HEADERS = ["job", "task", "state", "step", "attempts", "started", "fi
 export async function renderList(main, query) {
   const results = h("div", { class: "results" });
   const pager = h("nav", { class: "pager", "aria-label": "pages" });
-  replace(main, h("h1", {}, "Jobs"), filterForm(query), results, pager);
+  replace(main, h("h1", {}, "Jobs"), submitForm(), filterForm(query), results, pager);
   const states = query.getAll("state");
   const task = query.get("task") || undefined;
+  const idPrefix = query.get("q") || undefined;
+  const label = query.get("label") || undefined;
+  const pair = labelPair(label);
   const scheduleId = query.get("schedule") || undefined;
   const workflowId = query.get("workflow") || undefined;
   // The API's cursor pages forward; remembering the cursors read so far pages back.
   const cursors = [null];
 
-  const keep = (job) => (!states.length || states.includes(job.state)) && (!task || job.task === task);
+  // The page applies every filter itself too: a server that ignores one (an older API) still
+  // shows only matching rows.
+  const keep = (job) => (!states.length || states.includes(job.state))
+    && (!task || job.task === task)
+    && (!idPrefix || job.job_id.startsWith(idPrefix))
+    && (!pair || (job.labels || {})[pair[0]] === pair[1]);
 
   async function load() {
     if (workflowId) {
@@ -98,6 +173,7 @@ export async function renderList(main, query) {
     // applies state and task to them itself.
     const page = await api("GET", "/jobs", { query: {
       state: scheduleId ? undefined : states, task: scheduleId ? undefined : task,
+      id_prefix: scheduleId ? undefined : idPrefix, label: scheduleId ? undefined : label,
       schedule_id: scheduleId, limit: pageSize(query), cursor: cursors[cursors.length - 1] || undefined } });
     const jobs = page.jobs.filter(keep);
     const next = page.next_cursor;
@@ -124,6 +200,8 @@ function facts(job) {
     ["runs at", when(job.run_at)],
     ["started", when(job.started_at)],
     ["finished", when(job.finished_at)],
+    ["due in", dueIn(job)],
+    ["duration", duration(job)],
   ];
   if (job.idempotency_key) pairs.push(["idempotency key", job.idempotency_key]);
   if (Object.keys(job.labels || {}).length) {
@@ -168,7 +246,8 @@ export async function renderJob(main, jobId) {
   async function draw() {
     const job = await api("GET", `/jobs/${jobId}`);
     last = job;
-    const act = (label, method, path, done) => button(label, async () => {
+    const act = (label, method, path, done, ask) => button(label, async () => {
+      if (ask && !await confirmAction(...ask)) return;
       try {
         await api(method, path);
         notify(done);
@@ -180,7 +259,10 @@ export async function renderJob(main, jobId) {
     replace(main,
       h("h1", {}, "Job ", h("span", { class: "mono" }, job.job_id)),
       h("div", { class: "actions" },
-        TERMINAL.has(job.state) ? null : act("Cancel", "DELETE", `/jobs/${jobId}`, `Cancelled ${jobId}.`),
+        TERMINAL.has(job.state) ? null : act("Cancel", "DELETE", `/jobs/${jobId}`, `Cancelled ${jobId}.`,
+          [`Cancel job ${jobId}?`, job.state === "RUNNING"
+            ? "It is running: its worker stops it at the next heartbeat and it will not be retried."
+            : "It will not run. Retry can queue it again later.", "Cancel job"]),
         ["DEAD", "CANCELLED"].includes(job.state)
           ? act("Retry", "POST", `/jobs/${jobId}/retry`, `Queued ${jobId} again.`) : null,
         link("#/jobs", "All jobs")),

@@ -2,8 +2,9 @@
 // throughput chart sampled from /stats (finished jobs per interval, as Sidekiq's live graph).
 
 import { api, LIVE_STATES } from "./api.js";
-import { ago, badge, h, link, panel, replace, table } from "./dom.js";
-import { throughputChart } from "./chart.js";
+import { badge, h, link, panel, replace, table } from "./dom.js";
+import { workersTable } from "./workers.js";
+import { queueWaitChart, throughputChart } from "./chart.js";
 
 // Each /stats reads every queue's depth (and, on AWS, its age metric): every 5 s is live
 // enough for a person and keeps an open tab cheap.
@@ -42,6 +43,7 @@ export async function render(main) {
   const cards = h("section", { class: "cards", "aria-label": "totals" });
   const live = h("div");
   const chart = h("div", { class: "chart" });
+  const wait = h("div", { class: "chart" });
   const queues = h("div");
   const workers = h("div");
   replace(main,
@@ -50,6 +52,7 @@ export async function render(main) {
     h("div", { class: "columns" },
       panel("Live jobs by state", live),
       panel("Throughput", chart)),
+    panel("Queue wait", wait, h("p", {}, link("#/tasks", "Per task →"))),
     panel("Queues", queues),
     panel("Workers", workers));
 
@@ -59,10 +62,14 @@ export async function render(main) {
   let listedAt = 0;
 
   async function refresh() {
-    const listing = Date.now() - listedAt >= LISTING_EVERY_MS
-      ? api("GET", "/jobs", { query: { state: LIVE_STATES, limit: LISTED } }) : null;
-    const [stats, fleet, listed] = await Promise.all([
-      api("GET", "/stats"), api("GET", "/workers"), listing]);
+    const due = Date.now() - listedAt >= LISTING_EVERY_MS;
+    const listing = due ? api("GET", "/jobs", { query: { state: LIVE_STATES, limit: LISTED } }) : null;
+    // The queue wait comes from stored per-minute figures (the hour before the page opened
+    // too), read as rarely as the listing.
+    const figures = due ? api("GET", "/stats/tasks") : null;
+    const [stats, fleet, listed, read] = await Promise.all([
+      api("GET", "/stats"), api("GET", "/workers"), listing, figures]);
+    if (read) replace(wait, queueWaitChart(read.queue_wait));
     if (listed) {
       page = listed;
       listedAt = Date.now();
@@ -71,37 +78,38 @@ export async function render(main) {
     samples.push({ at: now, finished: finished(stats) });
     samples = samples.slice(-KEEP - 1);
     const dlq = stats.queues.reduce((sum, q) => sum + q.dead_letters, 0);
-    const card = (label, value, href, cls = "") => h("a", { class: `card ${cls}`, href },
-      h("span", { class: "value" }, String(value)), h("span", { class: "label" }, label));
-    replace(cards,
-      card("live jobs", stats.live, "#/jobs?state=QUEUED&state=RUNNING&state=SCHEDULED&state=WAITING"),
-      card("succeeded", stats.jobs.SUCCEEDED || 0, "#/jobs?state=SUCCEEDED", "ok"),
-      card("dead", stats.jobs.DEAD || 0, "#/dead-letters", stats.jobs.DEAD ? "bad" : ""),
-      card("cancelled", stats.jobs.CANCELLED || 0, "#/jobs?state=CANCELLED"),
-      card("in dead-letter queues", dlq, "#/dead-letters", dlq ? "bad" : ""),
-      card("workers", fleet.workers.length, "#/"));
+    const card = (label, value, href, says, cls = "") => h("a", { class: `card ${cls}`, href, title: says },
+      h("span", { class: "value" }, String(value)), h("span", { class: "label" }, label),
+      h("span", { class: "says" }, says));
     const counts = liveByState(page);
+    const listedLive = Object.values(counts).reduce((sum, n) => sum + n, 0);
+    const more = Boolean(page.next_cursor);
+    // One number for "live jobs" on the page: the by-state table's sum. The tenant's
+    // admission counter (stats.live) counts only jobs the API admitted against the live-job
+    // limit (not schedule, trigger or workflow runs), so it gets its own card and name.
+    replace(cards,
+      card("live jobs", `${listedLive}${more ? "+" : ""}`, "#/jobs?state=QUEUED&state=RUNNING&state=SCHEDULED&state=WAITING",
+        "scheduled, waiting, queued and running: the sum of the table below"),
+      card("admitted, counted against your limit", stats.live, "#/jobs?state=QUEUED&state=RUNNING&state=SCHEDULED&state=WAITING",
+        "live jobs submitted through the API (or retried), which the live-job limit counts; schedule, trigger and workflow runs are not among them"),
+      card("succeeded", stats.jobs.SUCCEEDED || 0, "#/jobs?state=SUCCEEDED", "finished jobs that succeeded, all time", "ok"),
+      card("dead", stats.jobs.DEAD || 0, "#/dead-letters", "jobs that ran out of attempts, all time", stats.jobs.DEAD ? "bad" : ""),
+      card("cancelled", stats.jobs.CANCELLED || 0, "#/jobs?state=CANCELLED", "cancelled jobs, all time"),
+      card("in dead-letter queues", dlq, "#/dead-letters", "messages in the pools' dead-letter queues (every tenant's)", dlq ? "bad" : ""),
+      card("workers", fleet.workers.length, "#/workers", "worker processes with a recent heartbeat"));
     replace(live,
       table(["state", "jobs"], LIVE_STATES.map((state) => [
         badge(state), link(`#/jobs?state=${state}`, String(counts[state]))])),
-      h("p", { class: "muted" }, page.next_cursor
+      h("p", { class: "muted" }, more
         ? `Among your newest ${page.jobs.length} live jobs (there are more); every 30 s.`
-        : "Counted every 30 s."));
+        : "Every live job, counted every 30 s."));
     replace(chart, throughputChart(intervals(), EVERY_MS / 1000));
     replace(queues, table(
       ["pool", "priority", "waiting", "delayed", "in flight", "dead letters", "oldest"],
       stats.queues.map((q) => [q.pool, q.priority, q.visible, q.delayed, q.in_flight,
         q.dead_letters ? h("a", { href: "#/dead-letters", class: "bad" }, String(q.dead_letters)) : "0",
         q.oldest_age_seconds === null ? "—" : `${Math.round(q.oldest_age_seconds)} s`])));
-    replace(workers, table(
-      ["worker", "pool", "host", "last heartbeat", "running", "processed"],
-      fleet.workers.map((w) => [w.worker_id, w.pool, `${w.host} (pid ${w.pid})`,
-        h("span", { title: w.last_heartbeat }, ago(w.last_heartbeat, now)),
-        w.current_jobs.length
-          ? w.current_jobs.map((id) => link(`#/jobs/${id}`, id.slice(-8), { title: id }))
-          : "idle",
-        w.processed]),
-      "No live workers."));
+    replace(workers, workersTable(fleet.workers, now));
   }
 
   await refresh();

@@ -3,7 +3,7 @@
 
 import { api } from "./api.js";
 import { drawGraph } from "./dag.js";
-import { badge, button, h, link, notify, panel, replace, table, when } from "./dom.js";
+import { badge, button, confirmAction, h, link, notify, panel, replace, table, when } from "./dom.js";
 
 const STATES = ["CREATING", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLED"];
 
@@ -53,6 +53,10 @@ export async function renderOne(main, workflowId) {
     const w = await api("GET", `/workflows/${workflowId}`);
     last = w;
     const cancel = w.state === "RUNNING" ? button("Cancel workflow", async () => {
+      const running = w.steps.filter((s) => !["SUCCEEDED", "DEAD", "CANCELLED"].includes(s.state));
+      if (!await confirmAction(`Cancel workflow ${w.name || workflowId}?`,
+        `Its ${running.length} unfinished step(s) are cancelled; running ones stop at their next `
+        + "heartbeat. Finished steps keep their results.", "Cancel workflow")) return;
       try {
         await api("DELETE", `/workflows/${workflowId}`);
         notify(`Cancelled workflow ${workflowId}.`);
