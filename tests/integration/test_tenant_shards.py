@@ -136,3 +136,52 @@ def test_the_default_limits_spread_a_tenant_over_eight_items_and_small_limits_ke
     job_id = api.post("/jobs", {"task": "echo"}).body["job_id"]
     assert ADMISSION_SHARD not in app.store.get(job_id).extra  # the tenant's own item
     assert tenant_live(app, shards=1) == 1
+
+
+@pytest.mark.ddblocal
+@pytest.mark.parametrize("kind", ["lose", "fail"])
+def test_sharded_admission_leaks_no_slot_when_a_tenant_write_is_lost_or_throttled(
+        make_app: Any, clock: FakeClock, tasks: TaskRegistry, kind: str) -> None:
+    from leasehold.lifecycle import sweeper
+
+    app = make_app(lease_seconds=5.0)
+    api = api_for(app, shards=4, max_live=8)
+    tenants = app.settings.tenants_table
+
+    def tenant_write(params: Any) -> bool:
+        return params.get("TableName") == tenants or any(
+            next(iter(item.values())).get("TableName") == tenants
+            for item in params.get("TransactItems", []))
+
+    injector = inject(app, Fault(target=WRITES, kind=kind, when=tenant_write, times=3))
+    for n in range(6):
+        api.post("/jobs", {"task": "echo", "idempotency_key": f"k{n}"})
+    injector.faults.clear()
+    for n in range(6):  # the client retries what it did not see answered
+        assert api.post("/jobs", {"task": "echo", "idempotency_key": f"k{n}"}).status in (
+            200, 201)
+    assert tenant_live(app) == live_counted_jobs(app) == 6
+    inject(app, Fault(target=WRITES, kind=kind, when=tenant_write, times=3))
+    deliver(app)
+    clock.advance(60)
+    sweeper.sweep(app)
+    deliver(app)
+    assert tenant_live(app) == live_counted_jobs(app) == 0
+
+
+def test_rows_written_before_sharding_are_listed_after_the_backfill_and_free_shard_0(
+        app: Leasehold, tasks: TaskRegistry) -> None:
+    from leasehold.tenancy.backfill import backfill_tenant_shards
+
+    api = api_for(app)
+    job_id = api.post("/jobs", {"task": "echo"}).body["job_id"]
+    # The row as the old code wrote it: no index shard (and no admission shard).
+    app.clients.dynamodb.update_item(
+        TableName=app.settings.jobs_table, Key={"job_id": {"S": job_id}},
+        UpdateExpression="REMOVE tenant_shard")
+    assert list_jobs(app, "default", limit=10)[0] == []
+    assert backfill_tenant_shards(app) == 1
+    assert backfill_tenant_shards(app) == 0  # idempotent
+    assert [j.job_id for j in list_jobs(app, "default", limit=10)[0]] == [job_id]
+    deliver(app)  # the slot goes back to shard 0, the tenant's own item
+    assert tenant_live(app, shards=1) == 0 == live_counted_jobs(app)

@@ -9,10 +9,11 @@
   and takes a live slot (``ADD live 1``), conditioned on ``tat`` not being past
   ``now + tau`` (the rate) and on ``live < cap``. Nothing in the condition is a value the
   caller read earlier, so concurrent admissions never refuse one another: a refusal is the
-  rate or the cap, and the item it returns says which (a ``tat`` that fell behind the clock
-  after an idle spell is reset by a second form of the write; a refusal that says neither
-  is tried again). No crash, lost response or throttle can leave a slot without its job or a
-  job without its slot.
+  rate or the cap, and the item it returns says which. A ``tat`` that fell far behind the
+  clock (the tenant used less than its rate) is first moved up by a plain conditional
+  ``UpdateItem`` outside the transaction (:func:`_catch_up`), so concurrent catch-ups cost
+  refused writes, never transactions. No crash, lost response or throttle can leave a slot
+  without its job or a job without its slot.
 * A refused item hands over to another (at most :data:`MAX_SHARD_TRIES`); 429 only when
   every item tried refused for the rate or the cap, with a message that says which. A write
   that keeps meeting concurrent transactions (``TransactionConflict``, past
@@ -120,16 +121,19 @@ MIN_SHARD_BURST = 16
 MAX_SHARD_TRIES = 8
 
 #: The GCRA's state on an admission item: the *theoretical arrival time* (ms) of the next
-#: submission at the item's rate. Written only by ``SET tat = if_not_exists(tat, now) + T``
-#: or, after an idle spell, ``SET tat = now + T``: it never decreases.
+#: submission at the item's rate. Written only by an admission
+#: (``SET tat = if_not_exists(tat, now) + T``) and by a catch-up after an idle spell
+#: (``SET tat = now`` when it is behind ``now - lag``): it never decreases.
 TAT = "tat"
 #: The token bucket admission used to keep; removed from an item by its first new write.
 _LEGACY = ("tokens", "refilled_at")
 
-#: What an API instance last knew of each admission item's ``tat`` (by item key): a lower
-#: bound (``tat`` never decreases), so an item it shows over its rate really is, and is not
-#: tried; otherwise it only picks the write's form (``_MAIN`` or ``_RESET``).
-Buckets = dict[str, Decimal]
+#: What an API instance knows of each admission item's ``tat`` (by item key): a lower bound
+#: (``tat`` never decreases: an item it shows over its rate really is, and is not tried) and
+#: an estimate (its own admissions added up: an item it shows fallen behind is caught up
+#: before the admission's transaction, rather than after a refused one).
+Buckets = dict[str, tuple[Decimal, Decimal]]
+_BUCKETS_LOCK = threading.Lock()
 
 _MS = Decimal("0.001")
 
@@ -138,7 +142,11 @@ _MS = Decimal("0.001")
 class _Gcra:
     """One item's rate as GCRA: an emission interval ``T`` (ms per submission) and a
     tolerance ``tau = (burst - 1) T``, so ``burst`` submissions pass at once and then one per
-    ``T``; ``lag``: how far ``tat`` may fall behind the clock before a write resets it."""
+    ``T``. ``lag``: how far ``tat`` may fall behind the clock and still be advanced by an
+    admission (exact GCRA would first move it up to ``now``); this lets a tenant that used
+    less than its rate for a while through up to ``lag / T`` (half its burst) more at once,
+    and never refuses what a token bucket would admit. Behind that, a catch-up write moves
+    it to ``now`` first."""
 
     interval: Decimal
     tolerance: Decimal
@@ -154,32 +162,22 @@ class _Gcra:
         return max(1, math.ceil((tat - self.tolerance - now) / 1000))
 
 
-#: The two forms of an admission's write. ``_MAIN`` advances ``tat`` by one interval when it
-#: is absent or within ``[now - lag, now + tau]``; ``_RESET`` sets it to ``now + T`` when it
-#: fell behind ``now - lag`` (the tenant was idle: its bucket is full again).
-_MAIN, _RESET = "main", "reset"
-
 #: What an admission adds to the item it spends a token on, by shard: a live slot (``live``:
 #: 1), and for a retried job on its own shard its outcome taken back (``count_DEAD``: -1).
 Adds = Callable[[int], Mapping[str, int]]
 
 
-def _update(app: Leasehold, key: str, limits: Limits, gcra: _Gcra, form: str, now: int, *,
+def _update(app: Leasehold, key: str, limits: Limits, gcra: _Gcra, now: int, *,
             adds: Mapping[str, int]) -> dict[str, Any]:
-    """The item's update: a submission's worth of rate (``form``), and ``adds`` (a live
-    slot), conditioned on the rate and on ``live < cap``, and on nothing a caller remembers:
-    only another admission's write that really used up the rate or the cap can refuse it."""
+    """The item's update: a submission's worth of rate, and ``adds`` (a live slot),
+    conditioned on the rate and on ``live < cap``, and on nothing a caller remembers: only
+    writes that really used up the rate or the cap can refuse it (or, rarely, a ``tat`` that
+    fell behind ``now - lag``, which :func:`_catch_up` moves first)."""
     names = {"#tat": TAT, "#live": "live", **{f"#o{i}": n for i, n in enumerate(_LEGACY)}}
-    values: dict[str, Any] = {":T": gcra.interval, ":cap": limits.max_live,
-                              ":lo": now - gcra.lag}
-    if form == _MAIN:
-        values.update({":now": now, ":hi": now + gcra.tolerance})
-        expression = "SET #tat = if_not_exists(#tat, :now) + :T"
-        rate = "(attribute_not_exists(#tat) OR #tat BETWEEN :lo AND :hi)"
-    else:
-        values[":fresh"] = now + gcra.interval
-        expression = "SET #tat = :fresh"
-        rate = "#tat < :lo"
+    values: dict[str, Any] = {":T": gcra.interval, ":cap": limits.max_live, ":now": now,
+                              ":lo": now - gcra.lag, ":hi": now + gcra.tolerance}
+    expression = "SET #tat = if_not_exists(#tat, :now) + :T"
+    rate = "(attribute_not_exists(#tat) OR #tat BETWEEN :lo AND :hi)"
     if adds:
         names.update({f"#a{i}": name for i, name in enumerate(adds)})
         values.update({f":a{i}": amount for i, amount in enumerate(adds.values())})
@@ -216,10 +214,44 @@ class _Contended(Exception):
     our tries): neither its rate nor its cap said no."""
 
 
-def _remember(buckets: Buckets, key: str, tat: Decimal) -> None:
-    known = buckets.get(key)
-    if known is None or tat > known:
-        buckets[key] = tat
+def _catch_up(app: Leasehold, key: str, gcra: _Gcra, now: int) -> Decimal | None:
+    """Move a ``tat`` that fell behind ``now - lag`` up to ``now`` (the tenant's bucket is
+    full again), outside any transaction: a plain conditional ``UpdateItem``, so concurrent
+    catch-ups cost a refused write each, never a transaction. Returns ``tat`` as it is now
+    (None: the item has none yet)."""
+    try:
+        app.clients.dynamodb.update_item(
+            TableName=app.settings.tenants_table, Key={"tenant": {"S": key}},
+            UpdateExpression="SET #tat = :now", ConditionExpression="#tat < :lo",
+            ExpressionAttributeNames={"#tat": TAT},
+            ExpressionAttributeValues=to_av({":now": now, ":lo": now - gcra.lag}),
+            ReturnValuesOnConditionCheckFailure="ALL_OLD")
+    except ClientError as exc:
+        if contended(exc):
+            return None  # a transaction is on it; the admission's own write decides
+        if not condition_failed(exc):
+            raise
+        seen = from_av(exc.response.get("Item") or {}).get(TAT)  # type: ignore[arg-type]
+        return None if seen is None else Decimal(str(seen))
+    return Decimal(now)
+
+
+def _seen(buckets: Buckets, key: str, tat: Decimal) -> None:
+    """``tat`` as DynamoDB returned it: exact when read."""
+    with _BUCKETS_LOCK:
+        bound = buckets.get(key, (tat, tat))[0]
+        buckets[key] = (max(bound, tat), tat)
+
+
+def _spent(buckets: Buckets, key: str, read: Decimal | None, gcra: _Gcra, now: int) -> None:
+    """One admission's interval added to what this instance knows of the item: the write
+    added ``T`` to a ``tat`` of at least ``now - lag`` (its condition) and at least ``read``
+    (a lower bound when it was read), or to ``now`` when there was none."""
+    lowest = now - gcra.lag
+    with _BUCKETS_LOCK:
+        bound, estimate = buckets.get(key, (lowest, lowest))
+        buckets[key] = (max(bound, max(read or lowest, lowest) + gcra.interval),
+                        max(estimate, lowest) + gcra.interval)
 
 
 def _admit(app: Leasehold, tenant: str, pool: str, limits: Limits, backlog: Backlog | None,
@@ -267,36 +299,37 @@ def _admit_on(app: Leasehold, shard: int, limits: Limits, key: str, buckets: Buc
               attempts: int, *, adds: Adds, write: Callable[[dict[str, Any], int], T],
               spent: Callable[[T], bool]) -> T:
     """The update on one admission item. A refused write returns the item, which says why:
-    the rate (:class:`_OverRate`), the cap (:class:`_AtCap`), or only that another
-    admission changed it since (then the form that fits is tried, at most ``attempts``
-    writes)."""
+    the rate (:class:`_OverRate`), the cap (:class:`_AtCap`), or that its ``tat`` fell behind
+    (caught up, and tried again; at most ``attempts`` writes)."""
     gcra = _Gcra.of(limits)
-    known = buckets.get(key)
     for _ in range(attempts):
         now = app.now()
+        known, estimate = buckets.get(key, (None, None))
         if known is not None and known > now + gcra.tolerance:
             raise _OverRate(gcra.retry_after(known, now))
-        form = _RESET if known is not None and known < now - gcra.lag else _MAIN
-        update = _update(app, key, limits, gcra, form, now, adds=adds(shard))
+        if estimate is not None and estimate < now - gcra.lag:
+            caught = _catch_up(app, key, gcra, now)
+            if caught is not None:
+                _seen(buckets, key, caught)
+                known = max(known or caught, caught)
+                if known > now + gcra.tolerance:
+                    continue
+        update = _update(app, key, limits, gcra, now, adds=adds(shard))
         try:
             result = write(update, shard)
         except _Refused as refused:
             if int(refused.item.get("live", 0)) >= limits.max_live:
                 raise _AtCap from None
             seen = refused.item.get(TAT)
-            known = None if seen is None else Decimal(str(seen))
-            if known is not None:
-                _remember(buckets, key, known)
+            if seen is not None:
+                _seen(buckets, key, Decimal(str(seen)))
             continue
         except ClientError as exc:
             if contended(exc):
                 raise _Contended from None
             raise
         if spent(result):
-            # A lower bound of ``tat`` now: a reset set it to now + T; the main form added T
-            # to a value at least ``now - lag`` (its condition) and at least ``known``.
-            base = now if form == _RESET else max(known or now - gcra.lag, now - gcra.lag)
-            _remember(buckets, key, base + gcra.interval)
+            _spent(buckets, key, known, gcra, now)
         return result
     raise _Contended
 
