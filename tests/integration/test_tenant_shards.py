@@ -113,7 +113,7 @@ def test_a_tenant_refused_on_one_shard_is_admitted_on_another_until_all_are_full
 def test_a_cap_that_does_not_divide_by_the_shards_admits_exactly_the_cap(
         make_app: Any, tasks: TaskRegistry) -> None:
     app = make_app()
-    limits = {"rate": 1000, "burst": 1000, "max_live": 8}  # 5 admission items: 2+2+2+1+1
+    limits = {"rate": 1000, "burst": 1000, "max_live": 8, "shards": 5}  # 2+2+2+1+1
     assert Limits(**limits).shard_count() == 5
     assert sum(Limits(**limits).per_shard(5, k).max_live for k in range(5)) == 8
     api = api_for(app, **limits)
