@@ -112,6 +112,10 @@ class PollerOptions:
     #: item says so, and the fleet view counts it stale after three of them).
     idle_heartbeat_seconds: float = 10.0
     weights: Mapping[str, int] = field(default_factory=lambda: dict(DEFAULT_WEIGHTS))
+    #: While busy, a queue a short poll found empty is not asked again for this long (its
+    #: next message waits at most this much longer): a pool whose work is all on one
+    #: priority pays one receive per batch, not two or three (issue 21).
+    skip_empty_seconds: float = 0.25
 
 
 class PollingWorker:
@@ -130,6 +134,8 @@ class PollingWorker:
         self.tenants_in_flight: Counter[str] = Counter()
         self._processed = 0
         self._lock = threading.Lock()
+        #: When each queue a short poll found empty may be asked again (monotonic seconds).
+        self._empty_until: dict[str, float] = {}
         #: The idle worker's outstanding long polls, by priority.
         self._listening: dict[str, Future[list[Received]]] = {}
         #: What the registry was last told: (jobs in flight, processed, interval).
@@ -142,14 +148,21 @@ class PollingWorker:
     # -- polling --------------------------------------------------------------------------
 
     def receive(self) -> list[Received]:
-        """One batch from the first non-empty queue in picker order (empty if all are)."""
-        for priority in self.picker.order():
+        """One batch from the first non-empty queue in picker order (empty if all are),
+        skipping queues found empty within ``skip_empty_seconds`` (all of them: none
+        skipped)."""
+        now = time.monotonic()
+        order = self.picker.order()
+        asked = [p for p in order if self._empty_until.get(p, 0.0) <= now] or order
+        for priority in asked:
             url = self.app.queues.url(self.options.pool, priority)
             batch = self.app.queues.receive(
                 url, max_messages=self.options.batch_size,
                 visibility_seconds=self._visibility())
             if batch:
+                self._empty_until.pop(priority, None)
                 return batch
+            self._empty_until[priority] = now + self.options.skip_empty_seconds
         return []
 
     def _visibility(self) -> int:
