@@ -1,14 +1,15 @@
 """The long-running polling worker (local runtime, ECS): Lambda's SQS event source, by hand.
 
 One poller thread feeds ``concurrency`` runner threads. While busy it short-polls one of the
-pool's three queues at a time, chosen by a smooth weighted
-round-robin (high 6 : normal 3 : low 1 by default): ``high`` is asked first most often, but
-every queue is asked first at its share of polls, so a flood of ``high`` jobs slows ``low``
-down without ever starving it. Once a round of short polls finds every queue empty, the
-worker is idle: it long-polls all three queues at once (``WaitTimeSeconds``, one request per
-queue per ``wait_seconds``), and the first batch to arrive on any of them starts at once and
-makes the worker busy again. An idle worker costs three receives per ``wait_seconds``, not
-several a second. A polled batch goes through
+pool's three queues at a time, chosen by a smooth weighted round-robin (high 6 : normal 3 :
+low 1 by default): ``high`` is asked first most often, but every queue is asked first at its
+share of polls, so a flood of ``high`` jobs slows ``low`` down without ever starving it. A
+queue a short poll found empty is skipped for ``skip_empty_seconds`` (0.25 s): work on one
+priority costs one receive per batch. Once a round of short polls finds every queue empty,
+the worker is idle: it long-polls all three queues at once (``WaitTimeSeconds``, one request
+per queue per ``wait_seconds``), and the first batch to arrive on any of them starts at once
+and makes the worker busy again. An idle worker costs three receives per ``wait_seconds``,
+not several a second. A polled batch goes through
 :func:`leasehold.lifecycle.consumer.consume`, exactly as Lambda would deliver it (partial
 batch failures, successes deleted).
 
