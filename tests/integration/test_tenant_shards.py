@@ -113,7 +113,7 @@ def test_a_tenant_refused_on_one_shard_is_admitted_on_another_until_all_are_full
 def test_a_cap_that_does_not_divide_by_the_shards_admits_exactly_the_cap(
         make_app: Any, tasks: TaskRegistry) -> None:
     app = make_app()
-    limits = {"rate": 1000, "burst": 1000, "max_live": 8}  # 5 admission items: 2+2+2+1+1
+    limits = {"rate": 1000, "burst": 1000, "max_live": 8, "shards": 5}  # 2+2+2+1+1
     assert Limits(**limits).shard_count() == 5
     assert sum(Limits(**limits).per_shard(5, k).max_live for k in range(5)) == 8
     api = api_for(app, **limits)
@@ -124,14 +124,17 @@ def test_a_cap_that_does_not_divide_by_the_shards_admits_exactly_the_cap(
         deliver(app)
 
 
-def test_one_shard_at_the_default_rate_keeps_the_tenant_item_as_it_was(
+def test_the_default_limits_spread_a_tenant_over_eight_items_and_small_limits_keep_one(
         app: Leasehold, tasks: TaskRegistry) -> None:
-    assert Limits().shard_count() == 1
+    # Concurrent admissions of one tenant must not all meet on one item (issue 21).
+    assert Limits().shard_count() == 8
     assert Limits(rate=10_000, burst=20_000).shard_count() == 50
     assert Limits(rate=10_000, burst=3).shard_count() == 3  # a shard's burst stays >= 1
-    api = api_for(app)
+    assert Limits(rate=1, burst=5).shard_count() == 1  # too small to split
+    assert Limits(rate=50, burst=200, max_live=2).shard_count() == 2
+    api = api_for(app, rate=1, burst=5)
     job_id = api.post("/jobs", {"task": "echo"}).body["job_id"]
-    assert ADMISSION_SHARD not in app.store.get(job_id).extra
+    assert ADMISSION_SHARD not in app.store.get(job_id).extra  # the tenant's own item
     assert tenant_live(app, shards=1) == 1
 
 

@@ -7,6 +7,7 @@ a :class:`~leasehold.settings.Settings` built in code (tests, the local runtime)
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import boto3
@@ -42,6 +43,16 @@ class Clients:
         self.faults = faults if faults is not None else faults_from_env()
         self._clients: dict[str, Any] = {}
         self._lock = threading.Lock()
+        self._hooks: list[Callable[[Any], Any]] = []
+
+    def add_hook(self, hook: Callable[[Any], Any]) -> None:
+        """Call ``hook(client)`` on every client, built already or later (a request counter,
+        :class:`leasehold.aws.counting.RequestCounter`)."""
+        with self._lock:
+            self._hooks.append(hook)
+            built = list(self._clients.values())
+        for client in built:
+            hook(client)
 
     def client(self, service: str) -> Any:
         with self._lock:
@@ -55,6 +66,8 @@ class Clients:
                 )
                 if self.faults is not None:
                     self.faults.install(client)
+                for hook in self._hooks:
+                    hook(client)
                 self._clients[service] = client
             return self._clients[service]
 

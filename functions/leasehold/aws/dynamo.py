@@ -95,6 +95,19 @@ _TRANSIENT_CANCELLATIONS = frozenset({
     "TransactionConflict", "ThrottlingError", "ProvisionedThroughputExceeded"})
 
 
+def contended(exc: ClientError) -> bool:
+    """The write overlapped another transaction on one of its items: a
+    ``TransactionConflictException`` (a single-item write), or a transaction cancelled by a
+    ``TransactionConflict`` (what :func:`transact_write` raises once its tries ran out).
+    Never a failed condition: trying again, or on another item, may well succeed."""
+    code = exc.response.get("Error", {}).get("Code")
+    if code == "TransactionConflictException":
+        return True
+    reasons = exc.response.get("CancellationReasons") or []
+    return code == "TransactionCanceledException" and any(
+        reason.get("Code") == "TransactionConflict" for reason in reasons)
+
+
 class Cancelled(Exception):
     """A transaction was cancelled by a failed condition.
 

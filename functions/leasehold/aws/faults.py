@@ -13,6 +13,11 @@ really sent and really executed; only what the caller sees (or whether it is sen
   the retries, and the caller sees the error).
 * ``fail``: the call is refused before it reaches the service with an error botocore does
   not retry (what a caller sees once the retries of any error ran out).
+* ``conflict``: the call is refused before it reaches the service as DynamoDB refuses a write
+  that overlaps another transaction on one of its items: a ``TransactWriteItems`` is
+  cancelled with ``TransactionConflict`` as every item's reason
+  (``TransactionCanceledException``), any other call fails with
+  ``TransactionConflictException``. botocore retries neither; neither emulator produces them.
 * ``hang``: the call is sent to a real socket that accepts the connection and never answers
   (a half-open connection, a black-holed route): the caller waits on botocore's read
   timeout, and botocore retries the timed-out call (a fault with ``times=None`` hangs every
@@ -45,7 +50,7 @@ from leasehold.errors import ValidationError
 
 log = logging.getLogger(__name__)
 
-KINDS = ("lose", "lose-raise", "throttle", "fail", "hang", "crash")
+KINDS = ("lose", "lose-raise", "throttle", "fail", "conflict", "hang", "crash")
 #: Marks the refusals this module makes up (never sent on the wire).
 FAULT_HEADER = "x-leasehold-injected-fault"
 #: Exit status of a process killed by a ``crash`` fault (the supervisor restarts it).
@@ -228,7 +233,8 @@ class FaultInjector:
             self._lost.discard(retried)
         if lost:  # the retry of a call that landed under lose-raise fails too
             return self._refusal(request, operation, "lose-raise", "InjectedFailure")
-        fault = self._hit(("throttle", "fail", "hang", "crash"), operation, request.body)
+        fault = self._hit(("throttle", "fail", "conflict", "hang", "crash"), operation,
+                          request.body)
         if fault is None:
             return None
         if fault.kind == "hang":
@@ -243,15 +249,28 @@ class FaultInjector:
                 os._exit(CRASH_EXIT_STATUS)
             self.dead = True
             raise InjectedCrash(operation)
+        if fault.kind == "conflict":
+            return self._conflict(request, operation)
         code = "ThrottlingException" if fault.kind == "throttle" else "InjectedFailure"
         return self._refusal(request, operation, fault.kind, code)
 
+    @classmethod
+    def _conflict(cls, request: Any, operation: str) -> AWSResponse:
+        if operation != "dynamodb.TransactWriteItems":
+            return cls._refusal(request, operation, "conflict", "TransactionConflictException")
+        items = _params(request.body).get("TransactItems") or []
+        reasons = [{"Code": "TransactionConflict",
+                    "Message": "Transaction is ongoing for the item"} for _ in items]
+        return cls._refusal(request, operation, "conflict", "TransactionCanceledException",
+                            {"CancellationReasons": reasons})
+
     @staticmethod
-    def _refusal(request: Any, operation: str, kind: str, code: str) -> AWSResponse:
+    def _refusal(request: Any, operation: str, kind: str, code: str,
+                 extra: Mapping[str, Any] | None = None) -> AWSResponse:
         # Every before-send handler runs, and moto's in-process stubber would still execute
         # the request: point it at a host no backend serves, so the call really never lands.
         request.url = "https://fault-injected.invalid/"
-        body = {"__type": code, "message": f"injected {kind} on {operation}"}
+        body = {"__type": code, "message": f"injected {kind} on {operation}", **(extra or {})}
         headers = HTTPHeaders()
         headers[FAULT_HEADER] = kind
         return AWSResponse(request.url, 400, headers, _Body(json.dumps(body).encode()))

@@ -1,14 +1,15 @@
 """The long-running polling worker (local runtime, ECS): Lambda's SQS event source, by hand.
 
 One poller thread feeds ``concurrency`` runner threads. While busy it short-polls one of the
-pool's three queues at a time, chosen by a smooth weighted
-round-robin (high 6 : normal 3 : low 1 by default): ``high`` is asked first most often, but
-every queue is asked first at its share of polls, so a flood of ``high`` jobs slows ``low``
-down without ever starving it. Once a round of short polls finds every queue empty, the
-worker is idle: it long-polls all three queues at once (``WaitTimeSeconds``, one request per
-queue per ``wait_seconds``), and the first batch to arrive on any of them starts at once and
-makes the worker busy again. An idle worker costs three receives per ``wait_seconds``, not
-several a second. A polled batch goes through
+pool's three queues at a time, chosen by a smooth weighted round-robin (high 6 : normal 3 :
+low 1 by default): ``high`` is asked first most often, but every queue is asked first at its
+share of polls, so a flood of ``high`` jobs slows ``low`` down without ever starving it. A
+queue a short poll found empty is skipped for ``skip_empty_seconds`` (0.25 s): work on one
+priority costs one receive per batch. Once a round of short polls finds every queue empty,
+the worker is idle: it long-polls all three queues at once (``WaitTimeSeconds``, one request
+per queue per ``wait_seconds``), and the first batch to arrive on any of them starts at once
+and makes the worker busy again. An idle worker costs three receives per ``wait_seconds``,
+not several a second. A polled batch goes through
 :func:`leasehold.lifecycle.consumer.consume`, exactly as Lambda would deliver it (partial
 batch failures, successes deleted).
 
@@ -112,6 +113,10 @@ class PollerOptions:
     #: item says so, and the fleet view counts it stale after three of them).
     idle_heartbeat_seconds: float = 10.0
     weights: Mapping[str, int] = field(default_factory=lambda: dict(DEFAULT_WEIGHTS))
+    #: While busy, a queue a short poll found empty is not asked again for this long (its
+    #: next message waits at most this much longer): a pool whose work is all on one
+    #: priority pays one receive per batch, not two or three (issue 21).
+    skip_empty_seconds: float = 0.25
 
 
 class PollingWorker:
@@ -130,6 +135,8 @@ class PollingWorker:
         self.tenants_in_flight: Counter[str] = Counter()
         self._processed = 0
         self._lock = threading.Lock()
+        #: When each queue a short poll found empty may be asked again (monotonic seconds).
+        self._empty_until: dict[str, float] = {}
         #: The idle worker's outstanding long polls, by priority.
         self._listening: dict[str, Future[list[Received]]] = {}
         #: What the registry was last told: (jobs in flight, processed, interval).
@@ -142,14 +149,21 @@ class PollingWorker:
     # -- polling --------------------------------------------------------------------------
 
     def receive(self) -> list[Received]:
-        """One batch from the first non-empty queue in picker order (empty if all are)."""
-        for priority in self.picker.order():
+        """One batch from the first non-empty queue in picker order (empty if all are),
+        skipping queues found empty within ``skip_empty_seconds`` (all of them: none
+        skipped)."""
+        now = time.monotonic()
+        order = self.picker.order()
+        asked = [p for p in order if self._empty_until.get(p, 0.0) <= now] or order
+        for priority in asked:
             url = self.app.queues.url(self.options.pool, priority)
             batch = self.app.queues.receive(
                 url, max_messages=self.options.batch_size,
                 visibility_seconds=self._visibility())
             if batch:
+                self._empty_until.pop(priority, None)
                 return batch
+            self._empty_until[priority] = now + self.options.skip_empty_seconds
         return []
 
     def _visibility(self) -> int:

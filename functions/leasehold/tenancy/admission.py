@@ -1,22 +1,29 @@
 """Admission: per-tenant back-pressure, decided in the same write that creates the job.
 
-* A token bucket (``tokens``, ``refilled_at``) throttles submissions, and ``live`` counts the
-  tenant's non-terminal API jobs, one item per tenant in the ``tenants`` table. Admission
-  spends a token and takes a live slot in ONE transaction with the job row's put, conditional
-  on the ``refilled_at`` it computed from and on ``live < cap``: concurrent API instances
-  never spend the same token twice, a burst cannot overshoot the cap, and no crash, lost
-  response or throttle can leave a slot without its job or a job without its slot.
-* The slot is given back in the transaction that ends the job (:mod:`.counters`). A manual
+* A tenant's admission is spread over a few items of the ``tenants`` table
+  (:meth:`Limits.shard_count`: :data:`SPREAD` at the default limits, more when the rate
+  needs it, fewer when the limits are too small to split), each holding its share of the
+  rate and an exact share of the live-job cap. Admission picks one at random and, in ONE
+  update committed in the same transaction as the job row's put, advances the item's GCRA
+  state (``tat``, the theoretical arrival time: ``SET tat = if_not_exists(tat, now) + T``)
+  and takes a live slot (``ADD live 1``), conditioned on ``tat`` not being past
+  ``now + tau`` (the rate) and on ``live < cap``. Nothing in the condition is a value the
+  caller read earlier, so concurrent admissions never refuse one another: a refusal is the
+  rate or the cap, and the item it returns says which. A ``tat`` that fell far behind the
+  clock (the tenant used less than its rate) is first moved up by a plain conditional
+  ``UpdateItem`` outside the transaction (:func:`_catch_up`), so concurrent catch-ups cost
+  refused writes, never transactions. No crash, lost response or throttle can leave a slot
+  without its job or a job without its slot.
+* A refused item hands over to another (at most :data:`MAX_SHARD_TRIES`); 429 only when
+  every item tried refused for the rate or the cap, with a message that says which. A write
+  that keeps meeting concurrent transactions (``TransactionConflict``, past
+  :func:`~leasehold.aws.dynamo.transact_write`'s tries) moves to another item too; if every
+  item tried was contended the answer is 503, never 429.
+* The slot is given back in the transaction that ends the job (:mod:`.counters`), on the item
+  the row names (``admission_shard``, absent: 0; shard 0 is the tenant's own item). A manual
   retry or a redrive puts a finished job back live through the same admission
-  (:func:`retry_admitted`): a token, and the slot under the cap, in the transaction that
+  (:func:`retry_admitted`): the rate, and the slot under the cap, in the transaction that
   re-queues it.
-* One item takes ~1,000 writes/s, and each admitted job writes it twice (the slot taken, then
-  given back), both transactional (2 units each): ~250 jobs/s. A tenant whose rate needs more
-  has its bucket and cap split over :meth:`Limits.shard_count` items (rate, burst and cap
-  divided evenly); admission starts on a random shard and, refused there, tries others
-  before answering 429. The job row records its shard (``admission_shard``, absent: 0), so the
-  terminal transaction gives the slot back where it was taken. Shard 0 is the tenant's own
-  item, so rows and items written before sharding keep working.
 * A global backlog limit (visible messages in the pool's queues) answers 503 before any of it.
 """
 
@@ -35,7 +42,7 @@ from typing import Any, TypeVar
 
 from botocore.exceptions import ClientError
 
-from leasehold.aws.dynamo import Cancelled, condition_failed, from_av, to_av
+from leasehold.aws.dynamo import Cancelled, condition_failed, contended, from_av, to_av
 from leasehold.core.jobs import Job
 from leasehold.core.spec import JobSpec
 from leasehold.errors import Overloaded, RateLimited
@@ -58,14 +65,18 @@ class Limits:
     max_live: int = 10_000
     #: Visible messages across a pool's queues above which every submission gets 503.
     max_backlog: int = 100_000
-    #: Items the bucket and the cap are split over (None: as many as the rate needs, at
-    #: :data:`JOBS_PER_SHARD` admitted jobs/s each; 1 at the default rate).
+    #: Items the rate and the cap are split over (None: :data:`SPREAD`, or as many as the
+    #: rate needs at :data:`JOBS_PER_SHARD` admitted jobs/s each if that is more).
     shards: int | None = None
 
     def shard_count(self) -> int:
-        """How many admission items a tenant's rate needs; never so many that one shard's
-        burst or cap falls below one job."""
-        wanted = self.shards or math.ceil(self.rate / JOBS_PER_SHARD)
+        """How many admission items a tenant's admission is spread over: enough that its
+        concurrent admissions rarely meet on one item, and its rate fits; never so many that
+        one item's burst or cap falls below one job. The spread of a small tenant stops
+        where an item would keep less than :data:`MIN_SHARD_BURST` of burst or 1/s of rate
+        (one item's refusal then sends the admission to the next one, at a write each)."""
+        spread = min(SPREAD, int(self.burst // MIN_SHARD_BURST), int(self.rate))
+        wanted = self.shards or max(math.ceil(self.rate / JOBS_PER_SHARD), spread)
         return max(1, min(wanted, int(self.burst), self.max_live))
 
     def per_shard(self, shards: int, shard: int = 0) -> Limits:
@@ -96,20 +107,59 @@ class Limits:
 #: a job costs 4 there (a transactional take and a transactional give-back, 2 units each):
 #: 250, of which admission plans for 80%.
 JOBS_PER_SHARD = 200
-#: Shards an admission tries before answering 429 (each try after the first costs a read or
-#: a refused write). A tenant with at most this many items (a rate up to 1,600 jobs/s) is
-#: tried on every one, so it is never refused while one of them has room; a bigger one may
-#: be, near its limits, when the tries all land on full items.
+#: Items even a small tenant's admission is spread over, so that its concurrent admissions
+#: (transactions, which DynamoDB refuses with ``TransactionConflict`` when they overlap on
+#: one item) rarely meet on one item; fewer when the limits are too small to split (see
+#: :meth:`Limits.shard_count`).
+SPREAD = 8
+#: The smallest burst one item of a spread tenant keeps (a rate of at least 1/s each, too).
+MIN_SHARD_BURST = 16
+#: Shards an admission tries before answering 429 (each try after the first costs a
+#: refused write, unless this instance already knows the item is over its rate). A tenant
+#: with at most this many items is tried on every one, so it is never refused while one of
+#: them has room; a bigger one may be, near its limits, when the tries all land on full items.
 MAX_SHARD_TRIES = 8
 
-#: What an API instance last saw of a tenant's bucket: (tokens, refilled_at). A correct guess
-#: saves the read; a wrong one fails the write's condition, which returns the real item.
-Buckets = dict[str, tuple[float, int | None]]  # by admission item key
+#: The GCRA's state on an admission item: the *theoretical arrival time* (ms) of the next
+#: submission at the item's rate. Written only by an admission
+#: (``SET tat = if_not_exists(tat, now) + T``) and by a catch-up after an idle spell
+#: (``SET tat = now`` when it is behind ``now - lag``): it never decreases.
+TAT = "tat"
+#: The token bucket admission used to keep; removed from an item by its first new write.
+_LEGACY = ("tokens", "refilled_at")
+
+#: What an API instance knows of each admission item's ``tat`` (by item key): a lower bound
+#: (``tat`` never decreases: an item it shows over its rate really is, and is not tried) and
+#: an estimate (its own admissions added up: an item it shows fallen behind is caught up
+#: before the admission's transaction, rather than after a refused one).
+Buckets = dict[str, tuple[Decimal, Decimal]]
+_BUCKETS_LOCK = threading.Lock()
+
+_MS = Decimal("0.001")
 
 
-def _bucket(item: Mapping[str, Any], limits: Limits) -> tuple[float, int | None]:
-    old = item.get("refilled_at")
-    return (float(item.get("tokens", limits.burst)), None if old is None else int(old))
+@dataclass(frozen=True)
+class _Gcra:
+    """One item's rate as GCRA: an emission interval ``T`` (ms per submission) and a
+    tolerance ``tau = (burst - 1) T``, so ``burst`` submissions pass at once and then one per
+    ``T``. ``lag``: how far ``tat`` may fall behind the clock and still be advanced by an
+    admission (exact GCRA would first move it up to ``now``); this lets a tenant that used
+    less than its rate for a while through up to ``lag / T`` (half its burst) more at once,
+    and never refuses what a token bucket would admit. Behind that, a catch-up write moves
+    it to ``now`` first."""
+
+    interval: Decimal
+    tolerance: Decimal
+    lag: Decimal
+
+    @classmethod
+    def of(cls, limits: Limits) -> _Gcra:
+        interval = max(_MS, (Decimal(1000) / Decimal(str(limits.rate))).quantize(_MS))
+        tolerance = (Decimal(str(max(0.0, limits.burst - 1))) * interval).quantize(_MS)
+        return cls(interval, tolerance, (tolerance / 2).quantize(_MS))
+
+    def retry_after(self, tat: Decimal, now: int) -> int:
+        return max(1, math.ceil((tat - self.tolerance - now) / 1000))
 
 
 #: What an admission adds to the item it spends a token on, by shard: a live slot (``live``:
@@ -117,118 +167,171 @@ def _bucket(item: Mapping[str, Any], limits: Limits) -> tuple[float, int | None]
 Adds = Callable[[int], Mapping[str, int]]
 
 
-def _spend(app: Leasehold, tenant: str, key: str, limits: Limits,
-           state: tuple[float, int | None], *, adds: Mapping[str, int]
-           ) -> tuple[dict[str, Any], tuple[float, int]]:
-    """The tenant update that spends a token (and adds ``adds``: a live slot), and the bucket
-    after it.
-
-    Raises :class:`RateLimited` when the bucket is empty.
-    """
-    tokens, old = state
-    now = app.now()
-    elapsed = 0.0 if old is None else max(0, now - old) / 1000
-    available = min(limits.burst, tokens + elapsed * limits.rate)
-    if available < 1:
-        raise RateLimited(
-            f"tenant {tenant!r} is over its rate of {limits.rate:g} submissions/s",
-            retry_after=max(1, math.ceil((1 - available) / limits.rate)))
-    stamp = max(now, old or 0)  # never move time backwards (clock skew between hosts)
-    left = round(available - 1, 6)
-    values: dict[str, Any] = {":t": Decimal(str(left)), ":now": stamp, ":cap": limits.max_live}
-    fresh = "attribute_not_exists(refilled_at)" if old is None else "refilled_at = :old"
-    if old is not None:
-        values[":old"] = old
-    expression = "SET tokens = :t, refilled_at = :now"
-    names = {f"#a{i}": name for i, name in enumerate(adds)}
+def _update(app: Leasehold, key: str, limits: Limits, gcra: _Gcra, now: int, *,
+            adds: Mapping[str, int]) -> dict[str, Any]:
+    """The item's update: a submission's worth of rate, and ``adds`` (a live slot),
+    conditioned on the rate and on ``live < cap``, and on nothing a caller remembers: only
+    writes that really used up the rate or the cap can refuse it (or, rarely, a ``tat`` that
+    fell behind ``now - lag``, which :func:`_catch_up` moves first)."""
+    names = {"#tat": TAT, "#live": "live", **{f"#o{i}": n for i, n in enumerate(_LEGACY)}}
+    values: dict[str, Any] = {":T": gcra.interval, ":cap": limits.max_live, ":now": now,
+                              ":lo": now - gcra.lag, ":hi": now + gcra.tolerance}
+    expression = "SET #tat = if_not_exists(#tat, :now) + :T"
+    rate = "(attribute_not_exists(#tat) OR #tat BETWEEN :lo AND :hi)"
     if adds:
-        expression += " ADD " + ", ".join(f"#a{i} :a{i}" for i in range(len(adds)))
+        names.update({f"#a{i}": name for i, name in enumerate(adds)})
         values.update({f":a{i}": amount for i, amount in enumerate(adds.values())})
-    update = {
+        expression += " ADD " + ", ".join(f"#a{i} :a{i}" for i in range(len(adds)))
+    expression += " REMOVE " + ", ".join(f"#o{i}" for i in range(len(_LEGACY)))
+    return {
         "TableName": app.settings.tenants_table, "Key": {"tenant": {"S": key}},
         "UpdateExpression": expression,
-        "ConditionExpression": f"{fresh} AND (attribute_not_exists(live) OR live < :cap)",
-        "ExpressionAttributeValues": to_av(values),
+        "ConditionExpression": f"{rate} AND (attribute_not_exists(#live) OR #live < :cap)",
+        "ExpressionAttributeNames": names, "ExpressionAttributeValues": to_av(values),
         "ReturnValuesOnConditionCheckFailure": "ALL_OLD"}
-    if names:
-        update["ExpressionAttributeNames"] = names
-    return update, (left, stamp)
-
-
-def _refused(item: Mapping[str, Any], tenant: str, limits: Limits) -> tuple[float, int | None]:
-    """Why the tenant update's condition failed: the cap (raised), or another request spent a
-    token since our view of the bucket (its state, to try again with)."""
-    if int(item.get("live", 0)) >= limits.max_live:
-        raise RateLimited(f"tenant {tenant!r} has {limits.max_live} live jobs, its limit; "
-                          "wait for some to finish", retry_after=5)
-    return _bucket(item, limits)
-
-
-def _state(app: Leasehold, key: str, limits: Limits, buckets: Buckets
-           ) -> tuple[float, int | None]:
-    state = buckets.get(key)
-    if state is None:
-        state = _bucket(from_av(app.clients.dynamodb.get_item(
-            TableName=app.settings.tenants_table, Key={"tenant": {"S": key}},
-            ConsistentRead=True).get("Item", {})), limits)
-    return state
 
 
 class _Refused(Exception):
+    """The tenant update's condition failed; ``item`` is the admission item as it was."""
+
     def __init__(self, item: Mapping[str, Any]) -> None:
         super().__init__()
         self.item = item
 
 
+class _OverRate(Exception):
+    def __init__(self, retry_after: int) -> None:
+        super().__init__()
+        self.retry_after = retry_after
+
+
+class _AtCap(Exception):
+    pass
+
+
+class _Contended(Exception):
+    """Other writes kept meeting ours on this item (conflicts, or the item changing between
+    our tries): neither its rate nor its cap said no."""
+
+
+def _catch_up(app: Leasehold, key: str, gcra: _Gcra, now: int) -> Decimal | None:
+    """Move a ``tat`` that fell behind ``now - lag`` up to ``now`` (the tenant's bucket is
+    full again), outside any transaction: a plain conditional ``UpdateItem``, so concurrent
+    catch-ups cost a refused write each, never a transaction. Returns ``tat`` as it is now
+    (None: the item has none yet)."""
+    try:
+        app.clients.dynamodb.update_item(
+            TableName=app.settings.tenants_table, Key={"tenant": {"S": key}},
+            UpdateExpression="SET #tat = :now", ConditionExpression="#tat < :lo",
+            ExpressionAttributeNames={"#tat": TAT},
+            ExpressionAttributeValues=to_av({":now": now, ":lo": now - gcra.lag}),
+            ReturnValuesOnConditionCheckFailure="ALL_OLD")
+    except ClientError as exc:
+        if contended(exc):
+            return None  # a transaction is on it; the admission's own write decides
+        if not condition_failed(exc):
+            raise
+        seen = from_av(exc.response.get("Item") or {}).get(TAT)  # type: ignore[arg-type]
+        return None if seen is None else Decimal(str(seen))
+    return Decimal(now)
+
+
+def _seen(buckets: Buckets, key: str, tat: Decimal) -> None:
+    """``tat`` as DynamoDB returned it: exact when read."""
+    with _BUCKETS_LOCK:
+        bound = buckets.get(key, (tat, tat))[0]
+        buckets[key] = (max(bound, tat), tat)
+
+
+def _spent(buckets: Buckets, key: str, read: Decimal | None, gcra: _Gcra, now: int) -> None:
+    """One admission's interval added to what this instance knows of the item: the write
+    added ``T`` to a ``tat`` of at least ``now - lag`` (its condition) and at least ``read``
+    (a lower bound when it was read), or to ``now`` when there was none."""
+    lowest = now - gcra.lag
+    with _BUCKETS_LOCK:
+        bound, estimate = buckets.get(key, (lowest, lowest))
+        buckets[key] = (max(bound, max(read or lowest, lowest) + gcra.interval),
+                        max(estimate, lowest) + gcra.interval)
+
+
 def _admit(app: Leasehold, tenant: str, pool: str, limits: Limits, backlog: Backlog | None,
            buckets: Buckets | None, attempts: int, *, adds: Adds,
            write: Callable[[dict[str, Any], int], T], spent: Callable[[T], bool]) -> T:
-    """Backlog (503), then the tenant update (a token, and what ``adds`` says) made by
-    ``write`` on one of the tenant's admission shards: a random one first, then others
-    while they refuse (at most :data:`MAX_SHARD_TRIES`), so a tenant is not refused while
-    its rate or cap has room on another shard."""
+    """Backlog (503), then the tenant update (a submission's worth of rate, and what
+    ``adds`` says) made by ``write`` on one of the tenant's admission shards: a random one
+    first, then others while they refuse or are contended (at most
+    :data:`MAX_SHARD_TRIES`). 429 only when every shard tried said no because of the rate or
+    the cap, and the message says which; contention alone is a 503."""
     if backlog is not None:
         backlog.check(app, pool, limits)
     buckets = {} if buckets is None else buckets
     shards = limits.shard_count()
     order = random.sample(range(shards), min(shards, MAX_SHARD_TRIES))
-    refusal: RateLimited | None = None
+    over_rate: list[int] = []
+    at_cap = contended = 0
     for shard in order:
         try:
-            return _admit_on(app, tenant, shard, limits.per_shard(shards, shard), buckets,
-                             attempts, adds=adds, write=write, spent=spent)
-        except RateLimited as refused:
-            refusal = refused if refusal is None or refused.retry_after < \
-                refusal.retry_after else refusal
-    assert refusal is not None
-    if shards == 1:
-        raise refusal
-    raise RateLimited(f"tenant {tenant!r} is over its rate of {limits.rate:g} submissions/s "
-                      f"or its {limits.max_live} live jobs", retry_after=refusal.retry_after)
+            return _admit_on(app, shard, limits.per_shard(shards, shard),
+                             slot_item(tenant, shard), buckets, attempts, adds=adds,
+                             write=write, spent=spent)
+        except _OverRate as refused:
+            over_rate.append(refused.retry_after)
+        except _AtCap:
+            at_cap += 1
+        except _Contended:
+            contended += 1
+    if contended:
+        raise Overloaded(f"tenant {tenant!r}'s admission met concurrent writes on "
+                         f"{contended} of its items; try again", retry_after=1)
+    rate = f"its rate of {limits.rate:g} submissions/s (burst {limits.burst:g})"
+    cap = f"{limits.max_live} live jobs, its limit"
+    if not over_rate:
+        raise RateLimited(f"tenant {tenant!r} has {cap}; wait for some to finish",
+                          retry_after=5)
+    if not at_cap:
+        raise RateLimited(f"tenant {tenant!r} is over {rate}", retry_after=min(over_rate))
+    raise RateLimited(f"tenant {tenant!r} is over {rate} and near its cap of {cap} (of its "
+                      f"{shards} admission items, {len(over_rate)} are out of rate and "
+                      f"{at_cap} full)", retry_after=min(over_rate))
 
 
-def _admit_on(app: Leasehold, tenant: str, shard: int, limits: Limits, buckets: Buckets,
+def _admit_on(app: Leasehold, shard: int, limits: Limits, key: str, buckets: Buckets,
               attempts: int, *, adds: Adds, write: Callable[[dict[str, Any], int], T],
               spent: Callable[[T], bool]) -> T:
-    """The update on one admission shard, tried again from the bucket a refusal shows until
-    the rate or cap says no."""
-    key = slot_item(tenant, shard)
-    state = _state(app, key, limits, buckets)
+    """The update on one admission item. A refused write returns the item, which says why:
+    the rate (:class:`_OverRate`), the cap (:class:`_AtCap`), or that its ``tat`` fell behind
+    (caught up, and tried again; at most ``attempts`` writes)."""
+    gcra = _Gcra.of(limits)
     for _ in range(attempts):
-        try:
-            update, after = _spend(app, tenant, key, limits, state, adds=adds(shard))
-        except RateLimited:
-            buckets.pop(key, None)  # re-read next time: other instances may refill it
-            raise
+        now = app.now()
+        known, estimate = buckets.get(key, (None, None))
+        if known is not None and known > now + gcra.tolerance:
+            raise _OverRate(gcra.retry_after(known, now))
+        if estimate is not None and estimate < now - gcra.lag:
+            caught = _catch_up(app, key, gcra, now)
+            if caught is not None:
+                _seen(buckets, key, caught)
+                known = max(known or caught, caught)
+                if known > now + gcra.tolerance:
+                    continue
+        update = _update(app, key, limits, gcra, now, adds=adds(shard))
         try:
             result = write(update, shard)
         except _Refused as refused:
-            state = _refused(refused.item, tenant, limits)
+            if int(refused.item.get("live", 0)) >= limits.max_live:
+                raise _AtCap from None
+            seen = refused.item.get(TAT)
+            if seen is not None:
+                _seen(buckets, key, Decimal(str(seen)))
             continue
+        except ClientError as exc:
+            if contended(exc):
+                raise _Contended from None
+            raise
         if spent(result):
-            buckets[key] = after
+            _spent(buckets, key, known, gcra, now)
         return result
-    raise RateLimited(f"tenant {tenant!r} is submitting too fast", retry_after=1)
+    raise _Contended
 
 
 def _slot(_: int) -> Mapping[str, int]:
