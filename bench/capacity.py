@@ -15,7 +15,7 @@ from typing import Any
 
 from bench.tenant_shards import ADMISSION_UNITS_PER_JOB, INDEX_UNITS_PER_JOB
 from leasehold.settings import Settings
-from leasehold.tenancy.admission import JOBS_PER_SHARD
+from leasehold.tenancy.admission import JOBS_PER_SHARD, SPREAD, Limits
 
 ROOT = Path(__file__).resolve().parent.parent
 RATES = (1_000, 10_000, 50_000)
@@ -50,6 +50,8 @@ def rows(results: dict[str, Any], settings: Settings | None = None) -> list[dict
         table = rate * units.get("jobs", 0.0)
         lease_key = rate * leases / settings.shards
         concurrency = rate * worker_seconds
+        # A tenant admitted at this rate, its burst and cap as wide as the rate allows.
+        admission = Limits(rate=rate, burst=rate, max_live=rate * 60).shard_count()
         out.append({
             "rate": rate,
             "jobs_table_write_units": table,
@@ -59,9 +61,8 @@ def rows(results: dict[str, Any], settings: Settings | None = None) -> list[dict
             "leases_shards_needed": math.ceil(rate * leases / PARTITION_WRITE_UNITS),
             "tenant_index_units_per_shard_key": rate * index / settings.tenant_shards,
             "tenant_index_shards_needed": math.ceil(rate * index / PARTITION_WRITE_UNITS),
-            "admission_shards": math.ceil(rate / JOBS_PER_SHARD),
-            "admission_units_per_shard_key": rate * ADMISSION_UNITS_PER_JOB
-            / math.ceil(rate / JOBS_PER_SHARD),
+            "admission_shards": admission,
+            "admission_units_per_shard_key": rate * ADMISSION_UNITS_PER_JOB / admission,
             "sqs_requests_per_second": rate * sum(
                 v for k, v in ops.items() if k.startswith("sqs.")),
             "sqs_in_flight": concurrency * LAMBDA_BATCH,
@@ -103,9 +104,10 @@ def markdown(results: dict[str, Any], settings: Settings | None = None) -> str:
         "(the worst case for its keys), job state events as deployed, worker Lambda batches "
         f"of {LAMBDA_BATCH} taking the measured {per_job['worker_seconds_per_job']} s per "
         f"no-op job; `LEASEHOLD_SHARDS` = {settings.shards}, `LEASEHOLD_TENANT_SHARDS` = "
-        f"{settings.tenant_shards}, admission shards as the tenant's rate needs "
-        f"({JOBS_PER_SHARD} jobs/s each). DynamoDB: ~{PARTITION_WRITE_UNITS:,} write units/s "
-        "per partition key; on-demand tables double their peak as they grow (pre-warm a new "
+        f"{settings.tenant_shards}, admission items as the tenant's rate needs "
+        f"({JOBS_PER_SHARD} jobs/s each, at least {SPREAD}). DynamoDB: "
+        f"~{PARTITION_WRITE_UNITS:,} write units/s per partition key; on-demand tables "
+        "double their peak as they grow (pre-warm a new "
         "table for a launch at these rates).",
         "",
         head,
