@@ -13,7 +13,8 @@ from pydantic import AwareDatetime, BaseModel, BeforeValidator, ConfigDict, Fiel
 from leasehold.core.spec import MAX_PAYLOAD_BYTES, MAX_RESULT_BYTES
 
 Priority = Literal["high", "normal", "low"]
-StateName = Literal["SCHEDULED", "WAITING", "QUEUED", "RUNNING", "SUCCEEDED", "DEAD", "CANCELLED"]
+StateName = Literal["SCHEDULED", "WAITING", "QUEUED", "RUNNING", "SUCCEEDED", "DEAD", "CANCELLED",
+                    "EXPIRED"]
 
 
 class _Strict(BaseModel):

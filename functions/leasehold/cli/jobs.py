@@ -19,8 +19,9 @@ from leasehold.cli.output import (
 )
 from leasehold.cli.parsing import command
 
-TERMINAL = {"SUCCEEDED", "DEAD", "CANCELLED"}
-STATES = ["SCHEDULED", "WAITING", "QUEUED", "RUNNING", "SUCCEEDED", "DEAD", "CANCELLED"]
+TERMINAL = {"SUCCEEDED", "DEAD", "CANCELLED", "EXPIRED"}
+STATES = ["SCHEDULED", "WAITING", "QUEUED", "RUNNING", "SUCCEEDED", "DEAD", "CANCELLED",
+          "EXPIRED"]
 
 
 def register(subparsers: Any) -> None:

@@ -15,7 +15,7 @@ class Jobs(Protocol):
     def cancel(self, job_id: str) -> dict[str, Any]: ...
 
 
-TERMINAL = frozenset({"SUCCEEDED", "DEAD", "CANCELLED"})
+TERMINAL = frozenset({"SUCCEEDED", "DEAD", "CANCELLED", "EXPIRED"})
 #: States in which a job may still finish; any other (one a newer API adds) ends the wait.
 LIVE = frozenset({"SCHEDULED", "WAITING", "QUEUED", "RUNNING"})
 #: A handle made from an id alone, before it has read the job.
