@@ -154,3 +154,22 @@ def test_a_manual_retry_takes_the_claim_back_and_is_refused_while_another_holds_
     deliver(app)
     assert flow_item(app, "acme", "unique", "sync:a") is None
     assert tenant_live(app, "acme") == 0
+
+
+def test_the_api_answers_a_duplicate_200_and_a_key_naming_a_missing_field_422(
+    app: Leasehold, clock: Any,
+) -> None:
+    from .api_client import ApiClient
+
+    api = ApiClient(app)
+    body = {"task": "echo", "payload": {"file": "a.csv"},
+            "unique": {"key": "import:{payload.file}"}, "start_within_seconds": 5}
+    first, again = api.post("/jobs", body), api.post("/jobs", body)
+    assert (first.status, again.status) == (201, 200)
+    assert again.body["duplicate"] and again.body["job_id"] == first.body["job_id"]
+    missing = api.post("/jobs", {**body, "payload": {}})
+    assert missing.status == 422 and "payload.file" in missing.body["error"]["message"]
+    clock.advance(6)
+    deliver(app)
+    assert api.get(f"/jobs/{first.body['job_id']}").body["state"] == "EXPIRED"
+    assert api.post("/jobs", body).status == 201  # the key is free again
