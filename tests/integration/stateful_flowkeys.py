@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
+from botocore.exceptions import ClientError
 from hypothesis import event
 from hypothesis import strategies as st
 from hypothesis.stateful import invariant, rule
@@ -20,7 +21,7 @@ from hypothesis.stateful import invariant, rule
 from leasehold.aws.dynamo import from_av
 from leasehold.core.spec import JobSpec
 from leasehold.core.states import JobState
-from leasehold.errors import RateLimited
+from leasehold.errors import LeaseholdError, RateLimited
 from leasehold.flow.unique import UNIQUE_KEY, claim_item
 from leasehold.lifecycle.submission import submit
 from leasehold.tenancy.admission import Limits, submit_admitted
@@ -53,7 +54,7 @@ class FlowKeysRules:
                     result = submit_admitted(self.app, spec, "default", UNIQUE_LIMITS)
             except RateLimited:
                 break
-            except Exception as exc:  # noqa: BLE001 - the machine's faults: the caller retries
+            except (ClientError, LeaseholdError) as exc:  # the weather: the caller retries
                 event(f"a unique submission failed ({type(exc).__name__})")
                 continue
             event("a unique duplicate answered" if result.duplicate else
