@@ -22,6 +22,7 @@ from leasehold.aws.dynamo import from_av
 from leasehold.core.spec import JobSpec
 from leasehold.core.states import JobState
 from leasehold.errors import LeaseholdError, RateLimited
+from leasehold.flow.debounce import DEBOUNCE_KEY
 from leasehold.flow.unique import UNIQUE_KEY, claim_item
 from leasehold.lifecycle.submission import submit
 from leasehold.tenancy.admission import Limits, submit_admitted
@@ -36,6 +37,7 @@ class FlowKeysRules:
     latest: dict[str, Any]
     runs: Any
     inspect: Any
+    manual_retries: Any
 
     @rule(key=st.sampled_from(KEYS), tenant=st.sampled_from((None, "acme")),
           fail_first=st.integers(0, 2), window=st.sampled_from((None, None, 5, 100)))
@@ -64,6 +66,35 @@ class FlowKeysRules:
         for job_id, job in self.latest.items():
             if job.extra.get(UNIQUE_KEY) is not None and job_id not in self.jobs:
                 self.jobs.append(job_id)
+
+    @rule(key=st.sampled_from(KEYS), n=st.integers(0, 3))
+    def submit_debounced(self, key: str, n: int) -> None:
+        """An edit in a burst: coalesced into the key's open window, or opening one."""
+        spec = JobSpec(task="work", payload={"fail_first": 0, "n": n},
+                       debounce={"key": key, "seconds": 5, "max_wait_seconds": 20})
+        for _ in range(3):
+            try:
+                result = submit(self.app, spec)
+            except (ClientError, LeaseholdError) as exc:  # the weather: the caller retries
+                event(f"a debounced submission failed ({type(exc).__name__})")
+                continue
+            event("a debounced edit coalesced" if result.coalesced else "a window opened")
+            break
+        for job_id, job in self.latest.items():
+            if job.extra.get(DEBOUNCE_KEY) is not None and job_id not in self.jobs:
+                self.jobs.append(job_id)
+
+    @invariant()
+    def at_most_one_open_window_per_debounce_key(self) -> None:
+        """An open window: QUEUED and never leased (a manual re-run aside). Two at once
+        would be two runs of one burst."""
+        windows: dict[str, list[str]] = defaultdict(list)
+        for job in self.latest.values():
+            key = job.extra.get(DEBOUNCE_KEY)
+            if key is not None and job.state is JobState.QUEUED and job.attempt == 0 and \
+                    job.first_started_at is None and not self.manual_retries[job.job_id]:
+                windows[f"{job.tenant}#{key}"].append(job.job_id)
+        assert all(len(ids) == 1 for ids in windows.values()), windows
 
     @invariant()
     def one_live_job_per_unique_key_and_its_claim_names_it(self) -> None:
