@@ -173,7 +173,7 @@ def test_a_cancelled_job_raises_cancelled_and_an_unfinished_one_times_out(
     assert isinstance(raised.value, TimeoutError) and "still RUNNING" in str(raised.value)
 
 
-@pytest.mark.parametrize("answer", [job("EXPIRED"), {"job_id": "J1"}])
+@pytest.mark.parametrize("answer", [job("PAUSED_FOREVER"), {"job_id": "J1"}])
 def test_a_state_the_client_does_not_know_ends_the_wait_with_an_error_naming_it(
         server: tuple[str, Script], answer: dict[str, Any]) -> None:
     # The second answer would end an unbounded wait: the client must not wait past the first.
