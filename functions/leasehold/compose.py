@@ -12,6 +12,7 @@ from leasehold.aws.clients import Clients
 from leasehold.clock import Clock
 from leasehold.core.registry import TaskRegistry
 from leasehold.events.publishing import install as install_events
+from leasehold.flow import debounce, expiry, unique
 from leasehold.lifecycle.app import Leasehold
 from leasehold.metrics.figures import install as install_figures
 from leasehold.settings import Settings
@@ -44,6 +45,12 @@ def compose(
     # sweeper redoes that for workflows that made no progress for a while.
     install_workflows(app)
     app.repairs["workflows"] = lambda app, now: reconcile_workflows(app, now=now).repaired
+    # Flow control: a unique key's claim (taken with the row, given back with the end),
+    # debounce windows, and start windows (refused at the lease, ended by the worker or the
+    # sweeper).
+    unique.install(app)
+    debounce.install(app)  # before expiry: a window's start window counts from its fire time
+    expiry.install(app)
     # Job state events: to EventBridge, or a local log (``event_bus="file:<path>"``).
     install_events(app)
     return app

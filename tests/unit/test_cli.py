@@ -58,6 +58,7 @@ def run(*argv: str, capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
     (["submit", "echo", "notjson"], "payload: not JSON"),
     (["submit", "echo", "@missing.json"], "payload: cannot read missing.json"),
     (["submit", "echo", "--label", "oops"], "--label: 'oops' is not KEY=VALUE"),
+    (["submit", "echo", "--debounce", "k:soon"], "--debounce: 'k:soon' is not KEY:SECONDS"),
     (["schedules", "create", "--cron", "@daily", "--task", "echo", "--payload", "notjson"],
      "--payload: not JSON"),
     (["schedules", "create", "--cron", "@daily", "--workflow", "missing.json"],
@@ -133,3 +134,11 @@ def test_a_redrive_says_how_many_jobs_it_left_dead_and_why(
     assert "redriven 1 job(s)\n  J1" in out
     assert "left 4 job(s) DEAD: tenant 'acme' has 1 live jobs, its limit" in out
     assert "redrive again in 5s" in out
+
+
+def test_debounce_reads_key_seconds_and_max_wait_from_the_right() -> None:
+    from leasehold.cli.jobs import _debounce
+
+    assert _debounce("doc:{payload.id}:10:60") == {
+        "key": "doc:{payload.id}", "seconds": 10.0, "max_wait_seconds": 60.0}
+    assert _debounce("rebuild:5") == {"key": "rebuild", "seconds": 5.0}

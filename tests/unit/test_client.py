@@ -173,7 +173,7 @@ def test_a_cancelled_job_raises_cancelled_and_an_unfinished_one_times_out(
     assert isinstance(raised.value, TimeoutError) and "still RUNNING" in str(raised.value)
 
 
-@pytest.mark.parametrize("answer", [job("EXPIRED"), {"job_id": "J1"}])
+@pytest.mark.parametrize("answer", [job("PAUSED_FOREVER"), {"job_id": "J1"}])
 def test_a_state_the_client_does_not_know_ends_the_wait_with_an_error_naming_it(
         server: tuple[str, Script], answer: dict[str, Any]) -> None:
     # The second answer would end an unbounded wait: the client must not wait past the first.
@@ -301,3 +301,24 @@ def test_task_submit_without_the_client_imported_says_what_to_import() -> None:
                           check=True, timeout=60)
     assert done.stdout.startswith("LeaseholdError lonely.submit() needs the client: "
                                   "`import leasehold.client` first")
+
+
+def test_flow_options_are_sent_and_an_expired_job_ends_result_with_expired(
+        server: tuple[str, Script]) -> None:
+    from leasehold.client import Expired
+
+    url, script = server
+    script.answers = [(200, {}, job("QUEUED", duplicate=True)), (200, {}, job("EXPIRED"))]
+    client, _ = recording_client(url)
+    handle = client.submit("sync", {"a": 1}, unique={"key": "sync:{payload.a}"},
+                           start_within_seconds=30)
+    assert not handle.created
+    (_, _, _, sent), = script.seen
+    assert sent["unique"] == {"key": "sync:{payload.a}"} and sent["start_within_seconds"] == 30
+    with pytest.raises(Expired):
+        handle.result(timeout=1)
+    script.answers = [(201, {}, job("QUEUED"))]
+    client.submit("rebuild", None, debounce={"key": "d", "seconds": 5})
+    debounced = script.seen[-1][3]
+    assert debounced["debounce"] == {"key": "d", "seconds": 5}
+    assert "idempotency_key" not in debounced  # the server refuses the pair

@@ -16,6 +16,8 @@ EXPECTED = {
     (S.RUNNING, S.SUCCEEDED), (S.RUNNING, S.QUEUED), (S.RUNNING, S.SCHEDULED),
     (S.RUNNING, S.DEAD), (S.RUNNING, S.CANCELLED),
     (S.DEAD, S.QUEUED), (S.CANCELLED, S.QUEUED),
+    # A start window that passed: only before the job ever started, and final.
+    (S.SCHEDULED, S.EXPIRED), (S.WAITING, S.EXPIRED), (S.QUEUED, S.EXPIRED),
 }
 
 
@@ -38,7 +40,7 @@ def test_succeeded_is_final_and_only_manual_retries_leave_dead_or_cancelled() ->
 
 
 def test_terminal_and_initial_states_match_the_design() -> None:
-    assert {S.SUCCEEDED, S.DEAD, S.CANCELLED} == TERMINAL
+    assert {S.SUCCEEDED, S.DEAD, S.CANCELLED, S.EXPIRED} == TERMINAL
     assert {S.QUEUED, S.SCHEDULED, S.WAITING} == INITIAL
     assert all(state.terminal != state.live for state in JobState)
 

@@ -35,6 +35,10 @@ def spec_from(body: SubmitJob, tenant: str) -> JobSpec:
         delay_seconds=body.delay_seconds, idempotency_key=body.idempotency_key,
         max_attempts=body.max_attempts, retry=retry, timeout_seconds=body.timeout_seconds,
         labels=body.labels,
+        unique=None if body.unique is None else body.unique.model_dump(),
+        debounce=None if body.debounce is None else body.debounce.model_dump(exclude_none=True),
+        start_within_seconds=body.start_within_seconds,
+        expires_at_ms=None if body.expires_at is None else to_ms(body.expires_at),
     )
 
 
@@ -45,7 +49,9 @@ JobId = Annotated[str, Path(min_length=1, max_length=64, pattern=r"^[0-9A-Za-z]+
     "/jobs", summary="Submit a job", status_code=201, tags=["jobs"],
     responses={201: {"description": "created",
                      "content": {"application/json": {"model": SubmittedJob}}},
-               200: {"description": "idempotent replay: the job the first submission made",
+               200: {"description": "idempotent replay (the job the first submission made), "
+                                    "a duplicate of a live unique job, or a debounced "
+                                    "submission coalesced into the job that carries it",
                      "content": {"application/json": {"model": SubmittedJob}}},
                **errors(400, 401, 409, 413, 422, 429, 503)},
 )
@@ -62,7 +68,8 @@ def submit_job(body: SubmitJob) -> Response[SubmittedJob]:
     if spec.run_at_ms is not None and spec.run_at_ms < now:
         warnings.append(f"run_at {iso(spec.run_at_ms)} is in the past; the job runs now")
     shown = SubmittedJob(**view(result.job, app.now()).model_dump(by_alias=True),
-                         warnings=warnings)
+                         warnings=warnings, duplicate=result.duplicate,
+                         coalesced=result.coalesced)
     return Response(status_code=201 if result.created else 200,
                     content_type=content_types.APPLICATION_JSON, body=shown)
 

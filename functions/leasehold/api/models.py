@@ -13,7 +13,8 @@ from pydantic import AwareDatetime, BaseModel, BeforeValidator, ConfigDict, Fiel
 from leasehold.core.spec import MAX_PAYLOAD_BYTES, MAX_RESULT_BYTES
 
 Priority = Literal["high", "normal", "low"]
-StateName = Literal["SCHEDULED", "WAITING", "QUEUED", "RUNNING", "SUCCEEDED", "DEAD", "CANCELLED"]
+StateName = Literal["SCHEDULED", "WAITING", "QUEUED", "RUNNING", "SUCCEEDED", "DEAD", "CANCELLED",
+                    "EXPIRED"]
 
 
 class _Strict(BaseModel):
@@ -45,6 +46,22 @@ class RetryIn(_Strict):
     non_retryable: list[str] = Field(default_factory=list, max_length=32)
 
 
+class UniqueIn(_Strict):
+    key: str = Field(min_length=1, max_length=256, examples=["import:{payload.file}"],
+                     description="while a job with this key is live, a submission with it "
+                                 "answers that job (200, duplicate); {payload.x} takes a "
+                                 "payload field")
+
+
+class DebounceIn(_Strict):
+    key: str = Field(min_length=1, max_length=256, examples=["rebuild:{payload.doc}"])
+    seconds: float = Field(gt=0, le=900, description="runs this long after the last "
+                                                     "submission with the key")
+    max_wait_seconds: float | None = Field(
+        default=None, gt=0, le=86_400,
+        description="and never later than this after the first")
+
+
 class SubmitJob(_Strict):
     task: str = Field(min_length=1, max_length=128, examples=["echo"])
     payload: Any = Field(default=None, description=PAYLOAD_LIMITS)
@@ -60,6 +77,13 @@ class SubmitJob(_Strict):
     timeout_seconds: float | None = Field(default=None, ge=1, le=86_400)
     retry: RetryIn | None = None
     labels: dict[str, str] = Field(default_factory=dict, max_length=32)
+    unique: UniqueIn | None = None
+    debounce: DebounceIn | None = None
+    start_within_seconds: float | None = Field(
+        default=None, gt=0, le=366 * 86_400,
+        description="not started this long after its run_at, the job ends EXPIRED")
+    expires_at: IsoTime | None = Field(
+        default=None, description="not started by then, the job ends EXPIRED")
 
 
 class JobErrorOut(BaseModel):
@@ -124,6 +148,10 @@ class SubmittedJob(JobOut):
         default_factory=list,
         description="what the API did differently from what was asked, e.g. a run_at in "
                     "the past: the job runs now")
+    duplicate: bool = Field(default=False, description="a live job with the same unique key "
+                                                      "answered: this is that job")
+    coalesced: bool = Field(default=False, description="debounced: this job carries the "
+                                                      "submission, with its payload")
 
 
 class JobPage(BaseModel):

@@ -19,8 +19,9 @@ from leasehold.cli.output import (
 )
 from leasehold.cli.parsing import command
 
-TERMINAL = {"SUCCEEDED", "DEAD", "CANCELLED"}
-STATES = ["SCHEDULED", "WAITING", "QUEUED", "RUNNING", "SUCCEEDED", "DEAD", "CANCELLED"]
+TERMINAL = {"SUCCEEDED", "DEAD", "CANCELLED", "EXPIRED"}
+STATES = ["SCHEDULED", "WAITING", "QUEUED", "RUNNING", "SUCCEEDED", "DEAD", "CANCELLED",
+          "EXPIRED"]
 
 
 def register(subparsers: Any) -> None:
@@ -50,6 +51,19 @@ def register(subparsers: Any) -> None:
                         help="seconds per attempt, e.g. --timeout 60")
     submit.add_argument("--label", action="append", default=[], metavar="KEY=VALUE",
                         help="a label (repeat for several), e.g. --label team=billing")
+    submit.add_argument("--unique", metavar="KEY",
+                        help="while a job with this key is live, answer it instead of "
+                             "making another, e.g. --unique 'import:{payload.file}'")
+    submit.add_argument("--debounce", metavar="KEY:SECONDS[:MAX_WAIT]",
+                        help="coalesce submissions with this key into one run, SECONDS "
+                             "after the last (never later than MAX_WAIT after the first), "
+                             "e.g. --debounce rebuild:10:60")
+    submit.add_argument("--start-within", type=float, dest="start_within_seconds",
+                        help="not started within this many seconds, the job ends EXPIRED, "
+                             "e.g. --start-within 300")
+    submit.add_argument("--expires-at", help="not started by this ISO-8601 time, the job "
+                                             "ends EXPIRED, e.g. "
+                                             "--expires-at 2027-06-01T09:05:00Z")
     submit.add_argument("--wait", action="store_true",
                         help="show progress until the job finishes; exit 1 unless it "
                              "SUCCEEDED")
@@ -84,11 +98,14 @@ def run_submit(args: argparse.Namespace) -> int:
     try:
         payload = read_json("payload", args.payload, raw=args.raw)
         labels = dict(_label(text) for text in args.label)
+        debounce = None if args.debounce is None else _debounce(args.debounce)
     except UsageError as exc:
         return fail(exc)
     options = {name: getattr(args, name) for name in (
         "priority", "pool", "delay_seconds", "run_at", "idempotency_key", "max_attempts",
-        "timeout_seconds")}
+        "timeout_seconds", "start_within_seconds", "expires_at")}
+    options["unique"] = None if args.unique is None else {"key": args.unique}
+    options["debounce"] = debounce
     client = Client.from_args(args)
     try:
         handle = client.submit(args.task, payload, labels=labels or None, **options)
@@ -100,6 +117,27 @@ def run_submit(args: argparse.Namespace) -> int:
         return fail(exc)
     emit(args, job, show_job(job))
     return 0 if not args.wait or job["state"] == "SUCCEEDED" else 1
+
+
+def _debounce(text: str) -> dict[str, Any]:
+    """``KEY:SECONDS[:MAX_WAIT]``, split from the right (a key may hold ``:``)."""
+    parts = text.rsplit(":", 2)
+    try:
+        if len(parts) == 3 and _number(parts[1]):
+            return {"key": parts[0], "seconds": float(parts[1]),
+                    "max_wait_seconds": float(parts[2])}
+        key, seconds = text.rsplit(":", 1)
+        return {"key": key, "seconds": float(seconds)}
+    except ValueError:
+        raise UsageError("--debounce", f"{text!r} is not KEY:SECONDS[:MAX_WAIT]") from None
+
+
+def _number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 def _label(text: str) -> tuple[str, str]:

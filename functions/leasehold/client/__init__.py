@@ -16,7 +16,7 @@ from typing import Any
 
 from leasehold.client.aio import AsyncClient, AsyncJobHandle
 from leasehold.client.client import Client
-from leasehold.client.errors import ApiError, Cancelled, JobFailed, ResultTimeout
+from leasehold.client.errors import ApiError, Cancelled, Expired, JobFailed, ResultTimeout
 from leasehold.client.handle import JobHandle
 from leasehold.client.transport import HttpRetries
 from leasehold.core.registry import install_submitter
@@ -52,6 +52,7 @@ __all__ = [
     "AsyncJobHandle",
     "Cancelled",
     "Client",
+    "Expired",
     "HttpRetries",
     "JobFailed",
     "JobHandle",

@@ -29,7 +29,8 @@ from leasehold.client.transport import (
 DEFAULT_URL = "http://127.0.0.1:8080"
 #: Job fields ``submit`` passes through as the API names them.
 JOB_OPTIONS = ("priority", "pool", "delay_seconds", "run_at", "idempotency_key",
-               "max_attempts", "timeout_seconds", "retry", "labels")
+               "max_attempts", "timeout_seconds", "retry", "labels",
+               "unique", "debounce", "start_within_seconds", "expires_at")
 
 
 def task_name(task: Any) -> str:
@@ -153,10 +154,13 @@ class Client:
         """Submit a job: ``task`` is its name or its ``@task`` function; ``options`` are the
         API's job fields (``priority``, ``pool``, ``delay_seconds``, ``run_at`` (a datetime
         or ISO text), ``idempotency_key``, ``max_attempts``, ``timeout_seconds``, ``retry``
-        (a dict or :class:`~leasehold.RetryPolicy`), ``labels``).
+        (a dict or :class:`~leasehold.RetryPolicy`), ``labels``; flow control: ``unique``
+        (``{"key": ...}``), ``debounce`` (``{"key", "seconds", "max_wait_seconds"}``),
+        ``start_within_seconds`` or ``expires_at`` (a datetime)).
 
         Without an ``idempotency_key`` one is made up, so a submit retried after a lost
-        answer makes one job, not two (``idempotency_keys=False`` turns that off).
+        answer makes one job, not two (``idempotency_keys=False`` turns that off; a debounced
+        submission gets none: the server refuses the pair).
         """
         unknown = set(options) - set(JOB_OPTIONS)
         if unknown:
@@ -174,7 +178,8 @@ class Client:
             elif hasattr(value, "to_dict"):
                 value = {k: v for k, v in value.to_dict().items() if v is not None}
             body[name] = value
-        if self.idempotency_keys and "idempotency_key" not in body:
+        # A debounced submission has no identity of its own (its window's job carries it).
+        if self.idempotency_keys and "idempotency_key" not in body and "debounce" not in body:
             body["idempotency_key"] = f"client-{uuid.uuid4().hex}"
         status, job = self.exchange("POST", "/jobs", body,
                                     repeatable="idempotency_key" in body)
@@ -272,7 +277,8 @@ class Client:
         """``POST /workflows``: the graph, checked whole before anything is written. Made
         idempotent (an ``idempotency_key`` is added unless given) so a retry starts one."""
         body = dict(spec)
-        if self.idempotency_keys and "idempotency_key" not in body:
+        # A debounced submission has no identity of its own (its window's job carries it).
+        if self.idempotency_keys and "idempotency_key" not in body and "debounce" not in body:
             body["idempotency_key"] = f"client-{uuid.uuid4().hex}"
         workflow: dict[str, Any] = self.request("POST", "/workflows", body,
                                                 repeatable="idempotency_key" in body)

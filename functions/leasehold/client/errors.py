@@ -53,6 +53,16 @@ class Cancelled(LeaseholdError):
         super().__init__(f"job {job.get('job_id')} was cancelled")
 
 
+class Expired(LeaseholdError):
+    """The job was not started within its start window: it never ran."""
+
+    code = "expired"
+
+    def __init__(self, job: dict[str, Any]) -> None:
+        self.job = job
+        super().__init__(f"job {job.get('job_id')} expired before it started")
+
+
 class ResultTimeout(LeaseholdError, TimeoutError):
     """The job did not finish within the time given to ``result()``."""
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from typing import Any, Protocol
 
-from leasehold.client.errors import ApiError, Cancelled, JobFailed, ResultTimeout
+from leasehold.client.errors import ApiError, Cancelled, Expired, JobFailed, ResultTimeout
 
 
 class Jobs(Protocol):
@@ -15,7 +15,7 @@ class Jobs(Protocol):
     def cancel(self, job_id: str) -> dict[str, Any]: ...
 
 
-TERMINAL = frozenset({"SUCCEEDED", "DEAD", "CANCELLED"})
+TERMINAL = frozenset({"SUCCEEDED", "DEAD", "CANCELLED", "EXPIRED"})
 #: States in which a job may still finish; any other (one a newer API adds) ends the wait.
 LIVE = frozenset({"SCHEDULED", "WAITING", "QUEUED", "RUNNING"})
 #: A handle made from an id alone, before it has read the job.
@@ -39,6 +39,8 @@ def outcome(job: dict[str, Any]) -> Any:
         return job.get("result")
     if state == "CANCELLED":
         raise Cancelled(job)
+    if state == "EXPIRED":
+        raise Expired(job)
     if state == "DEAD":
         raise JobFailed(job)
     raise ApiError(0, "unknown_state", f"job {job.get('job_id')} is in state {state!r}, which "

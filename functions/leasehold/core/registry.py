@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 import importlib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -54,6 +54,11 @@ class TaskDefinition:
     #: with its payload (``echo``) sets the result limit here, so a payload that would fail
     #: the job after it ran is refused before it is queued.
     max_payload_bytes: int | None = None
+    #: Keyed flow control defaults (leasehold.flow); a key may be a template over the
+    #: payload, e.g. ``{"key": "import:{payload.file}"}``.
+    unique: Mapping[str, Any] | None = None
+    debounce: Mapping[str, Any] | None = None
+    start_within_seconds: float | None = None
 
 
 class TaskRegistry:
@@ -105,7 +110,10 @@ def task(name: str, **defaults: Any) -> Callable[[Handler], Handler]:
 
     ``defaults`` are per-task defaults a submission may override: ``pool``, ``priority``,
     ``timeout_seconds``, ``max_attempts`` and ``retry`` (a :class:`RetryPolicy`); and
-    ``max_payload_bytes``, a payload limit below the API's checked at submit.
+    ``max_payload_bytes``, a payload limit below the API's checked at submit; and flow
+    control: ``unique={"key": ...}``, ``debounce={"key": ..., "seconds": ...,
+    "max_wait_seconds": ...}``, ``start_within_seconds`` (keys may be templates over the
+    payload, such as ``"sync:{payload.account_id}"``).
     The handler is called as ``fn(payload, ctx)`` with a
     :class:`~leasehold.core.context.JobContext`.
     """

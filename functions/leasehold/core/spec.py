@@ -51,6 +51,12 @@ class JobSpec:
     retry: RetryPolicy | None = None
     timeout_seconds: float | None = None
     labels: Mapping[str, str] = field(default_factory=dict)
+    #: Keyed flow control (leasehold.flow), each overriding the task's default:
+    #: ``{"key"}``, ``{"key", "seconds", "max_wait_seconds"}``, and a start window.
+    unique: Mapping[str, Any] | None = None
+    debounce: Mapping[str, Any] | None = None
+    start_within_seconds: float | None = None
+    expires_at_ms: int | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -193,6 +199,11 @@ def resolve(spec: JobSpec, registry: TaskRegistry, *, pools: tuple[str, ...], no
             "task": spec.task, "payload": payload_json, "pool": pool, "priority": priority,
             "run_at": spec.run_at_ms, "delay": spec.delay_seconds, "max_attempts": max_attempts,
             "timeout": timeout, "retry": retry.to_dict(), "labels": labels,
+            # Only when given, so the hashes of jobs that use no flow option never change.
+            **{name: value for name, value in (
+                ("unique", spec.unique), ("debounce", spec.debounce),
+                ("start_within", spec.start_within_seconds),
+                ("expires_at", spec.expires_at_ms)) if value is not None},
         },
         sort_keys=True,
     )

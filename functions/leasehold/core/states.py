@@ -15,6 +15,8 @@ class JobState(StrEnum):
     SUCCEEDED = "SUCCEEDED"
     DEAD = "DEAD"
     CANCELLED = "CANCELLED"
+    #: Not started by its ``start_within_seconds`` / ``expires_at``: never ran.
+    EXPIRED = "EXPIRED"
 
     @property
     def terminal(self) -> bool:
@@ -25,7 +27,8 @@ class JobState(StrEnum):
         return self not in TERMINAL
 
 
-TERMINAL = frozenset({JobState.SUCCEEDED, JobState.DEAD, JobState.CANCELLED})
+TERMINAL = frozenset({JobState.SUCCEEDED, JobState.DEAD, JobState.CANCELLED,
+                      JobState.EXPIRED})
 
 #: States a new job may start in: due now or soon, later, or behind dependencies.
 INITIAL = frozenset({JobState.QUEUED, JobState.SCHEDULED, JobState.WAITING})
@@ -46,6 +49,10 @@ TRANSITIONS: dict[tuple[JobState, JobState], str] = {
     (S.RUNNING, S.SCHEDULED): "retry after a long backoff",
     (S.RUNNING, S.DEAD): "attempts exhausted, non-retryable, or poison pill",
     (S.RUNNING, S.CANCELLED): "cancel observed",
+    # A start window passed before any lease (leasehold.flow.expiry): never ran.
+    (S.SCHEDULED, S.EXPIRED): "start window passed",
+    (S.WAITING, S.EXPIRED): "start window passed",
+    (S.QUEUED, S.EXPIRED): "start window passed",
     # Manual re-runs of finished jobs (API retry, DLQ redrive): never automatic.
     (S.DEAD, S.QUEUED): "manual retry",
     (S.CANCELLED, S.QUEUED): "manual retry",

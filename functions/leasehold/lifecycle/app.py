@@ -37,6 +37,15 @@ class Leasehold:
     #: ticker or sweeper pass), to do once at its end what it would do per job: job state
     #: events are sent in PutEvents calls of up to 10 entries when the batch ends.
     batches: list[Callable[[], AbstractContextManager[Any]]] = field(default_factory=list)
+    #: Features that take part in a submission (``leasehold.lifecycle.submission.Intake``):
+    #: each may add writes to the creating transaction, or answer with another job.
+    intakes: list[Callable[..., Any]] = field(default_factory=list)
+    #: Called with (app, the row as it is, now) when a worker's lease was refused and the
+    #: row is still QUEUED at the message's epoch (a start window that passed).
+    refused_leases: list[Callable[[Leasehold, Any, int], None]] = field(default_factory=list)
+    #: Called by the sweeper with (app, job, now) on each QUEUED job past its hand-off
+    #: deadline, before it re-sends it; True when the hook ended the job.
+    sweep_hooks: list[Callable[[Leasehold, Any, int], bool]] = field(default_factory=list)
 
     @classmethod
     def from_settings(

@@ -5,12 +5,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from leasehold.aws.dynamo import Cancelled
 from leasehold.core.jobs import Job
 from leasehold.core.states import JobState
 from leasehold.errors import Conflict, NotFound
 from leasehold.lifecycle import handoff
 from leasehold.lifecycle.app import Leasehold
-from leasehold.lifecycle.store import Change, ConditionFailed
+from leasehold.lifecycle.store import START_BY, Change, ConditionFailed
 from leasehold.lifecycle.submission import ADMISSION_SHARD, COUNTED
 
 
@@ -77,13 +78,21 @@ def requeue(app: Leasehold, job: Job, *, actor: str, reason: str,
     now = app.now()
     sets: dict[str, Any] = {"run_at": now, "attempt": 0, "crash_count": 0,
                             "lease_expires_at": handoff.handoff_deadline(now, app.settings)}
-    remove = ["cancel_requested", "finished_at", "lease_owner", "first_started_at"]
+    remove = ["cancel_requested", "finished_at", "lease_owner", "first_started_at",
+              START_BY]  # a manual re-run is asked for now: no start window of old
     if shard:
         sets[ADMISSION_SHARD] = shard
     elif shard == 0:
         remove.append(ADMISSION_SHARD)  # absent: shard 0
     change = Change(target=JobState.QUEUED, actor=actor, reason=reason, bump_epoch=True,
                     set=sets, remove=tuple(remove), also=also)
-    new = app.store.transition(job, change, now=now)
+    try:
+        new = app.store.transition(job, change, now=now)
+    except Cancelled as cancelled:
+        if also:
+            raise  # the caller reads its own writes' refusals
+        # A feature's companion refused it (a unique key another live job holds).
+        raise Conflict(f"job {job.job_id} cannot run again now: {cancelled}",
+                       job_id=job.job_id) from None
     handoff.send(app.queues, new, now)
     return new

@@ -103,6 +103,10 @@ Observer = Callable[[Job, JobState | None], None]
 #: it and the target state, the ``TransactWriteItems`` entries to add (usually none).
 Companion = Callable[[Job, JobState], list[dict[str, Any]]]
 
+#: The latest time (ms) a job may be leased for the first time, if a feature set one: the
+#: lease refuses it past that, and the first lease removes it (a started job never expires).
+START_BY = "start_by"
+
 #: A random token each creation writes on its row, so that a retried put whose first try
 #: landed recognises its own row instead of taking it for an idempotent replay.
 WRITE_TOKEN = "write_token"
@@ -262,9 +266,11 @@ class DynamoJobStore:
                     "SET #state = :running, lease_owner = :owner, lease_expires_at = :exp, "
                     "started_at = :now, first_started_at = if_not_exists(first_started_at, :now), "
                     "attempt = if_not_exists(attempt, :zero) + :one, "
-                    "history = list_append(if_not_exists(history, :empty), :entry)"
+                    "history = list_append(if_not_exists(history, :empty), :entry) "
+                    f"REMOVE {START_BY}"
                 ),
-                ConditionExpression="#state = :queued AND epoch = :epoch",
+                ConditionExpression=("#state = :queued AND epoch = :epoch AND "
+                                     f"(attribute_not_exists({START_BY}) OR {START_BY} > :now)"),
                 ExpressionAttributeNames={"#state": "state"},
                 ExpressionAttributeValues=to_av({
                     ":running": JobState.RUNNING.value, ":queued": JobState.QUEUED.value,

@@ -8,7 +8,7 @@ while the caller saw an error, and then no message was sent.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,6 +36,19 @@ class Submitted:
     job: Job
     #: False when an idempotent replay found the job the first submission made.
     created: bool
+    #: A live job with the same unique key answered (``leasehold.flow.unique``).
+    duplicate: bool = False
+    #: Coalesced into a debounced job that carries it (``leasehold.flow.debounce``).
+    coalesced: bool = False
+
+
+#: Creates a row with the writes that must commit with it, hands it off, and answers.
+Create = Callable[[Job, Sequence[Mapping[str, Any]]], Submitted]
+#: A feature's part in a submission (``Leasehold.intakes``): given the spec, the row about
+#: to be written and the writes to commit with it, call ``create`` (perhaps with a changed
+#: row and more writes) or answer without it. Runs before anything is written, so a
+#: ValidationError it raises costs nothing.
+Intake = Callable[[Leasehold, JobSpec, Job, Sequence[Mapping[str, Any]], Create], Submitted]
 
 
 def job_id_for(spec: ResolvedSpec, now: int) -> str:
@@ -82,21 +95,34 @@ def submit(app: Leasehold, spec: JobSpec, *, counted: bool = False, shard: int =
     extra: dict[str, Any] | None = None
     if counted:
         extra = {COUNTED: True, ADMISSION_SHARD: shard} if shard else {COUNTED: True}
-    job, created = app.store.create(new_job(app, resolved, now, extra=extra), also=also)
-    if not created and (job.spec_hash != resolved.spec_hash or job.tenant != resolved.tenant):
-        raise IdempotencyConflict(
-            f"idempotency key {resolved.idempotency_key!r} was used for another job spec",
-            job_id=job.job_id,
-        )
-    if created:  # also when our put's response was lost (the store recognised its row)
-        handoff.send(app.queues, job, now)
-    elif (due := resend_at(job, now)) is not None:
-        # The first submission's put may have landed while its caller saw an error past
-        # botocore's retries (a 500): then nothing sent the message. Send it again; a
-        # duplicate is harmless (the lease is fenced by the epoch, the first one wins).
-        log.info("replay of %s found it queued and never leased: handed off again", job.job_id)
-        handoff.send(app.queues, job, now, not_before=due)
-    return Submitted(job, created=created)
+
+    def create(row: Job, writes: Sequence[Mapping[str, Any]]) -> Submitted:
+        job, created = app.store.create(row, also=writes)
+        if not created and (job.spec_hash != resolved.spec_hash or
+                            job.tenant != resolved.tenant):
+            raise IdempotencyConflict(
+                f"idempotency key {resolved.idempotency_key!r} was used for another job spec",
+                job_id=job.job_id,
+            )
+        if created:  # also when our put's response was lost (the store recognised its row)
+            handoff.send(app.queues, job, now)
+        elif (due := resend_at(job, now)) is not None:
+            # The first submission's put may have landed while its caller saw an error past
+            # botocore's retries (a 500): then nothing sent the message. Send it again; a
+            # duplicate is harmless (the lease is fenced by the epoch, the first one wins).
+            log.info("replay of %s found it queued and never leased: handed off again",
+                     job.job_id)
+            handoff.send(app.queues, job, now, not_before=due)
+        return Submitted(job, created=created)
+
+    chain: Create = create
+    for intake in reversed(app.intakes):
+        chain = _through(app, spec, intake, chain)
+    return chain(new_job(app, resolved, now, extra=extra), also)
+
+
+def _through(app: Leasehold, spec: JobSpec, intake: Intake, then: Create) -> Create:
+    return lambda row, writes: intake(app, spec, row, writes, then)
 
 
 def resend_at(job: Job, now: int) -> int | None:

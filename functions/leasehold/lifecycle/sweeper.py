@@ -42,6 +42,7 @@ class SweepReport:
     cancelled: int = 0
     skipped: int = 0        # changed under us (a heartbeat or a finish won): nothing to do
     moved: int = 0          # still live: ``sweep_at`` moved forward to its current deadline
+    ended: int = 0          # QUEUED, ended by a feature's hook (EXPIRED: its start window passed)
     #: What each repair pass (``Leasehold.repairs``) repaired.
     repaired: dict[str, int] = field(default_factory=dict)
     job_ids: list[str] = field(default_factory=list)
@@ -137,7 +138,9 @@ def _examine(app: Leasehold, job: Job, now: int, cutoff: int, report: SweepRepor
         else:
             report.skipped += 1
         return
-    if job.state is JobState.QUEUED:
+    if job.state is JobState.QUEUED and any(hook(app, job, now) for hook in app.sweep_hooks):
+        report.ended += 1  # a feature ended it (a start window that passed)
+    elif job.state is JobState.QUEUED:
         _redispatch(app, job, now, cutoff, report, backlog)
     else:
         _recover_running(app, job, now, cutoff, report)

@@ -102,7 +102,14 @@ class Worker:
         try:
             job = app.store.lease(message.job_id, message.epoch, owner=owner,
                                   expires_at=now + lease_ms, now=now, actor=self.worker_id)
-        except (StaleMessage, NotFound):
+        except StaleMessage as stale:
+            current = stale.context.get("current")
+            if isinstance(current, Job) and current.state is JobState.QUEUED and \
+                    current.epoch == message.epoch:
+                for refused in app.refused_leases:  # not stale, refused: a start window
+                    refused(app, current, now)
+            return Outcome.STALE
+        except NotFound:
             return Outcome.STALE
         if job.cancel_requested:  # flagged before this lease: never start it
             return self._cancel(job, owner, now)

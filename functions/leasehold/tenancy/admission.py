@@ -45,7 +45,7 @@ from botocore.exceptions import ClientError
 from leasehold.aws.dynamo import Cancelled, condition_failed, contended, from_av, to_av
 from leasehold.core.jobs import Job
 from leasehold.core.spec import JobSpec
-from leasehold.errors import Overloaded, RateLimited
+from leasehold.errors import Conflict, Overloaded, RateLimited
 from leasehold.lifecycle import control
 from leasehold.lifecycle.app import Leasehold
 from leasehold.lifecycle.submission import ADMISSION_SHARD, COUNTED, Submitted, submit
@@ -405,6 +405,9 @@ def retry_admitted(app: Leasehold, job_id: str, tenant: str | None, limits: Limi
             return control.requeue(app, job, actor=actor, reason=reason, also=also,
                                    shard=shard if counted else None)
         except Cancelled as cancelled:
+            if not cancelled.failed(1):  # a companion refused it (a unique key held)
+                raise Conflict(f"job {job_id} cannot run again now: {cancelled}",
+                               job_id=job_id) from None
             raise _Refused(cancelled.items[1] or {}) from None
 
     return _admit(app, job.tenant, job.pool, limits, backlog, buckets, attempts, adds=adds,

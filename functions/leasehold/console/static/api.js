@@ -81,6 +81,6 @@ export async function api(method, path, { query, body } = {}) {
   return data;
 }
 
-export const TERMINAL = new Set(["SUCCEEDED", "DEAD", "CANCELLED"]);
+export const TERMINAL = new Set(["SUCCEEDED", "DEAD", "CANCELLED", "EXPIRED"]);
 export const LIVE_STATES = ["SCHEDULED", "WAITING", "QUEUED", "RUNNING"];
-export const STATES = [...LIVE_STATES, "SUCCEEDED", "DEAD", "CANCELLED"];
+export const STATES = [...LIVE_STATES, "SUCCEEDED", "DEAD", "CANCELLED", "EXPIRED"];

@@ -1,0 +1,74 @@
+"""Flow-control keys: a string, or a template over the payload (``"stripe:{payload.id}"``).
+
+A key is scoped to its tenant by the item it names (``{tenant}#{kind}#{key}``: a tenant
+never holds ``#``), so two tenants' equal keys never meet. Every error here is a
+:class:`~leasehold.errors.ValidationError` raised before anything is written (a 422).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from leasehold.core.spec import check_number, check_text
+from leasehold.errors import ValidationError
+
+MAX_KEY = 256
+_FIELD = re.compile(r"\{([^{}]*)\}")
+_PATH = re.compile(r"^payload(\.[A-Za-z0-9_-]+)+$")
+
+
+def render(fieldname: str, template: object, payload: Any) -> str:
+    """The key ``template`` names for ``payload``: each ``{payload.a.b}`` replaced by that
+    field's value (a string, number or boolean). A field the payload lacks is an error."""
+    text = check_text(fieldname, template, limit=MAX_KEY)
+
+    def value(match: re.Match[str]) -> str:
+        path = match.group(1).strip()
+        if not _PATH.match(path):
+            raise ValidationError(fieldname, f"{{{path}}} is not a payload field; write "
+                                             "{payload.name} or {payload.a.b}")
+        found: Any = payload
+        for part in path.split(".")[1:]:
+            if not isinstance(found, Mapping) or part not in found:
+                raise ValidationError(fieldname, f"names {path}, which the payload lacks")
+            found = found[part]
+        if isinstance(found, bool):
+            return json.dumps(found)
+        if not isinstance(found, str | int | float):
+            raise ValidationError(fieldname, f"{path} must be a string or a number to make a "
+                                             f"key, not {type(found).__name__}")
+        return str(found)
+
+    key = _FIELD.sub(value, text)
+    return check_text(fieldname, key, limit=MAX_KEY)
+
+
+def option(spec_value: Any, task_value: Any) -> Any:
+    """The job's own value, else its task's default (None: the option is off)."""
+    return spec_value if spec_value is not None else task_value
+
+
+def fields(fieldname: str, value: object, allowed: set[str], required: set[str]
+           ) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise ValidationError(fieldname, "must be an object")
+    unknown = set(value) - allowed
+    if unknown:
+        raise ValidationError(fieldname, f"unknown field(s) {sorted(unknown)}; it takes "
+                                         f"{', '.join(sorted(allowed))}")
+    missing = required - set(value)
+    if missing:
+        raise ValidationError(fieldname, f"needs {', '.join(sorted(missing))}")
+    return value
+
+
+def seconds(fieldname: str, value: object, *, low: float, high: float) -> float:
+    return float(check_number(fieldname, value, low=low, high=high))
+
+
+def item_key(tenant: str, kind: str, key: str) -> str:
+    """The tenants-table item of a tenant's ``kind`` key (``unique``, ``debounce``)."""
+    return f"{tenant}#{kind}#{key}"
