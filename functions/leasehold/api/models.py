@@ -10,6 +10,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AwareDatetime, BaseModel, BeforeValidator, ConfigDict, Field
 
+from leasehold.core.retention import MAX_RETENTION_DAYS
 from leasehold.core.spec import MAX_PAYLOAD_BYTES, MAX_RESULT_BYTES
 
 Priority = Literal["high", "normal", "low"]
@@ -60,6 +61,10 @@ class SubmitJob(_Strict):
     timeout_seconds: float | None = Field(default=None, ge=1, le=86_400)
     retry: RetryIn | None = None
     labels: dict[str, str] = Field(default_factory=dict, max_length=32)
+    retention_days: int | None = Field(
+        default=None, ge=0, le=MAX_RETENTION_DAYS,
+        description="days the finished job is kept before DynamoDB deletes it (0: forever); "
+                    "default: the stack's retentionDays (30)")
 
 
 class JobErrorOut(BaseModel):
@@ -117,6 +122,12 @@ class JobOut(BaseModel):
                                           "first; kept after a retry succeeds")
     progress: Any = None
     history: list[TransitionOut] = Field(default_factory=list)
+    retention_days: int | None = Field(default=None, description="the job's own retention, "
+                                       "if it asked for one at submission")
+    retained_until: str | None = Field(
+        default=None, description="when DynamoDB may delete this finished job (its TTL; "
+                                  "deletion follows within a few days); null while it is live "
+                                  "or kept forever")
 
 
 class SubmittedJob(JobOut):

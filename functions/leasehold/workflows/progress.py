@@ -24,7 +24,7 @@ from leasehold.errors import Conflict, NotFound
 from leasehold.lifecycle import control, handoff
 from leasehold.lifecycle.app import Leasehold
 from leasehold.lifecycle.store import Change, Observer
-from leasehold.workflows import inputs
+from leasehold.workflows import inputs, retention
 from leasehold.workflows.model import FAILED, IGNORED, OK, FailurePolicy, Workflow, WorkflowState
 from leasehold.workflows.storage import DynamoWorkflowStore
 
@@ -143,10 +143,14 @@ def finish(app: Leasehold, workflow: Workflow, now: int) -> Workflow | None:
         target, why = S.FAILED, "failed steps: " + ", ".join(sorted(workflow.failed))
     else:
         target, why = S.SUCCEEDED, ""
-    # Every step is terminal, so nothing is left to reconcile: leave the live index now.
+    # Every step is terminal, so nothing is left to reconcile: leave the live index now,
+    # with the retention TTL (on the steps first, see leasehold.workflows.retention).
+    retention.stamp_steps(app, [step_job_id(workflow.workflow_id, s)
+                                for s in workflow.step_ids], now)
     done, _ = workflow_store(app).update(
         workflow.workflow_id, states=[S.RUNNING], removes=("live_shard", "check_at"),
-        sets={"state": target.value, "reason": why, "finished_at": now})
+        sets={"state": target.value, "reason": why, "finished_at": now,
+              **retention.workflow_sets(app, now)})
     return done
 
 
@@ -171,6 +175,8 @@ def wind_down(app: Leasehold, workflow: Workflow, now: int) -> bool:
         store.update(workflow.workflow_id, sets={"check_at": now + int(CHECK_SECONDS * 1000)},
                      states=[S.FAILED, S.CANCELLED])
         return False
+    retention.stamp_steps(app, ids, now)
     store.update(workflow.workflow_id, removes=("live_shard", "check_at"),
+                 sets=retention.workflow_sets(app, now),
                  states=[S.SUCCEEDED, S.FAILED, S.CANCELLED])
     return True
