@@ -24,6 +24,7 @@ from leasehold.api.workflows import StepIn, WorkflowOut, detail_out
 from leasehold.clock import iso
 from leasehold.lifecycle.app import Leasehold
 from leasehold.time import schedules
+from leasehold.time.schedule_runs import last_started
 from leasehold.time.schedules import Schedule
 from leasehold.workflows import WorkflowDetail
 
@@ -96,9 +97,17 @@ class ScheduleOut(BaseModel):
     jitter_seconds: float
     state: Literal["ACTIVE", "PAUSED", "COMPLETED"]
     next_fire_at: str | None
-    run_count: int
+    run_count: int = Field(description=(
+        "runs fired: started ones, plus at most the few handed off ahead of their time (a "
+        "pause, update or delete withdraws those and takes them off this count)"))
     skipped_count: int
-    last_fired_at: str | None
+    last_fired_at: str | None = Field(description=(
+        "the time of the last occurrence handed off; runs are handed off ahead, so it may "
+        "be in the future (see last_started_at)"))
+    last_started_at: str | None = Field(default=None, description=(
+        "when the latest run that has started started (GET /schedules/{id} only)"))
+    last_started_job_id: str | None = Field(default=None, description=(
+        "that run's job, or workflow (GET /schedules/{id} only)"))
     last_job_id: str | None
     last_workflow_id: str | None = None
     created_at: str | None
@@ -157,7 +166,18 @@ def list_my_schedules(limit: Annotated[int, Query(ge=1, le=200)] = 50,
             responses=answers(ScheduleOut, 401, 404, 422))
 def get_schedule(schedule_id: ScheduleId) -> ScheduleOut:
     app = context.leasehold(router)
-    return out(schedules.get(app, schedule_id, context.tenant(router)))
+    schedule = schedules.get(app, schedule_id, context.tenant(router))
+    shown = out(schedule)
+    if schedule.workflow is None:
+        run = last_started(app, schedule, app.now())
+        if run is not None:
+            shown.last_started_at = iso(run.first_started_at or run.started_at)
+            shown.last_started_job_id = run.job_id
+    elif schedule.last_job_id:
+        # A workflow run starts when it is due, never ahead: the last one fired has started.
+        shown.last_started_at, shown.last_started_job_id = \
+            iso(schedule.last_fired_at), schedule.last_job_id
+    return shown
 
 
 @router.patch("/schedules/<schedule_id>", summary="Update a schedule in place (atomically)",
