@@ -88,7 +88,13 @@ def step_finished(app: Leasehold, job: Job, now: int) -> None:
     workflow_id, step = job.extra["workflow_id"], job.extra["step_id"]
     if not passes_on(job):
         why = f"step {step!r} ended {job.state}"
-        if job.error is not None:
+        if job.state is JobState.CANCELLED:
+            # Its own cancel's reason: an error left from an earlier attempt (a LeaseExpired
+            # that was retried) is not why it ended.
+            last = job.history[-1] if job.history else None
+            if last is not None and last.reason:
+                why += f": {last.reason}" + (f" by {last.actor}" if last.actor else "")
+        elif job.error is not None:
             why += f": {job.error.type}: {job.error.message[:300]}"
         # check_at=now: if we die before the steps are cancelled, the next pass finishes it.
         workflow, changed = store.update(

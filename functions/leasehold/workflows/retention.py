@@ -8,8 +8,8 @@ the step is still terminal, *before* the write that settles the workflow carries
 so the reconciler settles it again and the stamps are redone (each is idempotent). Cost: one
 conditional UpdateItem per step, once per workflow.
 
-A retried workflow takes the TTL off its own row and every step's (:func:`unstamp`) before
-any step runs again, so nothing of a live workflow is ever deleted.
+A retried workflow takes the TTL off its own row and every step's (:func:`unstamp_steps`)
+before any step runs again, so nothing of a live workflow is ever deleted.
 """
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ from leasehold.aws.dynamo import condition_failed, to_av
 from leasehold.core.retention import PURGE_AT, purge_at
 from leasehold.core.states import TERMINAL, JobState
 from leasehold.lifecycle.app import Leasehold
-from leasehold.workflows.model import Workflow
 
 
 def purge_for(app: Leasehold, now: int) -> int | None:
@@ -47,14 +46,11 @@ def stamp_steps(app: Leasehold, step_job_ids: list[str], now: int) -> None:
         _update(app, job_id, "SET #purge = :p", f"#state IN ({terminal})", values)
 
 
-def unstamp(app: Leasehold, workflow: Workflow, step_job_ids: list[str]) -> None:
-    """Take the TTL off a workflow going back to RUNNING and off all of its steps."""
+def unstamp_steps(app: Leasehold, step_job_ids: list[str]) -> None:
+    """Take the TTL off the steps of a workflow going back to RUNNING (the write that
+    reopens the workflow takes its own)."""
     for job_id in step_job_ids:
         _update(app, job_id, "REMOVE #purge", "attribute_exists(job_id)", {})
-    app.clients.dynamodb.update_item(
-        TableName=app.settings.workflows_table,
-        Key={"workflow_id": {"S": workflow.workflow_id}},
-        UpdateExpression="REMOVE #purge", ExpressionAttributeNames={"#purge": PURGE_AT})
 
 
 def _update(app: Leasehold, job_id: str, expression: str, condition: str,
