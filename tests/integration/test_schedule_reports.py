@@ -49,3 +49,15 @@ def test_last_run_is_the_last_started_one_and_pause_leaves_no_cancelled_rows(
     assert [j["job_id"] for j in after] == [j["job_id"] for j in started]
     listed = api.get("/jobs?state=CANCELLED", tenant="acme").body["jobs"]
     assert listed == []  # no trail in the main job list either
+    running = api.get(f"/jobs?schedule_id={sid}&state=RUNNING&limit=5", tenant="acme").body
+    assert [j["job_id"] for j in running["jobs"]] == [started[0]["job_id"]]
+    assert api.get(f"/jobs?schedule_id={sid}&state=DEAD", tenant="acme").body["jobs"] == []
+
+
+def test_next_fire_times_come_in_the_schedules_zone(api: ApiClient) -> None:
+    sid = api.post("/schedules", {"cron": "0 9 * * *", "timezone": "Asia/Tokyo",
+                                  "task": "report"}, tenant="acme").body["schedule_id"]
+    reply = api.get(f"/schedules/{sid}/next?count=2", tenant="acme").body
+    assert reply["timezone"] == "Asia/Tokyo"
+    assert reply["times"] == ["2026-01-02T00:00:00.000Z", "2026-01-03T00:00:00.000Z"]
+    assert reply["local_times"] == ["2026-01-02T09:00:00+09:00", "2026-01-03T09:00:00+09:00"]

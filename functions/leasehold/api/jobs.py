@@ -113,12 +113,16 @@ RUN_CURSOR = {"schedule_id": str, "scheduled_for": str, "job_id": str}
 
 
 def jobs_page(app: Leasehold, tenant: str, schedule_id: str, *, limit: int,
-              cursor: str | None) -> JobPage:
-    """``GET /jobs?schedule_id=``: the schedule's runs, newest scheduled time first."""
+              cursor: str | None, states: set[JobState] | None = None) -> JobPage:
+    """``GET /jobs?schedule_id=``: the schedule's runs, newest scheduled time first.
+
+    ``states`` filters the page of ``limit`` runs (it may hold fewer; follow the cursor).
+    """
     schedules.get(app, schedule_id, tenant)  # another tenant's schedule is a 404
     after = decode_cursor(cursor, RUN_CURSOR) if cursor else None
     ids, last = schedules.job_ids(app, schedule_id, limit=limit, cursor=after)
-    jobs = [j for j in app.store.batch_get(ids) if j.tenant == tenant]
+    jobs = [j for j in app.store.batch_get(ids) if j.tenant == tenant
+            and (not states or j.state in states)]
     now = app.now()
     return JobPage(jobs=[view(j, now) for j in jobs],
                    next_cursor=encode_cursor(last, RUN_CURSOR))
@@ -138,7 +142,8 @@ def list_my_jobs(
     app = context.leasehold(router)
     tenant = context.tenant(router)
     if schedule_id is not None:
-        return jobs_page(app, tenant, schedule_id, limit=limit, cursor=cursor)
+        return jobs_page(app, tenant, schedule_id, limit=limit, cursor=cursor,
+                         states={JobState(s) for s in state or ()})
     where = JobFilter(states={JobState(s) for s in state or ()}, task=task, pool=pool)
     after = decode_cursor(cursor, JOB_CURSOR) | {"tenant": tenant} if cursor else None
     jobs, position = list_jobs(app, tenant, limit=limit, where=where, after=after)

@@ -190,8 +190,15 @@ class QueueStats(BaseModel):
 
 class StatsOut(BaseModel):
     tenant: str
-    jobs: dict[str, int]
-    live: int
+    jobs: dict[str, int] = Field(description=(
+        "finished jobs of every origin (API, schedules, triggers, workflow steps) by outcome: "
+        "SUCCEEDED, DEAD, CANCELLED, counted once each as they finish (not reduced when "
+        "retention deletes rows)"))
+    live: int = Field(description=(
+        "live jobs (not yet finished) that you submitted through the API (POST /jobs, a "
+        "retry or a redrive): the count your live-job limit applies to. Runs of schedules "
+        "and triggers and workflow steps are not in it: a page showing live jobs by state "
+        "must count those from the job list, and say which it shows"))
     queues: list[QueueStats]
 
 

@@ -4,7 +4,9 @@ trigger now, preview fire times; and the schedule filter of ``GET /jobs``."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import datetime
 from typing import Annotated, Any, Literal
+from zoneinfo import ZoneInfo
 
 from aws_lambda_powertools.event_handler import Response, content_types
 from aws_lambda_powertools.event_handler.api_gateway import Router
@@ -122,7 +124,10 @@ class SchedulePage(BaseModel):
 
 class FireTimes(BaseModel):
     schedule_id: str
-    times: list[str]
+    times: list[str] = Field(description="ISO-8601 UTC")
+    timezone: str = Field(default="UTC", description="the schedule's IANA zone")
+    local_times: list[str] = Field(default_factory=list, description=(
+        "the same times in the schedule's zone, ISO-8601 with its offset"))
 
 
 def out(schedule: Schedule) -> ScheduleOut:
@@ -204,7 +209,7 @@ def _action(name: str, summary: str,
     action.__name__ = f"{name}_schedule"
 
 
-_action("pause", "Pause a schedule (cancels runs handed off ahead)", schedules.pause)
+_action("pause", "Pause a schedule (withdraws runs handed off ahead)", schedules.pause)
 _action("resume", "Resume a paused schedule from its next time", schedules.resume)
 
 
@@ -226,4 +231,11 @@ def next_fire_times(schedule_id: ScheduleId,
                     count: Annotated[int, Query(ge=1, le=100)] = 5) -> FireTimes:
     app = context.leasehold(router)
     times = schedules.preview(app, schedule_id, count, context.tenant(router))
-    return FireTimes(schedule_id=schedule_id, times=[iso(t) or "" for t in times])
+    zone = schedules.get(app, schedule_id).timezone
+    return FireTimes(schedule_id=schedule_id, times=[iso(t) or "" for t in times],
+                     timezone=zone, local_times=[in_zone(t, zone) for t in times])
+
+
+def in_zone(ms: int, zone: str) -> str:
+    """``ms`` as ISO-8601 in ``zone`` with its offset (Tokyo 09:00 is 09:00+09:00)."""
+    return datetime.fromtimestamp(ms / 1000, ZoneInfo(zone)).isoformat(timespec="seconds")
