@@ -15,13 +15,14 @@ from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
 from aws_lambda_powertools.event_handler.api_gateway import Router
 
 from leasehold import __version__
-from leasehold.api import admin, console, errors, jobs, schedules, triggers, workflows
+from leasehold.api import admin, bulk, console, errors, jobs, schedules, triggers, workflows
 from leasehold.api.context import ApiConfig
 from leasehold.api.surrogates import lone_surrogate
 from leasehold.core.spec import MAX_PAYLOAD_BYTES
 from leasehold.lifecycle.app import Leasehold
 
 ROUTERS: tuple[Router, ...] = (
+    bulk.router,  # before jobs: /jobs/bulk is not a job id
     jobs.router,
     admin.router,
     schedules.router,
