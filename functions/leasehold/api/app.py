@@ -113,18 +113,22 @@ def build() -> APIGatewayRestResolver:
         return Response(status_code=200, content_type=content_types.APPLICATION_JSON,
                         body=openapi_json())
 
+    # Swagger UI over the same OpenAPI document: the page at /docs, the document at
+    # /docs?format=json (both behind the same identity as every other route).
+    resolver.enable_swagger(path="/docs", title=TITLE, version=__version__,
+                            description=DESCRIPTION)
     resolver.build_middleware_stacks()
     return resolver
 
 
+DESCRIPTION = "Submit, inspect, cancel and retry jobs; see workers, dead letters, stats."
 resolver = build()
 
 
 def openapi_json() -> str:
     """The OpenAPI document, as served and as committed in ``docs/openapi.json``."""
     document = json.loads(resolver.get_openapi_json_schema(
-        title=TITLE, version=__version__,
-        description="Submit, inspect, cancel and retry jobs; see workers, dead letters, stats."))
+        title=TITLE, version=__version__, description=DESCRIPTION))
     return json.dumps(document, indent=2, sort_keys=True) + "\n"
 
 
