@@ -16,8 +16,9 @@ def test_storage_without_retention_grows_and_with_it_stays_at_about_a_month() ->
     thirty = cost.storage(immediate, 30)
     assert 1024 < thirty["bytes_per_job_at_most"] < 2048  # one unit per write: <= 1 KB row
     monthly = thirty["without_retention_per_month_per_million_stored"]
-    assert thirty["without_retention_after_a_year_of_1m_a_day"] == round(monthly * 365, 2)
-    assert thirty["with_retention_per_million_jobs"] == round(monthly * 32 / 30, 3)
+    # (figures rounded to the cent or tenth of a cent)
+    assert abs(thirty["without_retention_after_a_year_of_1m_a_day"] - monthly * 365) < 0.5
+    assert abs(thirty["with_retention_per_million_jobs"] - monthly * 32 / 30) < 0.005
     assert cost.storage(immediate, 7)["with_retention_steady_at_1m_a_day"] < \
         thirty["with_retention_steady_at_1m_a_day"] < \
         thirty["without_retention_after_a_year_of_1m_a_day"]
