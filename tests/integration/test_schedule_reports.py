@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import pytest
 
+from leasehold.aws.faults import Fault
 from leasehold.clock import FakeClock
 from leasehold.core.registry import TaskRegistry
 from leasehold.lifecycle.app import Leasehold
 from leasehold.time import schedules
 from leasehold.time.ticker import tick
 from tests.integration.api_client import ApiClient
+from tests.integration.helpers import inject
 
 
 @pytest.fixture
@@ -61,3 +63,24 @@ def test_next_fire_times_come_in_the_schedules_zone(api: ApiClient) -> None:
     assert reply["timezone"] == "Asia/Tokyo"
     assert reply["times"] == ["2026-01-02T00:00:00.000Z", "2026-01-03T00:00:00.000Z"]
     assert reply["local_times"] == ["2026-01-02T09:00:00+09:00", "2026-01-03T09:00:00+09:00"]
+
+
+@pytest.mark.parametrize("kind", ["lose", "lose-raise"])
+def test_a_withdrawal_whose_response_is_lost_uncounts_its_run_once(
+        app: Leasehold, registry: TaskRegistry, clock: FakeClock, kind: str) -> None:
+    registry.task("report")(lambda payload, ctx: payload)
+    schedule = schedules.create(app, {"cron": "* * * * *", "task": "report"}, tenant="acme")
+    clock.advance(30)
+    tick(app)
+    ahead = schedules.job_ids(app, schedule.schedule_id)[0]
+    assert len(ahead) == 2 and schedules.get(app, schedule.schedule_id).run_count == 2
+    # The first withdrawal lands; its caller never hears so (botocore's retry meets the
+    # deleted row, or the error outlasts the retries and the pause is asked again).
+    inject(app, Fault(target="dynamodb.TransactWriteItems", kind=kind, times=1))
+    try:
+        schedules.pause(app, schedule.schedule_id, "acme")
+    except Exception:
+        assert kind == "lose-raise"
+        schedules.pause(app, schedule.schedule_id, "acme")
+    assert schedules.job_ids(app, schedule.schedule_id)[0] == []
+    assert schedules.get(app, schedule.schedule_id).run_count == 0  # uncounted once each
