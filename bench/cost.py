@@ -175,3 +175,37 @@ def _concurrent_cost(run: dict[str, Any], metered: dict[str, Any], worker_second
             "sqs": round(sqs, 3), "eventbridge": round(events, 3),
             "lambda": round(worker + api, 3), "api_gateway": round(gateway, 3),
             "total": round(dynamodb + sqs + events + worker + api + gateway, 3)}
+#: DynamoDB Standard table storage and continuous backups (PITR, on in the stack), us-east-1.
+STORAGE_PRICES = {"dynamodb_storage_per_gb_month": 0.25,
+                  "dynamodb_pitr_per_gb_month": 0.20}
+#: DynamoDB bills 100 bytes of overhead per item, in the table and in each index holding it.
+ITEM_OVERHEAD_BYTES = 100
+#: A by_tenant_shard index entry (KEYS_ONLY): job_id, tenant_shard and created_at.
+LISTING_ENTRY_BYTES = 26 + 20 + 8
+
+
+def storage(per_job: dict[str, Any], retention_days: int = 30) -> dict[str, Any]:
+    """Storage of a million finished jobs, from the measured write units: every write of the
+    row cost one unit, so the row is at most 1 KB (an upper bound, not a measurement).
+
+    Without retention a month's million jobs are billed every month from then on (the
+    table grows by that much a month, without end); with it, each row is billed for about
+    its retention (DynamoDB deletes within a few days of the TTL: +2 days assumed).
+    """
+    writes = per_job["dynamodb_requests_by_table"]
+    row_writes = sum(n for name, n in writes.items() if name.endswith(" jobs"))
+    row_bytes = 1024 * per_job["write_units_by_table"]["jobs"] / row_writes
+    per_job_bytes = row_bytes + ITEM_OVERHEAD_BYTES + LISTING_ENTRY_BYTES + ITEM_OVERHEAD_BYTES
+    gb = 1e6 * per_job_bytes / 1e9
+    per_gb_month = sum(STORAGE_PRICES.values())
+    monthly = gb * per_gb_month
+    kept_months = (retention_days + 2) / 30
+    return {
+        "bytes_per_job_at_most": round(per_job_bytes),
+        "gb_per_million_jobs": round(gb, 2),
+        "without_retention_per_month_per_million_stored": round(monthly, 3),
+        "without_retention_after_a_year_of_1m_a_day": round(monthly * 365, 2),
+        "with_retention_per_million_jobs": round(monthly * kept_months, 3),
+        "with_retention_steady_at_1m_a_day": round(monthly * 30 * kept_months, 2),
+        "retention_days": retention_days,
+    }

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench import front_door_report
+from bench import cost, front_door_report
 
 MB = 1024 * 1024
 
@@ -427,6 +427,7 @@ def markdown(r: dict[str, Any]) -> str:
         lines.append(_row(label, "", "", "", "", "", f"${dollars:.2f}"))
     lines += ["", f"Fixed per month (ticker and sweeper once a minute): "
                   f"${c['fixed_per_month']}." if c["fixed_per_month"] is not None else "", ""]
+    lines += _storage(r["per_job"]["immediate"])
     lines += ["Assumptions:", ""] + [f"- {a}" for a in c["assumptions"]]
     lines += ["", "Prices: " + ", ".join(f"{k} {v:g}" for k, v in c["prices"].items()) + "."]
     lines += front_door_report.cost_table(r)
@@ -557,3 +558,19 @@ def _client_lines(c: dict[str, Any] | None) -> list[str]:
         _row(c["jobs"], f"{c['p50_s']:.3f} s", f"{c['p99_s']:.3f} s", f"{c['max_s']:.3f} s"),
     ]
 
+
+def _storage(immediate: dict[str, Any]) -> list[str]:
+    """Storage per million jobs a month, with and without retention (issue 25)."""
+    st = cost.storage(immediate)
+    return [
+        f"Storage (DynamoDB Standard $0.25 + PITR $0.20 per GB-month): a finished job takes "
+        f"at most {st['bytes_per_job_at_most']:,} bytes with its listing entry, "
+        f"{st['gb_per_million_jobs']:g} GB per million. Without retention each month's million "
+        f"costs ${st['without_retention_per_month_per_million_stored']:.3f} every month, for "
+        f"ever: at a million jobs a day the table bills "
+        f"${st['without_retention_after_a_year_of_1m_a_day']:.2f} a month after a year and "
+        f"keeps growing. With {st['retention_days']}-day retention (TTL) a million jobs cost "
+        f"${st['with_retention_per_million_jobs']:.3f} once, and a million a day holds at "
+        f"${st['with_retention_steady_at_1m_a_day']:.2f} a month.",
+        "",
+    ]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import random
 
 from leasehold.aws.clients import Clients
+from leasehold.bulk.run import install as install_bulk
 from leasehold.clock import Clock
 from leasehold.core.registry import TaskRegistry
 from leasehold.events.publishing import install as install_events
@@ -53,4 +54,6 @@ def compose(
     expiry.install(app)
     # Job state events: to EventBridge, or a local log (``event_bus="file:<path>"``).
     install_events(app)
+    # Bulk actions run as jobs of the built-in task ``leasehold.bulk``.
+    install_bulk(app)
     return app

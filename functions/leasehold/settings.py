@@ -65,6 +65,9 @@ class Settings:
     event_bus: str | None = None
     #: Which job state changes go to ``event_bus`` (one of :data:`PUBLISH_CHOICES`).
     publish: str = "terminal"
+    #: Days DynamoDB keeps a finished job or workflow before its TTL deletes it (0: forever).
+    #: A job may ask for its own (``retention_days``). See leasehold.core.retention.
+    retention_days: int = 30
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
@@ -96,6 +99,7 @@ class Settings:
             "skew_grace_seconds": ("LEASEHOLD_SKEW_GRACE_SECONDS", float),
             "max_crash_recoveries": ("LEASEHOLD_MAX_CRASH_RECOVERIES", int),
             "history_limit": ("LEASEHOLD_HISTORY_LIMIT", int),
+            "retention_days": ("LEASEHOLD_RETENTION_DAYS", int),
         }
         for name, (var, kind) in numbers.items():
             if env.get(var):
@@ -125,6 +129,9 @@ class Settings:
             raise ValidationError("lease_seconds", "must be at least 1 second")
         if not self.pools:
             raise ValidationError("pools", "at least one pool is needed")
+        if self.retention_days < 0:
+            raise ValidationError("LEASEHOLD_RETENTION_DAYS", "must be 0 (keep finished jobs "
+                                  "forever) or a number of days")
         if self.publish not in PUBLISH_CHOICES:
             raise ValidationError(
                 "LEASEHOLD_PUBLISH", f"{self.publish!r} is not one of {', '.join(PUBLISH_CHOICES)} "
@@ -168,6 +175,7 @@ class Settings:
             "LEASEHOLD_HISTORY_LIMIT": str(self.history_limit),
             "LEASEHOLD_TASKS": ",".join(self.task_modules),
             "LEASEHOLD_PUBLISH": self.publish,
+            "LEASEHOLD_RETENTION_DAYS": str(self.retention_days),
         }
         if self.endpoint_url:
             env["AWS_ENDPOINT_URL"] = self.endpoint_url

@@ -12,7 +12,7 @@ from leasehold.local.poller import PollerOptions, PollingWorker
 
 
 def _worker(app: Leasehold) -> PollingWorker:
-    named: Any = SimpleNamespace(worker_id="w-1")
+    named: Any = SimpleNamespace(worker_id="w-1", running=set())
     return PollingWorker(app, PollerOptions(heartbeat_seconds=2, idle_heartbeat_seconds=10),
                          worker=named)
 
@@ -37,6 +37,7 @@ def test_a_change_beats_at_once_at_the_busy_pace(app: Leasehold, clock: FakeCloc
     worker.beat()
     assert not worker.beat_due()
     worker._current[1] = ["job-1"]  # a batch started
+    worker.worker.running.add("job-1")  # and its first job
     assert worker.beat_due()
     worker.beat()
     [listed] = fleet.live_workers(app)

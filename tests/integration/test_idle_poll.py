@@ -67,6 +67,7 @@ def running(app: Leasehold, monkeypatch: pytest.MonkeyPatch
 
 class _Named:
     worker_id = "w-idle-test"
+    running: frozenset[str] = frozenset()  # the jobs it runs now: none
 
 
 def _wait_listening(worker: PollingWorker) -> None:

@@ -142,15 +142,20 @@ def test_a_two_hour_outage_catches_up_a_bounded_number_of_runs(
     assert schedules.get(app, schedule.schedule_id).skipped_count == 4
 
 
-def test_pause_cancels_runs_handed_off_ahead_and_resume_does_not_catch_up(
+def test_pause_withdraws_runs_handed_off_ahead_and_resume_does_not_catch_up(
     app: Leasehold, clock: FakeClock, make_schedule: MakeSchedule
 ) -> None:
     schedule = make_schedule()
     clock.advance(30)
     tick(app)
+    ahead = jobs_of(app, schedule.schedule_id)
+    assert ahead and schedules.get(app, schedule.schedule_id).run_count == len(ahead)
     paused = schedules.pause(app, schedule.schedule_id, "acme")
     assert paused.state is ScheduleState.PAUSED
-    assert {j.state for j in jobs_of(app, schedule.schedule_id)} == {JobState.CANCELLED}
+    # Withdrawn, not CANCELLED: no trail in the history or the job list, and not counted.
+    assert jobs_of(app, schedule.schedule_id) == []
+    assert app.store.batch_get([j.job_id for j in ahead]) == []
+    assert paused.run_count == 0
     clock.advance(600)
     assert tick(app).fired == 0
     resumed = schedules.resume(app, schedule.schedule_id, "acme")
@@ -185,10 +190,10 @@ def test_update_in_place_changes_cron_zone_and_payload_together(
     updated = schedules.update(app, schedule.schedule_id,
                                {"cron": "30 9 * * *", "timezone": "Asia/Kolkata",
                                 "payload": {"v": 2}}, "acme")
-    # 09:30 in Kolkata is 04:00Z; the runs handed off under the old cron are cancelled.
+    # 09:30 in Kolkata is 04:00Z; the runs handed off under the old cron are withdrawn.
     assert iso(updated.next_fire_at) == "2026-01-01T04:00:00.000Z"
-    assert {j.state for j in app.store.batch_get([j.job_id for j in old])} == {
-        JobState.CANCELLED}
+    assert old and app.store.batch_get([j.job_id for j in old]) == []
+    assert updated.run_count == 0
     clock.set(updated.next_fire_at - 30_000)
     tick(app)
     fresh = [j for j in jobs_of(app, schedule.schedule_id) if j.state is JobState.QUEUED]
@@ -207,8 +212,9 @@ def test_a_user_change_racing_a_tick_cancels_what_the_tick_made_for_the_old_conf
     schedules.pause(app, schedule.schedule_id, "acme")  # lands between the read and the fire
     from leasehold.time.ticker import TickReport
 
-    fire_schedule(app, store, snapshot, app.now(), 90_000, TickReport())
-    assert {j.state for j in jobs_of(app, schedule.schedule_id)} == {JobState.CANCELLED}
+    report = TickReport()
+    fire_schedule(app, store, snapshot, app.now(), 90_000, report)
+    assert report.fired_job_ids and jobs_of(app, schedule.schedule_id) == []  # withdrawn
     assert store.get(schedule.schedule_id).state is ScheduleState.PAUSED
 
 
@@ -270,7 +276,7 @@ def test_other_tenants_cannot_see_or_change_a_schedule(
     assert schedules.list_schedules(app, "other")[0] == []
 
 
-def test_delete_cancels_pending_runs_and_stops_firing(
+def test_delete_withdraws_pending_runs_and_stops_firing(
     app: Leasehold, clock: FakeClock, make_schedule: MakeSchedule
 ) -> None:
     schedule = make_schedule()
@@ -279,6 +285,6 @@ def test_delete_cancels_pending_runs_and_stops_firing(
     schedules.delete(app, schedule.schedule_id, "acme")
     with pytest.raises(NotFound):
         schedules.get(app, schedule.schedule_id)
-    assert {j.state for j in jobs_of(app, schedule.schedule_id)} == {JobState.CANCELLED}
+    assert jobs_of(app, schedule.schedule_id) == []
     clock.advance(120)
     assert tick(app).fired == 0

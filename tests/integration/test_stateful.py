@@ -63,6 +63,7 @@ from leasehold.workflows.progress import step_job_id
 from tests import ddblocal
 from tests.integration.stateful_admission import AdmissionContention
 from tests.integration.stateful_flowkeys import FlowKeysRules
+from tests.integration.stateful_retention import RetentionRules
 
 # The whole state machine is one pytest test: under a loaded CI machine it can pass the
 # suite's per-test timeout, which would fail it for time alone.
@@ -78,7 +79,7 @@ WRITES = "|".join(f"dynamodb.{op}" for op in (
 FAILED = (ClientError, LeaseholdError, BatchProcessingError)
 
 
-class Lifecycle(AdmissionContention, FlowKeysRules, RuleBasedStateMachine):
+class Lifecycle(AdmissionContention, FlowKeysRules, RetentionRules, RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         self.mock = mock_aws()

@@ -204,3 +204,19 @@ def test_aws_auth_without_credentials_is_refused_before_listening(
     assert main(["console", "--aws-auth", "--url",
                  "https://abc.execute-api.eu-west-1.amazonaws.com/v1"]) == 2
     assert "--aws-auth needs AWS credentials" in capsys.readouterr().err
+
+
+def test_swagger_ui_is_reachable_by_hand_through_the_signing_console(
+        signing_console: str, upstream: tuple[str, Seen]) -> None:
+    # Opened in the browser: no console marker, yet forwarded and signed (GET /docs only).
+    status, _, _ = call(signing_console + "/docs")
+    assert status == 200
+    status, _, _ = call(signing_console + "/docs?format=json")
+    assert status == 200
+    assert [r["path"] for r in upstream[1].requests] == ["/v1/docs", "/v1/docs?format=json"]
+    assert all(r["headers"]["Authorization"].startswith("AWS4-HMAC-SHA256")
+               for r in upstream[1].requests)
+    # Anything else without the marker is still refused, a POST to /docs too.
+    assert call(signing_console + "/jobs")[0] == 403
+    assert call(signing_console + "/docs", "POST", b"{}")[0] == 403
+    assert len(upstream[1].requests) == 2

@@ -36,7 +36,7 @@ def _polling(agent: Agent, clock: list[float] | None = None) -> PollingWorker:
     app: Any = SimpleNamespace(now=lambda: 0)
     protection = TaskProtection(AGENT, expires_minutes=30, put=agent.put,
                                 clock=(lambda: clock[0]) if clock else lambda: 0.0)
-    return PollingWorker(app, PollerOptions(), worker=SimpleNamespace(worker_id="w"),
+    return PollingWorker(app, PollerOptions(), worker=SimpleNamespace(worker_id="w", running=set()),
                          protection=protection)
 
 

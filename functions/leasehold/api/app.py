@@ -15,13 +15,24 @@ from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
 from aws_lambda_powertools.event_handler.api_gateway import Router
 
 from leasehold import __version__
-from leasehold.api import admin, console, errors, figures, jobs, schedules, triggers, workflows
+from leasehold.api import (
+    admin,
+    bulk,
+    console,
+    errors,
+    figures,
+    jobs,
+    schedules,
+    triggers,
+    workflows,
+)
 from leasehold.api.context import ApiConfig
 from leasehold.api.surrogates import lone_surrogate
 from leasehold.core.spec import MAX_PAYLOAD_BYTES
 from leasehold.lifecycle.app import Leasehold
 
 ROUTERS: tuple[Router, ...] = (
+    bulk.router,  # before jobs: /jobs/bulk is not a job id
     jobs.router,
     admin.router,
     figures.router,
@@ -113,18 +124,22 @@ def build() -> APIGatewayRestResolver:
         return Response(status_code=200, content_type=content_types.APPLICATION_JSON,
                         body=openapi_json())
 
+    # Swagger UI over the same OpenAPI document: the page at /docs, the document at
+    # /docs?format=json (both behind the same identity as every other route).
+    resolver.enable_swagger(path="/docs", title=TITLE, version=__version__,
+                            description=DESCRIPTION)
     resolver.build_middleware_stacks()
     return resolver
 
 
+DESCRIPTION = "Submit, inspect, cancel and retry jobs; see workers, dead letters, stats."
 resolver = build()
 
 
 def openapi_json() -> str:
     """The OpenAPI document, as served and as committed in ``docs/openapi.json``."""
     document = json.loads(resolver.get_openapi_json_schema(
-        title=TITLE, version=__version__,
-        description="Submit, inspect, cancel and retry jobs; see workers, dead letters, stats."))
+        title=TITLE, version=__version__, description=DESCRIPTION))
     return json.dumps(document, indent=2, sort_keys=True) + "\n"
 
 

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Annotated
 
 from aws_lambda_powertools.event_handler import Response, content_types
 from aws_lambda_powertools.event_handler.api_gateway import Router
 from aws_lambda_powertools.event_handler.openapi.params import Path, Query
 
-from leasehold.api import context
+from leasehold.api import context, search
 from leasehold.api.answers import answers, decode_cursor, encode_cursor, errors, view
 from leasehold.api.models import JobOut, JobPage, Priority, StateName, SubmitJob, SubmittedJob
 from leasehold.clock import iso, to_ms
@@ -16,10 +17,11 @@ from leasehold.core.jobs import Job
 from leasehold.core.policy import RetryPolicy
 from leasehold.core.spec import JobSpec, resolve
 from leasehold.core.states import JobState
+from leasehold.errors import ValidationError
 from leasehold.lifecycle import control
 from leasehold.lifecycle.app import Leasehold
 from leasehold.tenancy.admission import retry_admitted, submit_admitted
-from leasehold.tenancy.listing import JobFilter, list_jobs
+from leasehold.tenancy.listing import list_jobs
 from leasehold.time import schedules
 
 router = Router()
@@ -34,11 +36,12 @@ def spec_from(body: SubmitJob, tenant: str) -> JobSpec:
         priority=body.priority, run_at_ms=None if body.run_at is None else to_ms(body.run_at),
         delay_seconds=body.delay_seconds, idempotency_key=body.idempotency_key,
         max_attempts=body.max_attempts, retry=retry, timeout_seconds=body.timeout_seconds,
-        labels=body.labels,
+        retention_days=body.retention_days,
         unique=None if body.unique is None else body.unique.model_dump(),
         debounce=None if body.debounce is None else body.debounce.model_dump(exclude_none=True),
         start_within_seconds=body.start_within_seconds,
         expires_at_ms=None if body.expires_at is None else to_ms(body.expires_at),
+        labels=body.labels,
     )
 
 
@@ -120,18 +123,23 @@ RUN_CURSOR = {"schedule_id": str, "scheduled_for": str, "job_id": str}
 
 
 def jobs_page(app: Leasehold, tenant: str, schedule_id: str, *, limit: int,
-              cursor: str | None) -> JobPage:
-    """``GET /jobs?schedule_id=``: the schedule's runs, newest scheduled time first."""
+              cursor: str | None, states: set[JobState] | None = None) -> JobPage:
+    """``GET /jobs?schedule_id=``: the schedule's runs, newest scheduled time first.
+
+    ``states`` filters the page of ``limit`` runs (it may hold fewer; follow the cursor).
+    """
     schedules.get(app, schedule_id, tenant)  # another tenant's schedule is a 404
     after = decode_cursor(cursor, RUN_CURSOR) if cursor else None
     ids, last = schedules.job_ids(app, schedule_id, limit=limit, cursor=after)
-    jobs = [j for j in app.store.batch_get(ids) if j.tenant == tenant]
+    jobs = [j for j in app.store.batch_get(ids) if j.tenant == tenant
+            and (not states or j.state in states)]
     now = app.now()
     return JobPage(jobs=[view(j, now) for j in jobs],
                    next_cursor=encode_cursor(last, RUN_CURSOR))
 
 
-@router.get("/jobs", summary="List your jobs, newest first", tags=["jobs"],
+@router.get("/jobs", summary="List and search your jobs, newest first", tags=["jobs"],
+            description="Filters combine (all must hold). " + search.COST_NOTE + ".",
             responses=answers(JobPage, 400, 401, 422))
 def list_my_jobs(
     state: Annotated[list[StateName] | None, Query(description="repeat for several")] = None,
@@ -141,12 +149,31 @@ def list_my_jobs(
     cursor: Annotated[str | None, Query(min_length=1, max_length=512)] = None,
     schedule_id: Annotated[str | None, Query(min_length=1, max_length=64,
                                              description="only this schedule's runs")] = None,
+    label: Annotated[list[str] | None, Query(description=search.LABEL_HELP)] = None,
+    created_after: Annotated[datetime | None, Query(
+        description="created at or after this ISO-8601 time (uses the index)")] = None,
+    created_before: Annotated[datetime | None, Query(
+        description="created before this ISO-8601 time (uses the index)")] = None,
+    error_type: Annotated[str | None, Query(
+        min_length=1, max_length=128,
+        description="the last error's class or one of its bases, e.g. TimeoutError")] = None,
+    error_prefix: Annotated[str | None, Query(
+        min_length=1, max_length=256,
+        description="the last error's message starts with this")] = None,
+    id_prefix: Annotated[str | None, Query(min_length=1, max_length=64)] = None,
 ) -> JobPage:
     app = context.leasehold(router)
     tenant = context.tenant(router)
     if schedule_id is not None:
-        return jobs_page(app, tenant, schedule_id, limit=limit, cursor=cursor)
-    where = JobFilter(states={JobState(s) for s in state or ()}, task=task, pool=pool)
+        return jobs_page(app, tenant, schedule_id, limit=limit, cursor=cursor,
+                         states={JobState(s) for s in state or ()})
+    for name, value in (("created_after", created_after), ("created_before", created_before)):
+        if value is not None and value.tzinfo is None:
+            raise ValidationError(name, "needs a time zone, e.g. 2027-01-01T09:00:00Z")
+    where = search.job_filter(states=state, task=task, pool=pool, label=label,
+                              error_type=error_type, error_prefix=error_prefix,
+                              id_prefix=id_prefix, created_after=created_after,
+                              created_before=created_before)
     after = decode_cursor(cursor, JOB_CURSOR) | {"tenant": tenant} if cursor else None
     jobs, position = list_jobs(app, tenant, limit=limit, where=where, after=after)
     now = app.now()

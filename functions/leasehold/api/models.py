@@ -10,6 +10,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AwareDatetime, BaseModel, BeforeValidator, ConfigDict, Field
 
+from leasehold.core.retention import MAX_RETENTION_DAYS
 from leasehold.core.spec import MAX_PAYLOAD_BYTES, MAX_RESULT_BYTES
 
 Priority = Literal["high", "normal", "low"]
@@ -84,6 +85,10 @@ class SubmitJob(_Strict):
         description="not started this long after its run_at, the job ends EXPIRED")
     expires_at: IsoTime | None = Field(
         default=None, description="not started by then, the job ends EXPIRED")
+    retention_days: int | None = Field(
+        default=None, ge=0, le=MAX_RETENTION_DAYS,
+        description="days the finished job is kept before DynamoDB deletes it (0: forever); "
+                    "default: the stack's retentionDays (30)")
 
 
 class JobErrorOut(BaseModel):
@@ -141,6 +146,12 @@ class JobOut(BaseModel):
                                           "first; kept after a retry succeeds")
     progress: Any = None
     history: list[TransitionOut] = Field(default_factory=list)
+    retention_days: int | None = Field(default=None, description="the job's own retention, "
+                                       "if it asked for one at submission")
+    retained_until: str | None = Field(
+        default=None, description="when DynamoDB may delete this finished job (its TTL; "
+                                  "deletion follows within a few days); null while it is live "
+                                  "or kept forever")
 
 
 class SubmittedJob(JobOut):
@@ -207,8 +218,15 @@ class QueueStats(BaseModel):
 
 class StatsOut(BaseModel):
     tenant: str
-    jobs: dict[str, int]
-    live: int
+    jobs: dict[str, int] = Field(description=(
+        "finished jobs of every origin (API, schedules, triggers, workflow steps) by outcome: "
+        "SUCCEEDED, DEAD, CANCELLED, counted once each as they finish (not reduced when "
+        "retention deletes rows)"))
+    live: int = Field(description=(
+        "live jobs (not yet finished) that you submitted through the API (POST /jobs, a "
+        "retry or a redrive): the count your live-job limit applies to. Runs of schedules "
+        "and triggers and workflow steps are not in it: a page showing live jobs by state "
+        "must count those from the job list, and say which it shows"))
     queues: list[QueueStats]
 
 

@@ -4,7 +4,9 @@ trigger now, preview fire times; and the schedule filter of ``GET /jobs``."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import datetime
 from typing import Annotated, Any, Literal
+from zoneinfo import ZoneInfo
 
 from aws_lambda_powertools.event_handler import Response, content_types
 from aws_lambda_powertools.event_handler.api_gateway import Router
@@ -24,6 +26,7 @@ from leasehold.api.workflows import StepIn, WorkflowOut, detail_out
 from leasehold.clock import iso
 from leasehold.lifecycle.app import Leasehold
 from leasehold.time import schedules
+from leasehold.time.schedule_runs import last_started
 from leasehold.time.schedules import Schedule
 from leasehold.workflows import WorkflowDetail
 
@@ -96,9 +99,17 @@ class ScheduleOut(BaseModel):
     jitter_seconds: float
     state: Literal["ACTIVE", "PAUSED", "COMPLETED"]
     next_fire_at: str | None
-    run_count: int
+    run_count: int = Field(description=(
+        "runs fired: started ones, plus at most the few handed off ahead of their time (a "
+        "pause, update or delete withdraws those and takes them off this count)"))
     skipped_count: int
-    last_fired_at: str | None
+    last_fired_at: str | None = Field(description=(
+        "the time of the last occurrence handed off; runs are handed off ahead, so it may "
+        "be in the future (see last_started_at)"))
+    last_started_at: str | None = Field(default=None, description=(
+        "when the latest run that has started started (GET /schedules/{id} only)"))
+    last_started_job_id: str | None = Field(default=None, description=(
+        "that run's job, or workflow (GET /schedules/{id} only)"))
     last_job_id: str | None
     last_workflow_id: str | None = None
     created_at: str | None
@@ -113,7 +124,10 @@ class SchedulePage(BaseModel):
 
 class FireTimes(BaseModel):
     schedule_id: str
-    times: list[str]
+    times: list[str] = Field(description="ISO-8601 UTC")
+    timezone: str = Field(default="UTC", description="the schedule's IANA zone")
+    local_times: list[str] = Field(default_factory=list, description=(
+        "the same times in the schedule's zone, ISO-8601 with its offset"))
 
 
 def out(schedule: Schedule) -> ScheduleOut:
@@ -157,7 +171,18 @@ def list_my_schedules(limit: Annotated[int, Query(ge=1, le=200)] = 50,
             responses=answers(ScheduleOut, 401, 404, 422))
 def get_schedule(schedule_id: ScheduleId) -> ScheduleOut:
     app = context.leasehold(router)
-    return out(schedules.get(app, schedule_id, context.tenant(router)))
+    schedule = schedules.get(app, schedule_id, context.tenant(router))
+    shown = out(schedule)
+    if schedule.workflow is None:
+        run = last_started(app, schedule, app.now())
+        if run is not None:
+            shown.last_started_at = iso(run.first_started_at or run.started_at)
+            shown.last_started_job_id = run.job_id
+    elif schedule.last_job_id:
+        # A workflow run starts when it is due, never ahead: the last one fired has started.
+        shown.last_started_at, shown.last_started_job_id = \
+            iso(schedule.last_fired_at), schedule.last_job_id
+    return shown
 
 
 @router.patch("/schedules/<schedule_id>", summary="Update a schedule in place (atomically)",
@@ -184,7 +209,7 @@ def _action(name: str, summary: str,
     action.__name__ = f"{name}_schedule"
 
 
-_action("pause", "Pause a schedule (cancels runs handed off ahead)", schedules.pause)
+_action("pause", "Pause a schedule (withdraws runs handed off ahead)", schedules.pause)
 _action("resume", "Resume a paused schedule from its next time", schedules.resume)
 
 
@@ -206,4 +231,11 @@ def next_fire_times(schedule_id: ScheduleId,
                     count: Annotated[int, Query(ge=1, le=100)] = 5) -> FireTimes:
     app = context.leasehold(router)
     times = schedules.preview(app, schedule_id, count, context.tenant(router))
-    return FireTimes(schedule_id=schedule_id, times=[iso(t) or "" for t in times])
+    zone = schedules.get(app, schedule_id).timezone
+    return FireTimes(schedule_id=schedule_id, times=[iso(t) or "" for t in times],
+                     timezone=zone, local_times=[in_zone(t, zone) for t in times])
+
+
+def in_zone(ms: int, zone: str) -> str:
+    """``ms`` as ISO-8601 in ``zone`` with its offset (Tokyo 09:00 is 09:00+09:00)."""
+    return datetime.fromtimestamp(ms / 1000, ZoneInfo(zone)).isoformat(timespec="seconds")

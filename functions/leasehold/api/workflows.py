@@ -17,6 +17,7 @@ from leasehold.tenancy import admission
 from leasehold.workflows import WorkflowState
 from leasehold.workflows.control import summary
 from leasehold.workflows.model import prepare
+from leasehold.workflows.rerun import retry_workflow as rerun_workflow
 
 router = Router()
 #: A tenant's workflows, newest first (the tenant is the caller's, never in the cursor).
@@ -62,6 +63,7 @@ class StepOut(BaseModel):
     started_at: str | None
     finished_at: str | None
     error: JobErrorOut | None
+    result: Any = Field(default=None, description="the step's result once it succeeded")
 
 
 class WorkflowSummary(BaseModel):
@@ -144,3 +146,16 @@ def list_my_workflows(
 def cancel_workflow(workflow_id: WorkflowId) -> WorkflowOut:
     app = context.leasehold(router)
     return detail_out(workflows.cancel_workflow(app, workflow_id, context.tenant(router)))
+
+
+@router.post("/workflows/<workflow_id>/retry", summary="Resume a FAILED or CANCELLED workflow",
+             description="Re-runs its failed (DEAD) and cancelled steps and every step "
+                         "downstream of them; steps that succeeded upstream keep their "
+                         "results. The workflow is RUNNING again. Admitted like a start.",
+             tags=["workflows"], responses=answers(WorkflowOut, 401, 404, 409, 422, 429, 503))
+def retry_workflow(workflow_id: WorkflowId) -> WorkflowOut:
+    app, api, tenant = context.leasehold(router), context.config(router), context.tenant(router)
+    current = workflows.get_workflow(app, workflow_id, tenant)  # another tenant's: 404
+    pool = current.steps[0].pool if current.steps else app.settings.pools[0]
+    admission.check(app, tenant, pool, api.limits, api.backlog, api.buckets)
+    return detail_out(rerun_workflow(app, workflow_id, tenant))

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from leasehold.core.retention import PURGE_AT
 from leasehold.settings import PRIORITIES, Settings
 
 AttrType = Literal["S", "N"]
@@ -104,6 +105,8 @@ JOBS = TableDefinition(
     role="jobs",
     partition=Key("job_id"),
     indexes=(DUE_INDEX, SWEEP_INDEX, BY_TENANT_INDEX, BY_SCHEDULE_INDEX),
+    # Only terminal rows carry it (leasehold.core.retention): nothing live is ever deleted.
+    ttl_attribute=PURGE_AT,
 )
 SCHEDULES = TableDefinition(
     role="schedules",
@@ -130,6 +133,8 @@ WORKFLOWS = TableDefinition(
         Index("live", Key("live_shard", "N"), Key("check_at", "N")),
         Index("by_tenant", Key("tenant"), Key("created_at", "N")),
     ),
+    # Written once a finished workflow is settled (every step terminal), with its steps'.
+    ttl_attribute=PURGE_AT,
 )
 
 TABLES = (JOBS, SCHEDULES, TENANTS, COORDINATION, WORKFLOWS)

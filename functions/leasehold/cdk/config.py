@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from leasehold.api.principals import parse_mapping
 from leasehold.aws.definitions import TABLES
+from leasehold.core.retention import DEFAULT_RETENTION_DAYS, MAX_RETENTION_DAYS
 from leasehold.settings import (
     FUNCTION_TIMEOUT_RESERVE_SECONDS,
     PRIORITIES,
@@ -111,6 +112,9 @@ class LeaseholdConfig:
     #: each of them.
     required_tasks: tuple[str, ...] = ()
     log_retention_days: int = 30
+    #: Days a finished job or workflow is kept before DynamoDB's TTL deletes it (0: forever;
+    #: a job may ask for its own). 30 by default: see leasehold.core.retention for why.
+    retention_days: int = DEFAULT_RETENTION_DAYS
     #: Job queues; ``None``: the retention of :mod:`leasehold.aws.definitions` (7 days).
     #: Their DLQs always keep 14 days, the SQS maximum.
     queue_retention_days: int | None = None
@@ -153,6 +157,9 @@ class LeaseholdConfig:
         if self.publish not in PUBLISH_CHOICES:
             raise ValueError(f"publish must be one of {', '.join(PUBLISH_CHOICES)}, "
                              f"not {self.publish!r}")
+        if not 0 <= self.retention_days <= MAX_RETENTION_DAYS:
+            raise ValueError(f"retentionDays must be 0 (keep finished jobs forever) to "
+                             f"{MAX_RETENTION_DAYS}")
         if self.event_archive_days < 0:
             raise ValueError("eventArchiveDays must be 0 (no archive) or more")
         if len(self.tenant_map_json()) > TENANT_MAP_LIMIT:
@@ -183,6 +190,7 @@ class LeaseholdConfig:
             # The functions publish job state events to the stack's bus by this name.
             event_bus=f"{self.prefix}-events",
             publish=self.publish,
+            retention_days=self.retention_days,
             # A job of a Lambda pool must finish within its function's timeout: the API
             # refuses a longer timeout_seconds at submission.
             pool_timeouts={pool.name: float(pool.timeout_seconds)
@@ -211,6 +219,7 @@ class LeaseholdConfig:
             "queueRetentionDays": ("queue_retention_days", int),
             "throttleRate": ("throttle_rate", float), "throttleBurst": ("throttle_burst", int),
             "eventArchiveDays": ("event_archive_days", int),
+            "retentionDays": ("retention_days", int),
         }
         for key, (name, kind) in numbers.items():
             if (value := get(key)) not in (None, ""):

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from leasehold import __version__
 from leasehold.cli import (
     admin,
+    bulk,
     console,
     dev,
     events,
@@ -28,6 +29,7 @@ MODULES = (
     init,
     dev,
     jobs,
+    bulk,
     admin,
     schedules,
     triggers,

@@ -50,6 +50,10 @@ class Reply:
     body: bytes
 
 
+#: The API's Swagger UI (``/docs``, its document at ``/docs?format=json``).
+DOCS = "/docs"
+
+
 def _error(status: int, code: str, message: str) -> Reply:
     body = json.dumps({"error": {"code": code, "message": message, "field": None}}).encode()
     return Reply(status, [("Content-Type", "application/json")], body)
@@ -109,7 +113,10 @@ class _Handler(AnyMethodHandler):
             if found is not None:
                 headers = [("Content-Type", found.content_type), *console.HEADERS.items()]
                 return Reply(200, headers, found.body)
-        if self.headers.get(MARKER) != "1":
+        # The API's Swagger UI (page and document; GET only, nothing of any tenant's in it)
+        # is opened by hand in the browser, so it carries no marker: ``/docs`` is forwarded.
+        if self.headers.get(MARKER) != "1" and not (self.command == "GET"
+                                                     and path == DOCS):
             return _error(403, "forbidden",
                           "only the console page may call the API through this proxy")
         length = int(self.headers.get("Content-Length") or 0)

@@ -83,10 +83,19 @@ def register(subparsers: Any) -> None:
                                           "after 'more:', e.g. --cursor eyJj...")
     for name, help in (("get", "show a schedule"), ("delete", "delete a schedule"),
                        ("pause", "pause a schedule"), ("resume", "resume a schedule"),
-                       ("trigger", "run the schedule's job (or workflow) now, once"),
-                       ("jobs", "list the schedule's runs (future ones say when they are "
-                                "due)")):
+                       ("trigger", "run the schedule's job (or workflow) now, once")):
         action(name, help, [f"leasehold schedules {name} {ID}"])
+    runs = action("jobs", "list the schedule's runs, newest first (future ones say when "
+                          "they are due)",
+                  [f"leasehold schedules jobs {ID} --state DEAD --limit 10"])
+    runs.add_argument("--state", action="append",
+                      choices=["SCHEDULED", "WAITING", "QUEUED", "RUNNING", "SUCCEEDED", "DEAD",
+                               "CANCELLED"],
+                      help="only runs in this state (repeat for several), e.g. --state DEAD")
+    runs.add_argument("--limit", type=int, default=50,
+                      help="look at this many runs (1-200), e.g. --limit 10")
+    runs.add_argument("--cursor", help="the next page: what the last page printed after "
+                                       "'more:', e.g. --cursor eyJj...")
     action("next", "preview the next fire times", [f"leasehold schedules next {ID} --count 5"]
            ).add_argument("--count", type=int, default=5, help="how many, e.g. --count 10")
 
@@ -129,14 +138,33 @@ def _schedules_table(page: dict[str, Any]) -> str:
                         "RUNS"]) + more(page)
 
 
-def _times(reply: dict[str, Any]) -> str:
-    now = datetime.now(UTC)
+def _times(reply: dict[str, Any], now: datetime | None = None) -> str:
+    """Each time in UTC and in the schedule's own zone (not this machine's), and how soon."""
+    now = now or datetime.now(UTC)
+    zone = reply.get("timezone") or "UTC"
+    local = reply.get("local_times") or reply["times"]
     rows = []
-    for text in reply["times"]:
+    for text, there in zip(reply["times"], local, strict=False):
         at = datetime.fromisoformat(text.replace("Z", "+00:00"))
-        rows.append((text, at.astimezone().isoformat(timespec="seconds"),
-                     f"in {max(0.0, (at - now).total_seconds()):.0f} s"))
-    return table(rows, ["UTC", "LOCAL", "DUE"])
+        rows.append((text, there, due_in((at - now).total_seconds())))
+    return table(rows, ["UTC", zone.upper(), "DUE"])
+
+
+def due_in(seconds: float) -> str:
+    """``in 4 h 12 min``, ``in 3 d 2 h``, ``in 45 s``, ``now``: the two largest units."""
+    left = int(max(0.0, seconds))
+    if left == 0:
+        return "now"
+    parts = []
+    for size, unit in ((86_400, "d"), (3600, "h"), (60, "min"), (1, "s")):
+        if left >= size:
+            parts.append(f"{left // size} {unit}")
+            left %= size
+        elif parts:
+            break  # "1 h 0 min" reads as "1 h"
+        if len(parts) == 2:
+            break
+    return "in " + " ".join(parts)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -153,7 +181,10 @@ def run(args: argparse.Namespace) -> int:
         "resume": ("POST", path + "/resume", None),
         "trigger": ("POST", path + "/trigger", None),
         "next": ("GET", path + "/next", {"count": getattr(args, "count", None)}),
-        "jobs": ("GET", "/jobs", {"schedule_id": getattr(args, "schedule_id", None)}),
+        "jobs": ("GET", "/jobs", {"schedule_id": getattr(args, "schedule_id", None),
+                                  "state": getattr(args, "state", None),
+                                  "limit": getattr(args, "limit", None),
+                                  "cursor": getattr(args, "cursor", None)}),
     }
     method, url, query = calls[args.action]
     try:

@@ -41,6 +41,12 @@ def register(subparsers: Any) -> None:
     cancel = action("cancel", "cancel a workflow and its live steps",
                     [f"leasehold workflow cancel {ID}"])
     cancel.add_argument("workflow_id", help="the workflow's id")
+    retry = action("retry", "resume a FAILED or CANCELLED workflow: re-run its failed and "
+                            "cancelled steps and everything downstream",
+                   [f"leasehold workflow retry {ID} --wait"])
+    retry.add_argument("workflow_id", help="the workflow's id")
+    retry.add_argument("--wait", action="store_true",
+                       help="follow it until it finishes; exit 1 unless it SUCCEEDED")
     listing = action("list", "list your workflows, newest first",
                      ["leasehold workflow list --state RUNNING"])
     listing.add_argument("--state", choices=["CREATING", "RUNNING", "SUCCEEDED", "FAILED",
@@ -50,7 +56,7 @@ def register(subparsers: Any) -> None:
                          help="at most this many (1-200), e.g. --limit 10")
     listing.add_argument("--cursor", help="the next page: what the last page printed after "
                                           "'more:', e.g. --cursor eyJj...")
-    for parser in (submit, status):
+    for parser in (submit, status, retry):
         parser.add_argument("--interval", type=float, default=1.0, help=argparse.SUPPRESS)
 
 
@@ -66,6 +72,8 @@ def run(args: argparse.Namespace) -> int:
             reply = client.get_workflow(args.workflow_id)
         elif args.action == "cancel":
             reply = client.cancel_workflow(args.workflow_id)
+        elif args.action == "retry":
+            reply = client.retry_workflow(args.workflow_id)
         else:
             reply = client.list_workflows(state=args.state, limit=args.limit,
                                           cursor=args.cursor)

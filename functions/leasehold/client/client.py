@@ -301,6 +301,13 @@ class Client:
             return self._cancelled_by_an_earlier_try(exc, self.get_workflow, workflow_id)
         return workflow
 
+    def retry_workflow(self, workflow_id: str) -> dict[str, Any]:
+        """Re-run a FAILED or CANCELLED workflow's failed and cancelled steps and all
+        downstream (a 409 if it is not finished, or a retry already put it back running)."""
+        workflow: dict[str, Any] = self.request("POST",
+                                                f"/workflows/{_id(workflow_id)}/retry")
+        return workflow
+
     @staticmethod
     def _cancelled_by_an_earlier_try(error: ApiError, read: Callable[[str], dict[str, Any]],
                                      item_id: str) -> dict[str, Any]:

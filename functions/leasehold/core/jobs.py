@@ -10,6 +10,7 @@ from typing import Any
 
 from leasehold.clock import iso
 from leasehold.core.policy import RetryPolicy
+from leasehold.core.retention import PURGE_AT
 from leasehold.core.states import JobState
 
 
@@ -114,12 +115,16 @@ class Job:
                 for t in self.history
             ],
             **{key: _plain(value) for key, value in self.extra.items() if key in VISIBLE_EXTRA},
+            # When DynamoDB may delete the finished job (its TTL); null while it is live.
+            # Not ``expires_at``: that name is a job option meaning "must start by".
+            "retained_until": None if PURGE_AT not in self.extra else iso(
+                int(self.extra[PURGE_AT]) * 1000),
         }
 
 
 #: Extra attributes the API shows as they are.
 VISIBLE_EXTRA = frozenset({"schedule_id", "scheduled_for", "workflow_id", "step_id",
-                           "attempt_errors"})
+                           "attempt_errors", "retention_days"})
 #: How many failed attempts' errors a job keeps (newest last), after its last error is cleared
 #: by a success: enough to see why it needed its retries, small enough for the row.
 ATTEMPT_ERRORS_KEPT = 5

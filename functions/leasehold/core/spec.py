@@ -17,6 +17,7 @@ from typing import Any
 from leasehold.clock import iso
 from leasehold.core.policy import RetryPolicy
 from leasehold.core.registry import TaskRegistry
+from leasehold.core.retention import check_days
 from leasehold.errors import PayloadTooLarge, ValidationError
 from leasehold.settings import FUNCTION_TIMEOUT_RESERVE_SECONDS, PRIORITIES
 
@@ -57,6 +58,8 @@ class JobSpec:
     debounce: Mapping[str, Any] | None = None
     start_within_seconds: float | None = None
     expires_at_ms: int | None = None
+    #: Days the finished job is kept (None: the stack's ``retention_days``).
+    retention_days: int | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -75,6 +78,7 @@ class ResolvedSpec:
     timeout_seconds: float
     labels: dict[str, str]
     spec_hash: str
+    retention_days: int | None = None
 
 
 def check_text(fieldname: str, value: object, *, limit: int, pattern: re.Pattern[str] | None = None,
@@ -192,6 +196,9 @@ def resolve(spec: JobSpec, registry: TaskRegistry, *, pools: tuple[str, ...], no
         check_text("labels", name, limit=64, pattern=_NAME)
         labels[name] = check_text(f"labels.{name}", value, limit=256, empty_ok=True)
 
+    keep = None if spec.retention_days is None else check_days("retention_days",
+                                                                spec.retention_days)
+
     # What makes two submissions "the same job" for idempotency: everything the user chose,
     # with the delay as given (a replay a minute later asks for the same delay, not run_at).
     fingerprint = json.dumps(
@@ -207,9 +214,11 @@ def resolve(spec: JobSpec, registry: TaskRegistry, *, pools: tuple[str, ...], no
         },
         sort_keys=True,
     )
+    if keep is not None:  # only when given, so every other job keeps its hash
+        fingerprint += f"|retention_days={keep}"
     return ResolvedSpec(
         task=spec.task, payload_json=payload_json, tenant=tenant, pool=pool, priority=priority,
         run_at_ms=run_at, idempotency_key=key, max_attempts=int(max_attempts), retry=retry,
         timeout_seconds=float(timeout), labels=labels,
-        spec_hash=hashlib.sha256(fingerprint.encode()).hexdigest()[:32],
+        spec_hash=hashlib.sha256(fingerprint.encode()).hexdigest()[:32], retention_days=keep,
     )

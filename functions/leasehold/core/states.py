@@ -56,6 +56,10 @@ TRANSITIONS: dict[tuple[JobState, JobState], str] = {
     # Manual re-runs of finished jobs (API retry, DLQ redrive): never automatic.
     (S.DEAD, S.QUEUED): "manual retry",
     (S.CANCELLED, S.QUEUED): "manual retry",
+    # A workflow's retry: a step downstream of a re-run one waits for it again.
+    (S.DEAD, S.WAITING): "workflow retry",
+    (S.CANCELLED, S.WAITING): "workflow retry",
+    (S.SUCCEEDED, S.WAITING): "workflow retry",
 }
 
 

@@ -34,6 +34,7 @@ from leasehold.aws.dynamo import (
     transact_write,
     update_request,
 )
+from leasehold.core import retention
 from leasehold.core.ids import shard_of
 from leasehold.core.jobs import Job, Transition, job_from_item, job_to_item
 from leasehold.core.states import INITIAL, JobState, check
@@ -227,6 +228,13 @@ class DynamoJobStore:
         index = self._index_keys(job.job_id, change.target, None, sets, now=now)
         sets.update({k: v for k, v in index.items() if v is not None})
         removes += [k for k, v in index.items() if v is None and k not in sets]
+        # Retention: a TTL only on terminal rows, removed on any way back to live.
+        purge = retention.row_purge_at(job.extra, change.target, now,
+                                       self.settings.retention_days)
+        if purge is not None:
+            sets[retention.PURGE_AT] = purge
+        else:
+            removes.append(retention.PURGE_AT)
         values: dict[str, Any] = {":source": job.state.value, ":epoch": job.epoch}
         condition = ["#state = :source", "epoch = :epoch"]
         if change.owner is not None:

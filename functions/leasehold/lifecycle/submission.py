@@ -14,6 +14,7 @@ from typing import Any
 
 from leasehold.core.ids import derived_id, new_id
 from leasehold.core.jobs import Job, Transition
+from leasehold.core.retention import RETENTION_DAYS
 from leasehold.core.spec import JobSpec, ResolvedSpec, resolve
 from leasehold.core.states import JobState
 from leasehold.errors import IdempotencyConflict
@@ -76,7 +77,8 @@ def new_job(app: Leasehold, spec: ResolvedSpec, now: int, *, job_id: str | None 
         run_at=spec.run_at_ms,
         lease_expires_at=handoff.handoff_deadline(spec.run_at_ms, app.settings) if queued else None,
         history=(Transition(now, "", state.value, actor, "submitted"),),
-        extra=extra or {},
+        extra=(extra or {}) | ({} if spec.retention_days is None else
+                               {RETENTION_DAYS: spec.retention_days}),
     )
 
 

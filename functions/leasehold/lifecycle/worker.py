@@ -80,6 +80,9 @@ class Worker:
     def __init__(self, app: Leasehold, *, worker_id: str | None = None) -> None:
         self.app = app
         self.worker_id = worker_id or worker_identity()
+        #: The jobs this worker is running now, each from its lease to its outcome (a batch's
+        #: finished jobs are not kept until its slowest one ends): the registry shows these.
+        self.running: set[str] = set()
 
     # -- one message --------------------------------------------------------------------
 
@@ -118,8 +121,13 @@ class Worker:
             # the sweeper may be handing the job to another worker already. Never start it.
             log.warning("the lease of %s ran out before it was granted", job.job_id)
             return Outcome.LEASE_LOST
-        attempt = self._run(job, owner, delivery)
-        outcome = Outcome.LEASE_LOST if attempt.lease_lost else self._settle(job, owner, attempt)
+        self.running.add(job.job_id)
+        try:
+            attempt = self._run(job, owner, delivery)
+            outcome = Outcome.LEASE_LOST if attempt.lease_lost else \
+                self._settle(job, owner, attempt)
+        finally:
+            self.running.discard(job.job_id)
         log.info("job %s attempt %d: %s", job.job_id, job.attempt, outcome.value,
                  extra={"job_id": job.job_id, "tenant": job.tenant, "task": job.task,
                         "attempt": job.attempt, "outcome": outcome.value})

@@ -323,8 +323,9 @@ class PollingWorker:
     # -- registry -------------------------------------------------------------------------
 
     def current_jobs(self) -> list[str]:
-        with self._lock:
-            return [job for jobs in self._current.values() for job in jobs]
+        """The jobs running on this worker now, each until its own outcome is written (not
+        its batch's: a finished job must not show as running behind a slow one)."""
+        return sorted(self.worker.running)
 
     def beat(self) -> None:
         with self._lock:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import heapq
 import itertools
 from collections.abc import Collection, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from leasehold.core.jobs import Job
@@ -32,14 +32,41 @@ MAX_PAGES = 8
 
 @dataclass(frozen=True, kw_only=True)
 class JobFilter:
+    """What a listing keeps (every given condition must hold).
+
+    Only the created-time range uses the index (its sort key): the listing starts at
+    ``created_before`` and stops at ``created_after``, so it reads only that range. Every
+    other condition is tested on the rows read in that range (a bounded scan of the tenant's
+    listing: ``MAX_PAGES`` index pages per call, then a short page and a cursor).
+    """
+
     states: Collection[JobState] = ()
     task: str | None = None
     pool: str | None = None
+    #: ``{name: value}``: the job carries every one of these labels.
+    labels: Mapping[str, str] = field(default_factory=dict)
+    #: The last error's class, or one of its bases (``TimeoutError`` matches a subclass).
+    error_type: str | None = None
+    #: The last error's message starts with this.
+    error_prefix: str | None = None
+    id_prefix: str | None = None
+    #: Created at or after / before this time (epoch ms): the index range.
+    created_after: int | None = None
+    created_before: int | None = None
 
     def matches(self, job: Job) -> bool:
+        error = job.error
         return ((not self.states or job.state in self.states)
                 and (self.task is None or job.task == self.task)
-                and (self.pool is None or job.pool == self.pool))
+                and (self.pool is None or job.pool == self.pool)
+                and all(job.labels.get(k) == v for k, v in self.labels.items())
+                and (self.error_type is None or (error is not None and (
+                    error.type == self.error_type or self.error_type in error.types)))
+                and (self.error_prefix is None or (
+                    error is not None and error.message.startswith(self.error_prefix)))
+                and (self.id_prefix is None or job.job_id.startswith(self.id_prefix))
+                and (self.created_after is None or job.created_at >= self.created_after)
+                and (self.created_before is None or job.created_at < self.created_before))
 
 
 Row = tuple[int, str]  # (created_at, job_id): the listing's total order
@@ -90,7 +117,16 @@ def list_jobs(app: Leasehold, tenant: str, *, limit: int, where: JobFilter = Job
     found: list[Job] = []
     chunk = max(limit, 25)
     start = None if not after else (int(after["created_at"]), str(after["job_id"]))
+    if start is None and newest_first and where.created_before is not None:
+        start = (where.created_before, "")  # the range's end: rows before it (index bound)
+    elif start is None and not newest_first and where.created_after is not None:
+        start = (where.created_after - 1, "\uffff")
     rows = merged(app, tenant, page=chunk, newest_first=newest_first, after=start)
+    low, high = where.created_after, where.created_before
+    if newest_first and low is not None:  # the range's start: stop there
+        rows = itertools.takewhile(lambda row: row[0] >= low, rows)
+    elif not newest_first and high is not None:
+        rows = itertools.takewhile(lambda row: row[0] < high, rows)
     last: Row | None = None
     for _ in range(MAX_PAGES):
         batch = list(itertools.islice(rows, chunk))

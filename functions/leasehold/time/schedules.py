@@ -216,16 +216,18 @@ def update(app: Leasehold, schedule_id: str, body: Mapping[str, Any],
                        replan=replan or bool({"max_runs", "end_at"} & set(body)))
 
     before, after = _change(app, schedule_id, tenant, edit)
-    if replan:
-        cancel_pending(app, before.schedule_id, after.updated_at)
+    if replan and cancel_pending(app, before.schedule_id, after.updated_at):
+        return get(app, schedule_id, tenant)  # withdrawn runs are uncounted
     return after
 
 
 def pause(app: Leasehold, schedule_id: str, tenant: str | None = None) -> Schedule:
-    """Stop firing; occurrences already handed off ahead of their time are cancelled."""
+    """Stop firing; occurrences already handed off ahead of their time are withdrawn
+    (deleted and uncounted: they were never runs)."""
     _, after = _change(app, schedule_id, tenant,
                        lambda s, now: replace(s, state=ScheduleState.PAUSED))
-    cancel_pending(app, schedule_id, after.updated_at)
+    if cancel_pending(app, schedule_id, after.updated_at):
+        return get(app, schedule_id, tenant)  # withdrawn runs are uncounted
     return after
 
 

@@ -29,6 +29,7 @@ from leasehold.lifecycle.store import Change
 from leasehold.time import firing, schedules
 from leasehold.time.firing import OverlapPolicy
 from leasehold.time.leader import LeaderLease
+from leasehold.time.schedule_runs import withdraw_uncounted
 from leasehold.time.schedule_store import ScheduleStore
 from leasehold.time.schedules import Schedule, ScheduleState
 
@@ -157,8 +158,9 @@ def _lost_race(app: Leasehold, store: ScheduleStore, schedule: Schedule,
 
     Another tick planned the same occurrences (the jobs are the same ones: nothing to do).
     A user's pause, update or delete changed the configuration after we read it: the jobs we
-    just made for the future belong to the old one, so cancel them as the user's change did
-    (workflows are never started ahead, so this never cancels one).
+    just made for the future belong to the old one, so withdraw them as the user's change did
+    (they were never counted: our save failed; workflows are never started ahead, so this
+    never touches one).
     """
     try:
         edited = store.get(schedule.schedule_id).config_version != schedule.config_version
@@ -167,7 +169,7 @@ def _lost_race(app: Leasehold, store: ScheduleStore, schedule: Schedule,
     if edited:
         for job_id, fire_at in created:
             if fire_at > now:
-                schedules.cancel_run(app, schedule, job_id)
+                withdraw_uncounted(app, job_id)
 
 
 def tick(app: Leasehold, *, lookahead_seconds: float = LOOKAHEAD_SECONDS) -> TickReport:

@@ -9,6 +9,7 @@ from typing import Any
 
 from leasehold.clock import iso
 from leasehold.core.jobs import Job
+from leasehold.core.states import JobState
 from leasehold.errors import Conflict, NotFound
 from leasehold.lifecycle.app import Leasehold
 from leasehold.workflows.model import Workflow, WorkflowState
@@ -50,6 +51,7 @@ def step_view(job: Job) -> dict[str, Any]:
         "waiting_for": int(job.extra.get("deps_pending", 0)),
         "attempts": job.attempt, "started_at": iso(job.first_started_at),
         "finished_at": iso(job.finished_at), "error": error,
+        "result": job.result if job.state is JobState.SUCCEEDED else None,
     }
 
 

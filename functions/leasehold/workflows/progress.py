@@ -24,7 +24,7 @@ from leasehold.errors import Conflict, NotFound
 from leasehold.lifecycle import control, handoff
 from leasehold.lifecycle.app import Leasehold
 from leasehold.lifecycle.store import Change, Observer
-from leasehold.workflows import inputs
+from leasehold.workflows import inputs, retention
 from leasehold.workflows.model import FAILED, IGNORED, OK, FailurePolicy, Workflow, WorkflowState
 from leasehold.workflows.storage import DynamoWorkflowStore
 
@@ -88,7 +88,13 @@ def step_finished(app: Leasehold, job: Job, now: int) -> None:
     workflow_id, step = job.extra["workflow_id"], job.extra["step_id"]
     if not passes_on(job):
         why = f"step {step!r} ended {job.state}"
-        if job.error is not None:
+        if job.state is JobState.CANCELLED:
+            # Its own cancel's reason: an error left from an earlier attempt (a LeaseExpired
+            # that was retried) is not why it ended.
+            last = job.history[-1] if job.history else None
+            if last is not None and last.reason:
+                why += f": {last.reason}" + (f" by {last.actor}" if last.actor else "")
+        elif job.error is not None:
             why += f": {job.error.type}: {job.error.message[:300]}"
         # check_at=now: if we die before the steps are cancelled, the next pass finishes it.
         workflow, changed = store.update(
@@ -143,10 +149,14 @@ def finish(app: Leasehold, workflow: Workflow, now: int) -> Workflow | None:
         target, why = S.FAILED, "failed steps: " + ", ".join(sorted(workflow.failed))
     else:
         target, why = S.SUCCEEDED, ""
-    # Every step is terminal, so nothing is left to reconcile: leave the live index now.
+    # Every step is terminal, so nothing is left to reconcile: leave the live index now,
+    # with the retention TTL (on the steps first, see leasehold.workflows.retention).
+    retention.stamp_steps(app, [step_job_id(workflow.workflow_id, s)
+                                for s in workflow.step_ids], now)
     done, _ = workflow_store(app).update(
         workflow.workflow_id, states=[S.RUNNING], removes=("live_shard", "check_at"),
-        sets={"state": target.value, "reason": why, "finished_at": now})
+        sets={"state": target.value, "reason": why, "finished_at": now,
+              **retention.workflow_sets(app, now)})
     return done
 
 
@@ -171,6 +181,8 @@ def wind_down(app: Leasehold, workflow: Workflow, now: int) -> bool:
         store.update(workflow.workflow_id, sets={"check_at": now + int(CHECK_SECONDS * 1000)},
                      states=[S.FAILED, S.CANCELLED])
         return False
+    retention.stamp_steps(app, ids, now)
     store.update(workflow.workflow_id, removes=("live_shard", "check_at"),
+                 sets=retention.workflow_sets(app, now),
                  states=[S.SUCCEEDED, S.FAILED, S.CANCELLED])
     return True

@@ -7,6 +7,7 @@ with several dependencies lists them, so a fan-in reads correctly wherever it is
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -53,7 +54,10 @@ def _label(step: Mapping[str, Any]) -> str:
         text += f"  after {', '.join(deps)}"
     if step["state"] == "WAITING" and step.get("waiting_for"):
         text += f"  (waiting for {step['waiting_for']})"
+    if step["state"] == "SUCCEEDED" and step.get("result") is not None:
+        result = json.dumps(step["result"], separators=(",", ":"), ensure_ascii=False)
+        text += f"  -> {result if len(result) <= 60 else result[:57] + '...'}"
     error = step.get("error")
-    if error and step["state"] != "SUCCEEDED":
+    if error and step["state"] not in ("SUCCEEDED", "CANCELLED"):
         text += f"  {error.get('type')}: {str(error.get('message', ''))[:80]}"
     return text

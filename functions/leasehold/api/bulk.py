@@ -1,0 +1,90 @@
+"""``POST /jobs/bulk``: preview, then run, an action on every job a search matches."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from aws_lambda_powertools.event_handler import Response, content_types
+from aws_lambda_powertools.event_handler.api_gateway import Router
+from aws_lambda_powertools.event_handler.openapi.params import Path
+from pydantic import BaseModel, Field
+
+from leasehold.api import context
+from leasehold.api.answers import answers, errors, view
+from leasehold.api.models import JobOut, _Strict
+from leasehold.api.search import COST_NOTE, SearchIn
+from leasehold.bulk import run
+from leasehold.core.spec import JobSpec
+from leasehold.errors import NotFound
+from leasehold.lifecycle import control
+from leasehold.tenancy.admission import submit_admitted
+
+router = Router()
+
+
+class BulkIn(_Strict):
+    action: Literal["retry", "cancel", "redrive", "delete"]
+    filter: SearchIn = Field(default_factory=SearchIn, description=(
+        "the filters of GET /jobs; the action's own states apply on top (retry: DEAD or "
+        "CANCELLED, redrive: DEAD, cancel: live, delete: finished)"))
+    dry_run: bool = Field(default=False, description="answer the count only, change nothing")
+
+
+class BulkPreview(BaseModel):
+    dry_run: Literal[True] = True
+    action: str
+    matches: int = Field(description="jobs the action would touch now")
+    complete: bool = Field(description="false: the count stopped early, there are at least "
+                                       "this many (narrow the search with created_after)")
+    sample: list[str] = Field(description="the first few of them (oldest first)")
+
+
+class BulkJob(JobOut):
+    bulk_id: str = Field(description="the bulk job's id: follow it at GET /jobs/bulk/{id}")
+
+
+@router.post("/jobs/bulk", summary="Retry, cancel, redrive or delete every job a search "
+                                    "matches", tags=["jobs"],
+             description="A dry run answers the count. Otherwise the action runs as a job of "
+                         "its own (task leasehold.bulk), admitted like a submission, that "
+                         "pages through the matches oldest first with fenced conditional "
+                         "writes, checkpoints its progress and resumes after a failure. "
+                         "Retries and redrives are admitted like submissions. " + COST_NOTE
+                         + ".",
+             responses={200: {"description": "the dry run's count",
+                              "content": {"application/json": {"model": BulkPreview}}},
+                        202: {"description": "the bulk job, started",
+                              "content": {"application/json": {"model": BulkJob}}},
+                        **errors(400, 401, 422, 429, 503)})
+def bulk_action(body: BulkIn) -> Response[Any]:
+    app, api, tenant = context.leasehold(router), context.config(router), context.tenant(router)
+    where = body.filter.to_filter()
+    run.effective(where, body.action)  # a bad combination is a 422 before anything runs
+    if body.dry_run:
+        count, complete, sample = run.preview(app, tenant, body.action, where)
+        return Response(status_code=200, content_type=content_types.APPLICATION_JSON,
+                        body=BulkPreview(action=body.action, matches=count, complete=complete,
+                                         sample=sample))
+    spec = JobSpec(task=run.TASK, tenant=tenant, labels={"bulk": body.action},
+                   payload={"action": body.action,
+                            "filter": run.filter_to_payload(where)})
+    result = submit_admitted(app, spec, app.settings.pools[0], api.limits, api.backlog,
+                             api.buckets)
+    shown = BulkJob(**view(result.job, app.now()).model_dump(by_alias=True),
+                    bulk_id=result.job.job_id)
+    return Response(status_code=202, content_type=content_types.APPLICATION_JSON, body=shown)
+
+
+BulkId = Annotated[str, Path(min_length=1, max_length=64, pattern=r"^[0-9A-Za-z]+$")]
+
+
+@router.get("/jobs/bulk/<bulk_id>", summary="A bulk action's progress", tags=["jobs"],
+            description="The bulk job: its progress (done, skipped, where it resumes) while "
+                        "it runs, its result when finished.",
+            responses=answers(JobOut, 401, 404, 422))
+def bulk_progress(bulk_id: BulkId) -> JobOut:
+    app = context.leasehold(router)
+    job = control.get_job(app, bulk_id, context.tenant(router))
+    if job.task != run.TASK:
+        raise NotFound(f"no bulk action {bulk_id}", job_id=bulk_id)
+    return view(job, app.now())

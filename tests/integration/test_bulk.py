@@ -1,0 +1,108 @@
+"""POST /jobs/bulk: a dry run counts, then the action runs as a job of its own that pages
+through the matches with fenced writes, shows its progress, resumes from its checkpoint
+after an admission refusal, and never leaves the caller's tenant (issue 25)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from leasehold.clock import FakeClock
+from leasehold.core.registry import TaskRegistry
+from leasehold.core.states import JobState
+from leasehold.lifecycle import sweeper
+from leasehold.lifecycle.app import Leasehold
+from leasehold.time import ticker
+
+from .api_client import ApiClient
+from .helpers import deliver
+
+
+@pytest.fixture
+def api(app: Leasehold, registry: TaskRegistry) -> ApiClient:
+    @registry.task("work", max_attempts=1)
+    def work(payload: Any, ctx: Any) -> Any:
+        if payload.startswith("timeout") and ctx.attempt == 1 and \
+                ctx.extra.get("attempt_errors") is None:
+            raise TimeoutError("upstream took 30 s")
+        return payload
+
+    return ApiClient(app)
+
+
+def submit(api: ApiClient, payload: str, tenant: str = "acme") -> str:
+    reply = api.post("/jobs", {"task": "work", "payload": payload,
+                               "labels": {"env": "prod"}}, tenant=tenant)
+    assert reply.status == 201, reply.body
+    job_id: str = reply.body["job_id"]
+    return job_id
+
+
+def states(app: Leasehold, ids: list[str]) -> list[JobState]:
+    return [job.state for job in app.store.batch_get(ids)]
+
+
+def test_a_dry_run_counts_then_the_bulk_job_retries_each_match_once(
+        api: ApiClient, clock: FakeClock) -> None:
+    app = api.app
+    dead = [submit(api, f"timeout-{i}") for i in range(5)]
+    ok = submit(api, "fine")
+    rival = submit(api, "timeout-rival", tenant="rival")
+    deliver(app)
+    assert states(app, dead) == [JobState.DEAD] * 5
+    body = {"action": "retry", "filter": {"error_type": "TimeoutError", "label": ["env:prod"]}}
+    preview = api.post("/jobs/bulk", {**body, "dry_run": True}, tenant="acme")
+    assert preview.status == 200, preview.body
+    assert (preview.body["matches"], preview.body["complete"]) == (5, True)
+    assert preview.body["sample"] == sorted(dead)  # oldest first (same time: by id)
+    assert states(app, dead) == [JobState.DEAD] * 5  # a dry run changes nothing
+    started = api.post("/jobs/bulk", body, tenant="acme")
+    assert started.status == 202, started.body
+    bulk_id = started.body["bulk_id"]
+    assert api.get(f"/jobs/bulk/{bulk_id}", tenant="rival").status == 404
+    assert api.get(f"/jobs/bulk/{dead[0]}", tenant="acme").status == 404  # not a bulk job
+    deliver(app, once=True)  # the bulk job runs: each DEAD job re-queued once
+    shown = api.get(f"/jobs/bulk/{bulk_id}", tenant="acme").body
+    assert shown["state"] == "SUCCEEDED", shown
+    assert shown["result"] == {"action": "retry", "done": 5, "skipped": 0}
+    assert shown["progress"]["done"] == 5
+    assert states(app, dead) == [JobState.QUEUED] * 5
+    assert states(app, [ok, rival]) == [JobState.SUCCEEDED, JobState.DEAD]  # untouched
+    deliver(app)
+    assert states(app, dead) == [JobState.SUCCEEDED] * 5
+
+
+def test_bad_bulk_requests_are_refused_before_anything_runs(api: ApiClient) -> None:
+    refused = api.post("/jobs/bulk", {"action": "retry", "filter": {"state": ["RUNNING"]}},
+                       tenant="acme")
+    assert refused.status == 422 and "DEAD" in refused.body["error"]["message"]
+    assert api.post("/jobs/bulk", {"action": "explode"}, tenant="acme").status == 422
+    assert api.get("/jobs", tenant="acme").body["jobs"] == []
+
+
+def test_an_admission_refusal_pauses_the_bulk_job_and_it_resumes_from_its_checkpoint(
+        api: ApiClient, clock: FakeClock, monkeypatch: pytest.MonkeyPatch) -> None:
+    app = api.app
+    dead = [submit(api, f"timeout-{i}") for i in range(4)]
+    deliver(app)
+    # The tenant may have 3 live jobs: the bulk job itself holds one, so 2 retries fit.
+    monkeypatch.setenv("LEASEHOLD_TENANT_MAX_LIVE", "3")
+    bulk_id = api.post("/jobs/bulk", {"action": "redrive"}, tenant="acme").body["bulk_id"]
+    deliver(app, once=True)
+    paused = app.store.get(bulk_id)
+    assert paused.state is not JobState.SUCCEEDED
+    progress = api.get(f"/jobs/bulk/{bulk_id}", tenant="acme").body["progress"]
+    assert progress["done"] == 2 and "admission" in progress["paused"]
+    assert states(app, dead).count(JobState.QUEUED) == 2
+    monkeypatch.delenv("LEASEHOLD_TENANT_MAX_LIVE")
+    for _ in range(10):  # the retry comes back after its backoff and resumes
+        clock.advance(150)
+        if app.store.get(bulk_id).state is JobState.SUCCEEDED:
+            break
+        ticker.promote_due(app)
+        sweeper.sweep(app)
+        deliver(app, once=True)
+    done = app.store.get(bulk_id)
+    assert done.state is JobState.SUCCEEDED, done.history
+    assert done.result == {"action": "redrive", "done": 4, "skipped": 0}

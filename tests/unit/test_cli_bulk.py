@@ -1,0 +1,43 @@
+"""``leasehold jobs bulk``: its search options become POST /jobs/bulk's filter, and bad input
+is refused before any request, naming the option (issue 25)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from leasehold.cli import main, parser
+from leasehold.cli.bulk import search, show
+
+NOW = datetime(2026, 3, 1, 16, 0, tzinfo=UTC)
+
+
+def test_the_issue_example_becomes_a_filter_from_two_hours_ago() -> None:
+    args = parser().parse_args(["jobs", "bulk", "retry", "--error-type", "Timeout",
+                                "--since", "2h", "--dry-run", "--label", "env:prod",
+                                "--until", "2026-03-01T15:30:00+01:00", "--state", "dead"])
+    assert (args.verb, args.dry_run) == ("retry", True)
+    assert search(args, NOW) == {
+        "error_type": "Timeout", "label": ["env:prod"], "state": ["DEAD"],
+        "created_after": "2026-03-01T14:00:00Z", "created_before": "2026-03-01T14:30:00Z"}
+
+
+@pytest.mark.parametrize(("argv", "named"), [
+    (["--since", "yesterday"], "--since: 'yesterday' is neither"),
+    (["--until", "2026-03-01T10:00:00"], "--until: '2026-03-01T10:00:00' needs a time zone"),
+])
+def test_bad_times_are_refused_before_any_request(argv: list[str], named: str,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["jobs", "bulk", "cancel", *argv, "--url", "http://127.0.0.1:9"])
+    assert code != 0
+    assert named in capsys.readouterr().err
+
+
+def test_a_preview_and_a_progress_read_plainly() -> None:
+    text = show({"dry_run": True, "action": "retry", "matches": 120, "complete": False,
+                 "sample": ["A", "B"]})
+    assert "would retry" in text and "120+ (stopped counting)" in text and "A, B" in text
+    text = show({"bulk_id": "X", "job_id": "X", "state": "RUNNING",
+                 "progress": {"done": 40, "skipped": 2, "paused": "admission refused"}})
+    assert "40" in text and "admission refused" in text and "leasehold status X" in text
