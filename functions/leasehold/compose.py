@@ -12,6 +12,7 @@ from leasehold.aws.clients import Clients
 from leasehold.clock import Clock
 from leasehold.core.registry import TaskRegistry
 from leasehold.events.publishing import install as install_events
+from leasehold.flow import install as install_flow
 from leasehold.lifecycle.app import Leasehold
 from leasehold.settings import Settings
 from leasehold.tenancy.counters import count_outcomes, slot_writes
@@ -40,6 +41,9 @@ def compose(
     # sweeper redoes that for workflows that made no progress for a while.
     install_workflows(app)
     app.repairs["workflows"] = lambda app, now: reconcile_workflows(app, now=now).repaired
+    # Keyed flow control: a concurrency slot and a throttle's turn taken with the lease,
+    # the slot given back with the change that ends the attempt, parked jobs woken.
+    install_flow(app)
     # Job state events: to EventBridge, or a local log (``event_bus="file:<path>"``).
     install_events(app)
     return app

@@ -59,6 +59,9 @@ class Settings:
     handoff_seconds: float = 900.0
     #: Clock skew allowed between machines before a lease counts as expired.
     skew_grace_seconds: float = 5.0
+    #: How often the sweeper looks again at a job parked for a concurrency slot, in case the
+    #: wake-up from the write that freed a slot was lost (leasehold.flow).
+    flow_recheck_seconds: float = 30.0
     max_crash_recoveries: int = 3
     history_limit: int = 32
     task_modules: tuple[str, ...] = ()
@@ -94,6 +97,7 @@ class Settings:
             "lease_seconds": ("LEASEHOLD_LEASE_SECONDS", float),
             "handoff_seconds": ("LEASEHOLD_HANDOFF_SECONDS", float),
             "skew_grace_seconds": ("LEASEHOLD_SKEW_GRACE_SECONDS", float),
+            "flow_recheck_seconds": ("LEASEHOLD_FLOW_RECHECK_SECONDS", float),
             "max_crash_recoveries": ("LEASEHOLD_MAX_CRASH_RECOVERIES", int),
             "history_limit": ("LEASEHOLD_HISTORY_LIMIT", int),
         }
@@ -164,6 +168,7 @@ class Settings:
             "LEASEHOLD_LEASE_SECONDS": str(self.lease_seconds),
             "LEASEHOLD_HANDOFF_SECONDS": str(self.handoff_seconds),
             "LEASEHOLD_SKEW_GRACE_SECONDS": str(self.skew_grace_seconds),
+            "LEASEHOLD_FLOW_RECHECK_SECONDS": str(self.flow_recheck_seconds),
             "LEASEHOLD_MAX_CRASH_RECOVERIES": str(self.max_crash_recoveries),
             "LEASEHOLD_HISTORY_LIMIT": str(self.history_limit),
             "LEASEHOLD_TASKS": ",".join(self.task_modules),

@@ -54,6 +54,10 @@ class TaskDefinition:
     #: with its payload (``echo``) sets the result limit here, so a payload that would fail
     #: the job after it ran is refused before it is queued.
     max_payload_bytes: int | None = None
+    #: Keyed flow control defaults (``{"key": "stripe:{payload.account_id}", "limit": 2}``):
+    #: a job's own value wins; key templates are rendered over each job's payload at submit.
+    concurrency: Any = None
+    throttle: Any = None
 
 
 class TaskRegistry:

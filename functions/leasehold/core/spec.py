@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from leasehold.clock import iso
+from leasehold.core import flowcontrol
 from leasehold.core.policy import RetryPolicy
 from leasehold.core.registry import TaskRegistry
 from leasehold.errors import PayloadTooLarge, ValidationError
@@ -51,6 +52,9 @@ class JobSpec:
     retry: RetryPolicy | None = None
     timeout_seconds: float | None = None
     labels: Mapping[str, str] = field(default_factory=dict)
+    #: Keyed flow control (``leasehold.core.flowcontrol``): None takes the task's default.
+    concurrency: Any = None
+    throttle: Any = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -69,6 +73,8 @@ class ResolvedSpec:
     timeout_seconds: float
     labels: dict[str, str]
     spec_hash: str
+    #: The job's flow-control gate (keys rendered and scoped), None when it uses none.
+    gate: Mapping[str, Any] | None = None
 
 
 def check_text(fieldname: str, value: object, *, limit: int, pattern: re.Pattern[str] | None = None,
@@ -186,19 +192,24 @@ def resolve(spec: JobSpec, registry: TaskRegistry, *, pools: tuple[str, ...], no
         check_text("labels", name, limit=64, pattern=_NAME)
         labels[name] = check_text(f"labels.{name}", value, limit=256, empty_ok=True)
 
+    gate = flowcontrol.gate(
+        tenant, spec.payload,
+        job={"concurrency": spec.concurrency, "throttle": spec.throttle},
+        task={"concurrency": definition.concurrency, "throttle": definition.throttle})
+
     # What makes two submissions "the same job" for idempotency: everything the user chose,
     # with the delay as given (a replay a minute later asks for the same delay, not run_at).
-    fingerprint = json.dumps(
-        {
-            "task": spec.task, "payload": payload_json, "pool": pool, "priority": priority,
-            "run_at": spec.run_at_ms, "delay": spec.delay_seconds, "max_attempts": max_attempts,
-            "timeout": timeout, "retry": retry.to_dict(), "labels": labels,
-        },
-        sort_keys=True,
-    )
+    chosen = {
+        "task": spec.task, "payload": payload_json, "pool": pool, "priority": priority,
+        "run_at": spec.run_at_ms, "delay": spec.delay_seconds, "max_attempts": max_attempts,
+        "timeout": timeout, "retry": retry.to_dict(), "labels": labels,
+    }
+    if gate is not None:  # only then: the hash of a job without options stays as it was
+        chosen["gate"] = gate
+    fingerprint = json.dumps(chosen, sort_keys=True)
     return ResolvedSpec(
         task=spec.task, payload_json=payload_json, tenant=tenant, pool=pool, priority=priority,
         run_at_ms=run_at, idempotency_key=key, max_attempts=int(max_attempts), retry=retry,
         timeout_seconds=float(timeout), labels=labels,
-        spec_hash=hashlib.sha256(fingerprint.encode()).hexdigest()[:32],
+        spec_hash=hashlib.sha256(fingerprint.encode()).hexdigest()[:32], gate=gate,
     )
