@@ -35,6 +35,8 @@ def spec_from(body: SubmitJob, tenant: str) -> JobSpec:
         delay_seconds=body.delay_seconds, idempotency_key=body.idempotency_key,
         max_attempts=body.max_attempts, retry=retry, timeout_seconds=body.timeout_seconds,
         labels=body.labels,
+        concurrency=None if body.concurrency is None else body.concurrency.model_dump(),
+        throttle=None if body.throttle is None else body.throttle.model_dump(),
     )
 
 

@@ -119,7 +119,8 @@ class Job:
 
 #: Extra attributes the API shows as they are.
 VISIBLE_EXTRA = frozenset({"schedule_id", "scheduled_for", "workflow_id", "step_id",
-                           "attempt_errors"})
+                           "attempt_errors",
+                           "waiting_for"})  # why a QUEUED job waits (leasehold.flow)
 #: How many failed attempts' errors a job keeps (newest last), after its last error is cleared
 #: by a success: enough to see why it needed its retries, small enough for the row.
 ATTEMPT_ERRORS_KEPT = 5
