@@ -8,11 +8,14 @@ end), and afterwards both keys' slots are free and nothing waits.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
+
+from leasehold.cli import main
 
 from .conftest import Runtime, start_runtime
 
@@ -80,3 +83,29 @@ def test_two_keys_run_side_by_side_at_their_limit_under_lost_responses(
           f"{elapsed:.1f}s from the first submission ({submitted:.1f}s submitting); "
           f"faults: {FAULTS}")
     assert span <= 3 * ideal, f"drained in {span:.1f}s, ideal {ideal:.1f}s"
+
+
+def test_the_cli_pauses_a_key_its_jobs_wait_and_resume_runs_them(
+        faulty: Runtime, capsys: pytest.CaptureFixture[str]) -> None:
+    def cli(*argv: str) -> Any:
+        code = main([*argv, "--json", "--url", faulty.url, "--tenant", "cli"])
+        captured = capsys.readouterr()
+        assert code == 0, captured.err
+        return json.loads(captured.out)
+
+    assert cli("flow", "pause", "reports")["paused"] is True
+    body = {"task": "timed_sleep", "payload": {"seconds": 0}, "idempotency_key": "paused-1",
+            "concurrency": {"key": "reports", "limit": 1}}
+    for _ in range(20):  # lost responses: the same key again
+        reply = faulty.call("POST", "/jobs", body, tenant="cli")
+        if reply.status in (200, 201):
+            break
+    job_id = reply.body["job_id"]
+    deadline = time.monotonic() + 20
+    while faulty.job(job_id, "cli").get("waiting_for") != "paused: key reports is paused":
+        assert time.monotonic() < deadline, faulty.job(job_id, "cli")
+        time.sleep(0.2)
+    [key] = cli("flow", "keys")["keys"]
+    assert (key["key"], key["paused"], key["waiting"]) == ("reports", True, 1)
+    cli("flow", "resume", "reports")
+    assert faulty.wait_for([job_id], tenant="cli", timeout=20)[job_id]["state"] == "SUCCEEDED"

@@ -17,6 +17,7 @@ from leasehold.cli import (
     console,
     dev,
     events,
+    flow,
     init,
     jobs,
     schedules,
@@ -33,6 +34,7 @@ MODULES = (
     triggers,
     workflows,
     events,
+    flow,
     console,
 )
 

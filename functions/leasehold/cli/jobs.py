@@ -50,6 +50,9 @@ def register(subparsers: Any) -> None:
                         help="seconds per attempt, e.g. --timeout 60")
     submit.add_argument("--label", action="append", default=[], metavar="KEY=VALUE",
                         help="a label (repeat for several), e.g. --label team=billing")
+    submit.add_argument("--concurrency", metavar="KEY=LIMIT",
+                        help="at most LIMIT jobs with KEY running at once; the rest wait, "
+                             "e.g. --concurrency 'stripe:{payload.account}=2'")
     submit.add_argument("--wait", action="store_true",
                         help="show progress until the job finishes; exit 1 unless it "
                              "SUCCEEDED")
@@ -84,11 +87,13 @@ def run_submit(args: argparse.Namespace) -> int:
     try:
         payload = read_json("payload", args.payload, raw=args.raw)
         labels = dict(_label(text) for text in args.label)
+        concurrency = _concurrency(args.concurrency) if args.concurrency else None
     except UsageError as exc:
         return fail(exc)
     options = {name: getattr(args, name) for name in (
         "priority", "pool", "delay_seconds", "run_at", "idempotency_key", "max_attempts",
         "timeout_seconds")}
+    options["concurrency"] = concurrency
     client = Client.from_args(args)
     try:
         handle = client.submit(args.task, payload, labels=labels or None, **options)
@@ -107,6 +112,13 @@ def _label(text: str) -> tuple[str, str]:
     if not equals or not name:
         raise UsageError("--label", f"{text!r} is not KEY=VALUE")
     return name, value
+
+
+def _concurrency(text: str) -> dict[str, Any]:
+    key, _, limit = text.rpartition("=")
+    if not key or not limit.isdigit():
+        raise UsageError("--concurrency", f"{text!r} is not KEY=LIMIT")
+    return {"key": key, "limit": int(limit)}
 
 
 def wait(client: Client, job: dict[str, Any], poll: float, *, quiet: bool = False
