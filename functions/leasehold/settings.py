@@ -62,6 +62,9 @@ class Settings:
     #: How often the sweeper looks again at a job parked for a concurrency slot, in case the
     #: wake-up from the write that freed a slot was lost (leasehold.flow).
     flow_recheck_seconds: float = 30.0
+    #: A Lambda pool's SQS event source mappings, disabled while the pool is paused:
+    #: ``pool=uuid;uuid;uuid,pool2=...`` (set by the CDK construct on the API function).
+    event_source_mappings: str = ""
     max_crash_recoveries: int = 3
     history_limit: int = 32
     task_modules: tuple[str, ...] = ()
@@ -85,6 +88,7 @@ class Settings:
             "event_bus": "LEASEHOLD_EVENT_BUS",
             "queue_url_base": "LEASEHOLD_QUEUE_URL_BASE",
             "publish": "LEASEHOLD_PUBLISH",
+            "event_source_mappings": "LEASEHOLD_EVENT_SOURCE_MAPPINGS",
         }
         for name, var in text.items():
             if env.get(var):

@@ -9,8 +9,10 @@ from aws_lambda_powertools.event_handler.openapi.params import Path
 
 from leasehold.api import context
 from leasehold.api.answers import answers
-from leasehold.api.models import FlowKeyOut, FlowKeysOut
-from leasehold.flow import keys
+from leasehold.api.context import Forbidden
+from leasehold.api.models import FlowKeyOut, FlowKeysOut, PoolPauseOut
+from leasehold.errors import ValidationError
+from leasehold.flow import keys, pools
 
 router = Router()
 
@@ -52,3 +54,36 @@ def pause_key(key: Key) -> FlowKeyOut:
 def resume_key(key: Key) -> FlowKeyOut:
     app = context.leasehold(router)
     return key_out(keys.resume(app, context.tenant(router), key))
+
+
+def _pool(pool: str) -> str:
+    app = context.leasehold(router)
+    if pool not in app.settings.pools:
+        raise ValidationError("pool", f"unknown pool {pool!r}; known: "
+                                      f"{', '.join(app.settings.pools)}")
+    tenant = context.tenant(router)
+    if tenant not in context.config(router).operators:
+        raise Forbidden(f"pools are shared: only an operator may pause or resume one "
+                        f"(LEASEHOLD_OPERATORS), not tenant {tenant!r}")
+    return pool
+
+
+Pool = Annotated[str, Path(min_length=1, max_length=32)]
+
+
+@router.post("/pools/<pool>/pause", summary="Pause a pool (operators)", tags=["flow"],
+             description="Its workers receive nothing until it is resumed; queued work "
+                         "waits, nothing is lost. A Lambda pool's event source mappings are "
+                         "disabled, so a paused pool costs nothing.",
+             responses=answers(PoolPauseOut, 401, 403, 422))
+def pause_pool(pool: Pool) -> PoolPauseOut:
+    name = _pool(pool)
+    return PoolPauseOut(pool=name, paused=pools.set_paused(context.leasehold(router), name, True))
+
+
+@router.post("/pools/<pool>/resume", summary="Resume a pool (operators)", tags=["flow"],
+             responses=answers(PoolPauseOut, 401, 403, 422))
+def resume_pool(pool: Pool) -> PoolPauseOut:
+    name = _pool(pool)
+    return PoolPauseOut(pool=name, paused=pools.set_paused(context.leasehold(router), name,
+                                                           False))

@@ -206,6 +206,11 @@ class FlowKeyOut(BaseModel):
     waiting_jobs: list[str] = Field(default_factory=list, description="the oldest, up to 10")
 
 
+class PoolPauseOut(BaseModel):
+    pool: str
+    paused: bool
+
+
 class FlowKeysOut(BaseModel):
     keys: list[FlowKeyOut]
 
