@@ -6,15 +6,17 @@ from typing import Any
 
 import pytest
 
+from leasehold.api.context import ApiConfig
 from leasehold.clock import FakeClock
 from leasehold.core.context import JobContext
 from leasehold.core.registry import TaskRegistry
 from leasehold.core.spec import JobSpec
 from leasehold.core.states import JobState
-from leasehold.flow import keys, waking
+from leasehold.flow import keys, pools, waking
 from leasehold.lifecycle.app import Leasehold
 from leasehold.lifecycle.submission import submit
 from tests.conftest import MakeApp
+from tests.integration.api_client import ApiClient
 from tests.integration.helpers import deliver
 
 LIMIT, PERIOD_S = 2, 10
@@ -75,3 +77,27 @@ def test_a_paused_key_starts_nothing_and_resume_wakes_its_waiting_jobs(
         deliver(app)
     assert all(job.state is JobState.SUCCEEDED for job in app.store.batch_get(ids))
     assert keys.usage(app, "default", "k").in_use == 0
+
+
+def test_the_api_takes_options_refuses_a_missing_key_field_and_scopes_keys_and_pools(
+        app: Leasehold) -> None:
+    api = ApiClient(app, ApiConfig(trust_tenant_header=True, operators=frozenset({"ops"})))
+    template = {"key": "acct:{payload.account}", "limit": 1}
+    refused = api.post("/jobs", {"task": "sync", "payload": {}, "concurrency": template},
+                       tenant="t1")
+    assert refused.status == 422 and "account" in refused.body["error"]["message"]
+    for _ in range(2):
+        assert api.post("/jobs", {"task": "sync", "payload": {"account": "a"},
+                                  "concurrency": template}, tenant="t1").status == 201
+    deliver(app, once=True)
+    [key] = api.get("/flow/keys", tenant="t1").body["keys"]
+    assert (key["key"], key["limit"]) == ("acct:a", 1)
+    assert api.get("/flow/keys", tenant="t2").body["keys"] == []  # never another's key
+    assert api.get("/stats", tenant="t1").body["keys"][0]["key"] == "acct:a"
+    # Pools are shared: a tenant may not pause one, an operator may; workers then see it.
+    assert api.post("/pools/default/pause", tenant="t1").status == 403
+    assert api.post("/pools/default/pause", tenant="ops").body == {"pool": "default",
+                                                                   "paused": True}
+    assert pools.PauseView(app, "default").paused()
+    assert api.post("/pools/default/resume", tenant="ops").body["paused"] is False
+    assert not pools.PauseView(app, "default").paused()
