@@ -15,6 +15,7 @@ from leasehold.core.states import JobState
 from leasehold.flow import keys, pools, waking
 from leasehold.lifecycle.app import Leasehold
 from leasehold.lifecycle.submission import submit
+from leasehold.time import schedules
 from tests.conftest import MakeApp
 from tests.integration.api_client import ApiClient
 from tests.integration.helpers import deliver
@@ -101,3 +102,15 @@ def test_the_api_takes_options_refuses_a_missing_key_field_and_scopes_keys_and_p
     assert pools.PauseView(app, "default").paused()
     assert api.post("/pools/default/resume", tenant="ops").body["paused"] is False
     assert not pools.PauseView(app, "default").paused()
+
+
+def test_a_schedule_s_jobs_carry_its_concurrency_and_an_update_keeps_it(
+        app: Leasehold) -> None:
+    made = schedules.create(app, {"task": "sync", "cron": "* * * * *", "payload": {"a": "x"},
+                                  "concurrency": {"key": "s:{payload.a}", "limit": 3}},
+                            tenant="t1")
+    updated = schedules.update(app, made.schedule_id, {"payload": {"a": "y"}}, tenant="t1")
+    assert updated.template is not None
+    job = app.store.get(schedules.trigger(app, made.schedule_id, "t1").job_id)
+    assert job.extra["lease_gate"]["concurrency"] == {"key": "s:y", "slot": "t1#flow#s:y",
+                                                      "limit": 3}
