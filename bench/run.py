@@ -26,6 +26,7 @@ from bench import (
     coldstart,
     cost,
     fairness,
+    flow,
     front_door,
     front_door_report,
     idle,
@@ -221,6 +222,8 @@ def main(argv: list[str] | None = None) -> int:
     }
     results["per_job"] = run.section("requests per job", lambda: per_job.measure_all(
         batch=profile.metered, timed=profile.timed))
+    results["flow"] = run.section("flow control", lambda: flow.measure_all(
+        wakes=40 if profile.name == "full" else 10))
     results["sweep_index"] = run.section("sweep index", lambda: sweep_index.long_jobs(
         profile.heartbeats, batch=3 if profile.name == "full" else 2))
     (results["throughput"], results["queue_wait"], results["precision"],

@@ -14,6 +14,7 @@ from leasehold.clock import Clock
 from leasehold.core.registry import TaskRegistry
 from leasehold.events.publishing import install as install_events
 from leasehold.flow import debounce, expiry, unique
+from leasehold.flow import install as install_flow
 from leasehold.lifecycle.app import Leasehold
 from leasehold.metrics.figures import install as install_figures
 from leasehold.settings import Settings
@@ -52,6 +53,9 @@ def compose(
     unique.install(app)
     debounce.install(app)  # before expiry: a window's start window counts from its fire time
     expiry.install(app)
+    # Keyed flow control: a concurrency slot and a throttle's turn taken with the lease,
+    # the slot given back with the change that ends the attempt, parked jobs woken.
+    install_flow(app)
     # Job state events: to EventBridge, or a local log (``event_bus="file:<path>"``).
     install_events(app)
     # Bulk actions run as jobs of the built-in task ``leasehold.bulk``.

@@ -59,6 +59,12 @@ class Settings:
     handoff_seconds: float = 900.0
     #: Clock skew allowed between machines before a lease counts as expired.
     skew_grace_seconds: float = 5.0
+    #: How often the sweeper looks again at a job parked for a concurrency slot, in case the
+    #: wake-up from the write that freed a slot was lost (leasehold.flow).
+    flow_recheck_seconds: float = 30.0
+    #: A Lambda pool's SQS event source mappings, disabled while the pool is paused:
+    #: ``pool=uuid;uuid;uuid,pool2=...`` (set by the CDK construct on the API function).
+    event_source_mappings: str = ""
     max_crash_recoveries: int = 3
     history_limit: int = 32
     task_modules: tuple[str, ...] = ()
@@ -85,6 +91,7 @@ class Settings:
             "event_bus": "LEASEHOLD_EVENT_BUS",
             "queue_url_base": "LEASEHOLD_QUEUE_URL_BASE",
             "publish": "LEASEHOLD_PUBLISH",
+            "event_source_mappings": "LEASEHOLD_EVENT_SOURCE_MAPPINGS",
         }
         for name, var in text.items():
             if env.get(var):
@@ -97,6 +104,7 @@ class Settings:
             "lease_seconds": ("LEASEHOLD_LEASE_SECONDS", float),
             "handoff_seconds": ("LEASEHOLD_HANDOFF_SECONDS", float),
             "skew_grace_seconds": ("LEASEHOLD_SKEW_GRACE_SECONDS", float),
+            "flow_recheck_seconds": ("LEASEHOLD_FLOW_RECHECK_SECONDS", float),
             "max_crash_recoveries": ("LEASEHOLD_MAX_CRASH_RECOVERIES", int),
             "history_limit": ("LEASEHOLD_HISTORY_LIMIT", int),
             "retention_days": ("LEASEHOLD_RETENTION_DAYS", int),
@@ -171,6 +179,7 @@ class Settings:
             "LEASEHOLD_LEASE_SECONDS": str(self.lease_seconds),
             "LEASEHOLD_HANDOFF_SECONDS": str(self.handoff_seconds),
             "LEASEHOLD_SKEW_GRACE_SECONDS": str(self.skew_grace_seconds),
+            "LEASEHOLD_FLOW_RECHECK_SECONDS": str(self.flow_recheck_seconds),
             "LEASEHOLD_MAX_CRASH_RECOVERIES": str(self.max_crash_recoveries),
             "LEASEHOLD_HISTORY_LIMIT": str(self.history_limit),
             "LEASEHOLD_TASKS": ",".join(self.task_modules),

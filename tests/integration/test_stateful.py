@@ -62,6 +62,7 @@ from leasehold.workflows import parse_workflow, start_workflow
 from leasehold.workflows.progress import step_job_id
 from tests import ddblocal
 from tests.integration.stateful_admission import AdmissionContention
+from tests.integration.stateful_flow import FlowRules
 from tests.integration.stateful_flowkeys import FlowKeysRules
 from tests.integration.stateful_retention import RetentionRules
 
@@ -79,7 +80,8 @@ WRITES = "|".join(f"dynamodb.{op}" for op in (
 FAILED = (ClientError, LeaseholdError, BatchProcessingError)
 
 
-class Lifecycle(AdmissionContention, FlowKeysRules, RetentionRules, RuleBasedStateMachine):
+class Lifecycle(AdmissionContention, FlowKeysRules, FlowRules, RetentionRules,
+                RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         self.mock = mock_aws()
@@ -495,6 +497,7 @@ class Lifecycle(AdmissionContention, FlowKeysRules, RetentionRules, RuleBasedSta
             for state in (JobState.SUCCEEDED, JobState.DEAD, JobState.CANCELLED):
                 assert counters.get(f"count_{state.value}", 0) == \
                     sum(1 for j in counted if j.state is state), (tenant, state, counters)
+        self.flow_drained()
 
 
 TestLifecycle = Lifecycle.TestCase

@@ -9,6 +9,7 @@ from aws_lambda_powertools.event_handler.openapi.params import Query
 
 from leasehold.api import context
 from leasehold.api.answers import answers, view
+from leasehold.api.flow import key_out
 from leasehold.api.models import (
     Health,
     JobPage,
@@ -22,6 +23,7 @@ from leasehold.api.models import (
 from leasehold.clock import iso
 from leasehold.core.states import JobState
 from leasehold.errors import ValidationError
+from leasehold.flow import key_usage as flow_keys
 from leasehold.lifecycle import deadletters, fleet
 from leasehold.tenancy import stats
 from leasehold.tenancy.admission import retry_admitted
@@ -99,4 +101,5 @@ def get_stats() -> StatsOut:
         QueueStats(pool=q.pool, priority=q.priority, queue=q.queue,  # type: ignore[arg-type]
                    visible=q.visible, in_flight=q.in_flight, delayed=q.delayed,
                    dead_letters=q.dead_letters, oldest_age_seconds=q.oldest_age_seconds)
-        for q in stats.queue_depths(app)])
+        for q in stats.queue_depths(app)],
+        keys=[key_out(k) for k in flow_keys.keys(app, tenant)])

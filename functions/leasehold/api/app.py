@@ -21,6 +21,7 @@ from leasehold.api import (
     console,
     errors,
     figures,
+    flow,
     jobs,
     schedules,
     triggers,
@@ -40,6 +41,7 @@ ROUTERS: tuple[Router, ...] = (
     triggers.router,
     workflows.router,
     console.router,
+    flow.router,
 )
 
 TITLE = "Leasehold"

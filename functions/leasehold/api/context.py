@@ -25,6 +25,12 @@ class Unauthenticated(LeaseholdError):
     code = "unauthenticated"
 
 
+class Forbidden(LeaseholdError):
+    """The caller may not do that (a shared pool is paused or resumed by operators only)."""
+
+    code = "forbidden"
+
+
 class UnknownPrincipal(Unauthenticated):
     """The caller's IAM identity is not a user, role session, federated user or root."""
 
@@ -41,6 +47,9 @@ class ApiConfig:
     #: The operator's mapping, principal (``ACCOUNT:KIND/NAME``) -> tenant; a principal not in
     #: it is its own tenant (see :mod:`leasehold.api.principals`).
     tenants: Mapping[str, str] = field(default_factory=dict)
+    #: Tenants that may pause and resume pools, which every tenant shares
+    #: (``LEASEHOLD_OPERATORS``, comma separated; none by default).
+    operators: frozenset[str] = frozenset()
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> ApiConfig:
@@ -48,7 +57,10 @@ class ApiConfig:
         trust = env.get("LEASEHOLD_TRUST_TENANT_HEADER", "").lower() in ("1", "true", "yes")
         # A bad mapping fails the API's start: better no answer than the wrong tenant's.
         tenants = parse_mapping(env.get("LEASEHOLD_TENANT_MAP", ""))
-        return cls(trust_tenant_header=trust, limits=Limits.from_env(env), tenants=tenants)
+        operators = frozenset(t.strip() for t in env.get("LEASEHOLD_OPERATORS", "").split(",")
+                              if t.strip())
+        return cls(trust_tenant_header=trust, limits=Limits.from_env(env), tenants=tenants,
+                   operators=operators)
 
 
 def leasehold(router: BaseRouter) -> Leasehold:

@@ -22,7 +22,7 @@ from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
 from aws_lambda_powertools.event_handler.exceptions import NotFoundError
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
 
-from leasehold.api.context import Unauthenticated
+from leasehold.api.context import Forbidden, Unauthenticated
 from leasehold.errors import (
     Conflict,
     LeaseholdError,
@@ -62,6 +62,7 @@ def error_response(status: int, code: str, message: str, field: str | None = Non
 def _status(exc: LeaseholdError) -> int:
     # Most specific first: PayloadTooLarge is a ValidationError, Overloaded a RateLimited.
     for kind, status in ((BodyTooLarge, 413), (BadRequest, 400), (Unauthenticated, 401),
+                         (Forbidden, 403),
                          (PayloadTooLarge, 413), (ValidationError, 422), (NotFound, 404),
                          (Conflict, 409), (Overloaded, 503), (RateLimited, 429)):
         if isinstance(exc, kind):

@@ -42,6 +42,8 @@ def spec_from(body: SubmitJob, tenant: str) -> JobSpec:
         start_within_seconds=body.start_within_seconds,
         expires_at_ms=None if body.expires_at is None else to_ms(body.expires_at),
         labels=body.labels,
+        concurrency=None if body.concurrency is None else body.concurrency.model_dump(),
+        throttle=None if body.throttle is None else body.throttle.model_dump(),
     )
 
 

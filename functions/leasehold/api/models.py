@@ -63,6 +63,20 @@ class DebounceIn(_Strict):
         description="and never later than this after the first")
 
 
+class ConcurrencyIn(_Strict):
+    key: str = Field(min_length=1, max_length=200, examples=["stripe:{payload.account_id}"],
+                     description="a key, or a template over the payload; scoped to you")
+    limit: int = Field(ge=1, le=10_000)
+
+
+class ThrottleIn(_Strict):
+    key: str = Field(min_length=1, max_length=200)
+    limit: int = Field(ge=1, le=10_000, description="starts per period")
+    period_seconds: float = Field(ge=0.001, le=86_400)
+    burst: int | None = Field(default=None, ge=1, le=10_000,
+                              description="starts allowed at once (default: limit)")
+
+
 class SubmitJob(_Strict):
     task: str = Field(min_length=1, max_length=128, examples=["echo"])
     payload: Any = Field(default=None, description=PAYLOAD_LIMITS)
@@ -89,6 +103,12 @@ class SubmitJob(_Strict):
         default=None, ge=0, le=MAX_RETENTION_DAYS,
         description="days the finished job is kept before DynamoDB deletes it (0: forever); "
                     "default: the stack's retentionDays (30)")
+    concurrency: ConcurrencyIn | None = Field(
+        default=None, description="at most `limit` jobs with this key RUNNING at once; "
+                                  "the others wait, parked (overrides the task's default)")
+    throttle: ThrottleIn | None = Field(
+        default=None, description="at most `limit` starts per `period_seconds` with this "
+                                  "key; the others are delayed, never dropped")
 
 
 class JobErrorOut(BaseModel):
@@ -216,6 +236,24 @@ class QueueStats(BaseModel):
     oldest_age_seconds: float | None = None
 
 
+class FlowKeyOut(BaseModel):
+    key: str
+    in_use: int
+    limit: int | None = None
+    paused: bool = False
+    waiting: int = Field(description="jobs parked for a slot (counted up to 100)")
+    waiting_jobs: list[str] = Field(default_factory=list, description="the oldest, up to 10")
+
+
+class PoolPauseOut(BaseModel):
+    pool: str
+    paused: bool
+
+
+class FlowKeysOut(BaseModel):
+    keys: list[FlowKeyOut]
+
+
 class StatsOut(BaseModel):
     tenant: str
     jobs: dict[str, int] = Field(description=(
@@ -228,6 +266,8 @@ class StatsOut(BaseModel):
         "and triggers and workflow steps are not in it: a page showing live jobs by state "
         "must count those from the job list, and say which it shows"))
     queues: list[QueueStats]
+    #: Concurrency keys in use (leasehold.flow).
+    keys: list[FlowKeyOut] = Field(default_factory=list)
 
 
 class Health(BaseModel):

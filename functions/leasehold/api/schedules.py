@@ -21,7 +21,15 @@ from leasehold.api.answers import (
     errors,
     view,
 )
-from leasehold.api.models import PAYLOAD_LIMITS, IsoTime, JobOut, Priority, _Strict
+from leasehold.api.models import (
+    PAYLOAD_LIMITS,
+    ConcurrencyIn,
+    IsoTime,
+    JobOut,
+    Priority,
+    ThrottleIn,
+    _Strict,
+)
 from leasehold.api.workflows import StepIn, WorkflowOut, detail_out
 from leasehold.clock import iso
 from leasehold.lifecycle.app import Leasehold
@@ -62,6 +70,8 @@ class ScheduleIn(_Strict):
     max_attempts: int | None = Field(default=None, ge=1, le=100)
     timeout_seconds: float | None = Field(default=None, ge=1, le=86_400)
     labels: dict[str, str] | None = None
+    concurrency: ConcurrencyIn | None = None
+    throttle: ThrottleIn | None = None
     workflow: ScheduledWorkflowIn | None = Field(
         default=None, description="start this workflow at each fire time instead of a job")
     misfire_policy: Literal["skip", "fire_once", "catch_up"] | None = None

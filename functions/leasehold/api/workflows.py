@@ -12,7 +12,15 @@ from pydantic import BaseModel, Field
 from leasehold import workflows
 from leasehold.api import context
 from leasehold.api.answers import answers, decode_cursor, encode_cursor, errors
-from leasehold.api.models import PAYLOAD_LIMITS, JobErrorOut, Priority, RetryIn, _Strict
+from leasehold.api.models import (
+    PAYLOAD_LIMITS,
+    ConcurrencyIn,
+    JobErrorOut,
+    Priority,
+    RetryIn,
+    ThrottleIn,
+    _Strict,
+)
 from leasehold.tenancy import admission
 from leasehold.workflows import WorkflowState
 from leasehold.workflows.control import summary
@@ -42,6 +50,8 @@ class StepIn(_Strict):
                     "failure, the workflow ends FAILED; ignore: dependents run, the workflow "
                     "may succeed")
     labels: dict[str, str] = Field(default_factory=dict, max_length=32)
+    concurrency: ConcurrencyIn | None = None
+    throttle: ThrottleIn | None = None
 
 
 class WorkflowIn(_Strict):

@@ -101,10 +101,14 @@ BY_TENANT_INDEX = Index("by_tenant_shard", Key("tenant_shard"), Key("created_at"
 #: ahead of time that a pause or an update must cancel.
 BY_SCHEDULE_INDEX = Index("by_schedule", Key("schedule_id"), Key("scheduled_for"))
 
+#: Sparse: only QUEUED jobs parked for a concurrency slot carry ``parked_key`` (their scoped
+#: key, ``{tenant}#flow#{key}``); the write that frees a slot wakes the oldest (leasehold.flow).
+PARKED_INDEX = Index("parked", Key("parked_key"), Key("parked_at", "N"))
+
 JOBS = TableDefinition(
     role="jobs",
     partition=Key("job_id"),
-    indexes=(DUE_INDEX, SWEEP_INDEX, BY_TENANT_INDEX, BY_SCHEDULE_INDEX),
+    indexes=(DUE_INDEX, SWEEP_INDEX, BY_TENANT_INDEX, BY_SCHEDULE_INDEX, PARKED_INDEX),
     # Only terminal rows carry it (leasehold.core.retention): nothing live is ever deleted.
     ttl_attribute=PURGE_AT,
 )

@@ -32,6 +32,9 @@ class Message:
     #: The job's attempt timeout (seconds): a Lambda worker starts the job only if its
     #: invocation has that much time left, without reading the row first.
     timeout: float | None = None
+    #: The job's flow-control gate (``leasehold.core.flowcontrol``), so that the lease takes
+    #: its slot in the same write without reading the row first; None for most jobs.
+    gate: dict[str, Any] | None = None
 
     def body(self) -> str:
         data: dict[str, object] = {"job_id": self.job_id, "epoch": self.epoch}
@@ -39,6 +42,8 @@ class Message:
             data["run_at"] = self.run_at
         if self.timeout is not None:
             data["timeout"] = self.timeout
+        if self.gate is not None:
+            data["gate"] = self.gate
         return json.dumps(data, separators=(",", ":"))
 
     @classmethod
@@ -47,9 +52,11 @@ class Message:
         try:
             data = json.loads(body)
             run_at, timeout = data.get("run_at"), data.get("timeout")
+            gate = data.get("gate")
             return cls(str(data["job_id"]), int(data["epoch"]),
                        None if run_at is None else int(run_at),
-                       None if timeout is None else float(timeout))
+                       None if timeout is None else float(timeout),
+                       gate if isinstance(gate, dict) else None)
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise StaleMessage(f"not a Leasehold message: {body[:100]!r}") from exc
 

@@ -153,6 +153,16 @@ class Leasehold(Construct):
             log_retention=log_retention, description="Leasehold REST API",
         ).function
         self.tables.grant_data(api_fn)
+        # POST /pools/{pool}/pause disables a Lambda pool's event source mappings (and resume
+        # enables them): the API names them, and may update those mappings only.
+        if self.workers.mappings:
+            api_fn.add_environment("LEASEHOLD_EVENT_SOURCE_MAPPINGS", ",".join(
+                f"{pool}=" + ";".join(m.event_source_mapping_id for m in found)
+                for pool, found in self.workers.mappings.items()))
+            api_fn.add_to_role_policy(iam.PolicyStatement(
+                actions=["lambda:UpdateEventSourceMapping"],
+                resources=[m.event_source_mapping_arn for found in
+                           self.workers.mappings.values() for m in found]))
         self.triggers = Triggers(self, "Triggers", bus=self.bus, queues=self.queues,
                                  tables=self.tables, code=code_asset, environment=environment,
                                  log_retention=log_retention)

@@ -49,6 +49,8 @@ class Workers(Construct):
         self._queues = queues
         self._tables = tables
         self._cluster: ecs.Cluster | None = None
+        #: Each Lambda pool's SQS event source mappings (a paused pool disables them).
+        self.mappings: dict[str, list[lambda_.EventSourceMapping]] = {}
         for pool in pools:
             if pool.kind == "lambda":
                 self.functions[pool.name] = self._lambda_pool(
@@ -80,6 +82,7 @@ class Workers(Construct):
                     "never applies; each source queue has its own redrive DLQ.")
         for mapping in fn.node.children:
             if isinstance(mapping, lambda_.EventSourceMapping):
+                self.mappings.setdefault(pool.name, []).append(mapping)
                 acknowledge(mapping, "Serverless-LambdaEventSourceMappingDestination",
                             "SQS event source mappings take no on-failure destination; a record "
                             "that keeps failing moves to the source queue's redrive DLQ.")

@@ -18,6 +18,7 @@ from leasehold.cli import (
     console,
     dev,
     events,
+    flow,
     init,
     jobs,
     schedules,
@@ -35,6 +36,7 @@ MODULES = (
     triggers,
     workflows,
     events,
+    flow,
     console,
 )
 

@@ -64,6 +64,9 @@ def register(subparsers: Any) -> None:
     submit.add_argument("--expires-at", help="not started by this ISO-8601 time, the job "
                                              "ends EXPIRED, e.g. "
                                              "--expires-at 2027-06-01T09:05:00Z")
+    submit.add_argument("--concurrency", metavar="KEY=LIMIT",
+                        help="at most LIMIT jobs with KEY running at once; the rest wait, "
+                             "e.g. --concurrency 'stripe:{payload.account}=2'")
     submit.add_argument("--wait", action="store_true",
                         help="show progress until the job finishes; exit 1 unless it "
                              "SUCCEEDED")
@@ -99,6 +102,7 @@ def run_submit(args: argparse.Namespace) -> int:
         payload = read_json("payload", args.payload, raw=args.raw)
         labels = dict(_label(text) for text in args.label)
         debounce = None if args.debounce is None else _debounce(args.debounce)
+        concurrency = _concurrency(args.concurrency) if args.concurrency else None
     except UsageError as exc:
         return fail(exc)
     options = {name: getattr(args, name) for name in (
@@ -106,6 +110,7 @@ def run_submit(args: argparse.Namespace) -> int:
         "timeout_seconds", "start_within_seconds", "expires_at")}
     options["unique"] = None if args.unique is None else {"key": args.unique}
     options["debounce"] = debounce
+    options["concurrency"] = concurrency
     client = Client.from_args(args)
     try:
         handle = client.submit(args.task, payload, labels=labels or None, **options)
@@ -145,6 +150,13 @@ def _label(text: str) -> tuple[str, str]:
     if not equals or not name:
         raise UsageError("--label", f"{text!r} is not KEY=VALUE")
     return name, value
+
+
+def _concurrency(text: str) -> dict[str, Any]:
+    key, _, limit = text.rpartition("=")
+    if not key or not limit.isdigit():
+        raise UsageError("--concurrency", f"{text!r} is not KEY=LIMIT")
+    return {"key": key, "limit": int(limit)}
 
 
 def wait(client: Client, job: dict[str, Any], poll: float, *, quiet: bool = False

@@ -30,7 +30,8 @@ DEFAULT_URL = "http://127.0.0.1:8080"
 #: Job fields ``submit`` passes through as the API names them.
 JOB_OPTIONS = ("priority", "pool", "delay_seconds", "run_at", "idempotency_key",
                "max_attempts", "timeout_seconds", "retry", "labels",
-               "unique", "debounce", "start_within_seconds", "expires_at")
+               "unique", "debounce", "start_within_seconds", "expires_at",
+               "concurrency", "throttle")  # flow control (dicts as the API takes them)
 
 
 def task_name(task: Any) -> str:

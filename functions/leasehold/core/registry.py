@@ -59,6 +59,10 @@ class TaskDefinition:
     unique: Mapping[str, Any] | None = None
     debounce: Mapping[str, Any] | None = None
     start_within_seconds: float | None = None
+    #: Keyed flow control defaults (``{"key": "stripe:{payload.account_id}", "limit": 2}``):
+    #: a job's own value wins; key templates are rendered over each job's payload at submit.
+    concurrency: Any = None
+    throttle: Any = None
 
 
 class TaskRegistry:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from leasehold.clock import iso
+from leasehold.core import flowcontrol
 from leasehold.core.policy import RetryPolicy
 from leasehold.core.registry import TaskRegistry
 from leasehold.core.retention import check_days
@@ -60,6 +61,9 @@ class JobSpec:
     expires_at_ms: int | None = None
     #: Days the finished job is kept (None: the stack's ``retention_days``).
     retention_days: int | None = None
+    #: Keyed flow control (``leasehold.core.flowcontrol``): None takes the task's default.
+    concurrency: Any = None
+    throttle: Any = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -79,6 +83,8 @@ class ResolvedSpec:
     labels: dict[str, str]
     spec_hash: str
     retention_days: int | None = None
+    #: The job's flow-control gate (keys rendered and scoped), None when it uses none.
+    gate: Mapping[str, Any] | None = None
 
 
 def check_text(fieldname: str, value: object, *, limit: int, pattern: re.Pattern[str] | None = None,
@@ -198,22 +204,26 @@ def resolve(spec: JobSpec, registry: TaskRegistry, *, pools: tuple[str, ...], no
 
     keep = None if spec.retention_days is None else check_days("retention_days",
                                                                 spec.retention_days)
+    gate = flowcontrol.gate(
+        tenant, spec.payload,
+        job={"concurrency": spec.concurrency, "throttle": spec.throttle},
+        task={"concurrency": definition.concurrency, "throttle": definition.throttle})
 
     # What makes two submissions "the same job" for idempotency: everything the user chose,
     # with the delay as given (a replay a minute later asks for the same delay, not run_at).
-    fingerprint = json.dumps(
-        {
-            "task": spec.task, "payload": payload_json, "pool": pool, "priority": priority,
-            "run_at": spec.run_at_ms, "delay": spec.delay_seconds, "max_attempts": max_attempts,
-            "timeout": timeout, "retry": retry.to_dict(), "labels": labels,
-            # Only when given, so the hashes of jobs that use no flow option never change.
-            **{name: value for name, value in (
-                ("unique", spec.unique), ("debounce", spec.debounce),
-                ("start_within", spec.start_within_seconds),
-                ("expires_at", spec.expires_at_ms)) if value is not None},
-        },
-        sort_keys=True,
-    )
+    chosen = {
+        "task": spec.task, "payload": payload_json, "pool": pool, "priority": priority,
+        "run_at": spec.run_at_ms, "delay": spec.delay_seconds, "max_attempts": max_attempts,
+        "timeout": timeout, "retry": retry.to_dict(), "labels": labels,
+        # Only when given, so the hashes of jobs that use no flow option never change.
+        **{name: value for name, value in (
+            ("unique", spec.unique), ("debounce", spec.debounce),
+            ("start_within", spec.start_within_seconds),
+            ("expires_at", spec.expires_at_ms)) if value is not None},
+    }
+    if gate is not None:  # only then: the hash of a job without options stays as it was
+        chosen["gate"] = gate
+    fingerprint = json.dumps(chosen, sort_keys=True)
     if keep is not None:  # only when given, so every other job keeps its hash
         fingerprint += f"|retention_days={keep}"
     return ResolvedSpec(
@@ -221,4 +231,5 @@ def resolve(spec: JobSpec, registry: TaskRegistry, *, pools: tuple[str, ...], no
         run_at_ms=run_at, idempotency_key=key, max_attempts=int(max_attempts), retry=retry,
         timeout_seconds=float(timeout), labels=labels,
         spec_hash=hashlib.sha256(fingerprint.encode()).hexdigest()[:32], retention_days=keep,
+        gate=gate,
     )

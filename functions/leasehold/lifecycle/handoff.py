@@ -12,6 +12,7 @@ import logging
 from botocore.exceptions import BotoCoreError, ClientError
 
 from leasehold.aws.queues import MAX_DELAY_SECONDS, Message, Queues
+from leasehold.core.flowcontrol import GATE
 from leasehold.core.jobs import Job
 from leasehold.core.states import JobState
 from leasehold.settings import Settings
@@ -36,7 +37,7 @@ def send(queues: Queues, job: Job, now: int, *, not_before: int = 0) -> bool:
     due = max(job.run_at, not_before)
     delay = max(0.0, (due - now) / 1000)
     message = Message(job.job_id, job.epoch, due if due > now else None,
-                      timeout=job.timeout_seconds)
+                      timeout=job.timeout_seconds, gate=job.extra.get(GATE))
     try:
         # The tenant as message group: SQS fair queues keep a quiet tenant's wait short
         # while another floods the queue.

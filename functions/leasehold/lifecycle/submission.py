@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from leasehold.core.flowcontrol import GATE
 from leasehold.core.ids import derived_id, new_id
 from leasehold.core.jobs import Job, Transition
 from leasehold.core.retention import RETENTION_DAYS
@@ -68,6 +69,8 @@ def new_job(app: Leasehold, spec: ResolvedSpec, now: int, *, job_id: str | None 
         state = JobState.QUEUED if handoff.within_sqs_delay(spec.run_at_ms, now) else \
             JobState.SCHEDULED
     queued = state is JobState.QUEUED
+    if spec.gate is not None:  # flow control: the lease reads it (leasehold.flow)
+        extra = {**(extra or {}), GATE: dict(spec.gate)}
     return Job(
         job_id=job_id or job_id_for(spec, now), tenant=spec.tenant, task=spec.task,
         payload_json=spec.payload_json, pool=spec.pool, priority=spec.priority, state=state,

@@ -39,7 +39,7 @@ from leasehold.lifecycle import handoff
 from leasehold.lifecycle.app import Leasehold
 from leasehold.lifecycle.deadline import Overdue, call_before
 from leasehold.lifecycle.heartbeat import Attempt, Heartbeat
-from leasehold.lifecycle.store import Change
+from leasehold.lifecycle.store import Change, Gated
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +57,7 @@ class Outcome(StrEnum):
     CANCELLED = "cancelled"
     STALE = "stale"          # duplicate or superseded message: acknowledged, nothing ran
     LEASE_LOST = "lease_lost"  # ran, but a newer lease took over: result discarded
+    GATED = "gated"          # waits for flow control (parked, throttled): nothing ran
 
 
 @dataclass(frozen=True)
@@ -104,7 +105,10 @@ class Worker:
         lease_ms = int(app.settings.lease_seconds * 1000)
         try:
             job = app.store.lease(message.job_id, message.epoch, owner=owner,
-                                  expires_at=now + lease_ms, now=now, actor=self.worker_id)
+                                  expires_at=now + lease_ms, now=now, actor=self.worker_id,
+                                  gate=message.gate)
+        except Gated:
+            return Outcome.GATED
         except StaleMessage as stale:
             current = stale.context.get("current")
             if isinstance(current, Job) and current.state is JobState.QUEUED and \

@@ -37,6 +37,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field, replace
 
 from leasehold.aws.queues import Message, Received
+from leasehold.flow.pools import PauseView
 from leasehold.lifecycle import fleet
 from leasehold.lifecycle.app import Leasehold
 from leasehold.lifecycle.consumer import consume
@@ -142,6 +143,8 @@ class PollingWorker:
         #: What the registry was last told: (jobs in flight, processed, interval).
         self._told: tuple[tuple[str, ...], int, float] | None = None
         self._last_beat = 0.0
+        #: A paused pool's queues are not received from (leasehold.flow.pools).
+        self.pause = PauseView(app, options.pool)
         self.info = fleet.WorkerInfo(worker_id=self.worker.worker_id, pool=options.pool,
                                      started_at=app.now(),
                                      heartbeat_seconds=options.heartbeat_seconds)
@@ -284,6 +287,10 @@ class PollingWorker:
         while not self.stopping.is_set():
             if not slots.acquire(timeout=0.2):
                 continue  # every runner is busy
+            if self.pause.paused():  # the pool is paused: its messages wait in SQS
+                slots.release()
+                self.stopping.wait(0.5)
+                continue
             try:
                 # A batch a long poll already received comes first: its messages are ours.
                 batch = self._take_listened()

@@ -25,7 +25,8 @@ MAX_CATCH_UP = 1000
 #: Fields that change when (or what) the schedule fires: changing one re-plans its future.
 TIMING_FIELDS = frozenset({"cron", "timezone", "start_at", "end_at"})
 TEMPLATE_FIELDS = frozenset({"task", "payload", "pool", "priority", "max_attempts",
-                             "timeout_seconds", "labels"})
+                             "timeout_seconds", "labels",
+                             "concurrency", "throttle"})  # flow control (leasehold.flow)
 #: What the schedule fires: a job (the template fields) or a whole workflow, not both.
 TARGET_FIELDS = TEMPLATE_FIELDS | {"workflow"}
 POLICY_FIELDS = frozenset({"misfire_policy", "overlap_policy", "starting_deadline_seconds",
@@ -94,6 +95,8 @@ class Schedule:
             "priority": job and job.priority, "max_attempts": job and job.max_attempts,
             "timeout_seconds": job and job.timeout_seconds,
             "labels": dict(job.labels) if job else None,
+            "concurrency": job.options.get("concurrency") if job else None,
+            "throttle": job.options.get("throttle") if job else None,
             "workflow": self.workflow.view() if self.workflow else None,
             "misfire_policy": self.misfire_policy.value,
             "overlap_policy": self.overlap_policy.value,

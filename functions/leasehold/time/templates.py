@@ -42,22 +42,30 @@ class JobTemplate:
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     timeout_seconds: float = 300.0
     labels: Mapping[str, str] = field(default_factory=dict)
+    #: Flow control as given (``concurrency``, ``throttle``) and as resolved (the gate).
+    options: Mapping[str, Any] = field(default_factory=dict)
+    gate: Mapping[str, Any] | None = None
 
     @classmethod
     def resolve(cls, registry: TaskRegistry, *, pools: tuple[str, ...], now: int, task: Any,
                 payload: Any, tenant: str, pool: Any = None, priority: Any = None,
                 max_attempts: Any = None, timeout_seconds: Any = None,
                 labels: Any = None,
-                timeout_limits: Mapping[str, float] | None = None) -> JobTemplate:
+                timeout_limits: Mapping[str, float] | None = None,
+                concurrency: Any = None, throttle: Any = None) -> JobTemplate:
         """Validate as a submission would (errors name the field) and keep the result."""
         resolved = resolve(JobSpec(task=task, payload=payload, tenant=tenant, pool=pool,
                                    priority=priority, max_attempts=max_attempts,
-                                   timeout_seconds=timeout_seconds, labels=labels or {}),
+                                   timeout_seconds=timeout_seconds, labels=labels or {},
+                                   concurrency=concurrency, throttle=throttle),
                            registry, pools=pools, now_ms=now, timeout_limits=timeout_limits)
+        options = {k: v for k, v in (("concurrency", concurrency), ("throttle", throttle))
+                   if v is not None}
         return cls(task=resolved.task, payload_json=resolved.payload_json,
                    tenant=resolved.tenant, pool=resolved.pool, priority=resolved.priority,
                    max_attempts=resolved.max_attempts, retry=resolved.retry,
-                   timeout_seconds=resolved.timeout_seconds, labels=resolved.labels)
+                   timeout_seconds=resolved.timeout_seconds, labels=resolved.labels,
+                   options=options, gate=resolved.gate)
 
     @property
     def payload(self) -> Any:
@@ -71,7 +79,7 @@ class JobTemplate:
             priority=self.priority, run_at_ms=run_at, idempotency_key=None,
             max_attempts=self.max_attempts, retry=self.retry,
             timeout_seconds=self.timeout_seconds, labels=dict(self.labels),
-            spec_hash=self.fingerprint(payload),
+            spec_hash=self.fingerprint(payload), gate=self.gate,
         )
 
     def fingerprint(self, payload_json: str | None = None) -> str:
@@ -89,7 +97,8 @@ class JobTemplate:
             "pool": self.pool, "priority": self.priority, "max_attempts": self.max_attempts,
             "retry": retry, "timeout_seconds": Decimal(str(self.timeout_seconds)),
             "labels": dict(self.labels),
-        }
+        } | ({"options": _decimals(dict(self.options)), "gate": dict(self.gate)}
+             if self.gate else {})
 
     @classmethod
     def from_item(cls, item: Mapping[str, Any]) -> JobTemplate:
@@ -101,6 +110,8 @@ class JobTemplate:
             max_attempts=int(item["max_attempts"]), retry=RetryPolicy.from_dict(retry),
             timeout_seconds=float(item.get("timeout_seconds", 300)),
             labels={str(k): str(v) for k, v in dict(item.get("labels", {})).items()},
+            options=_plain(dict(item.get("options") or {})),
+            gate=_plain(dict(item["gate"])) if item.get("gate") else None,
         )
 
 
@@ -240,10 +251,29 @@ def resolve_target(registry: TaskRegistry, *, pools: tuple[str, ...], now: int, 
         registry, pools=pools, now=now, task=values.get("task"), payload=values.get("payload"),
         tenant=tenant, pool=values.get("pool"), priority=values.get("priority"),
         max_attempts=values.get("max_attempts"), timeout_seconds=values.get("timeout_seconds"),
-        labels=values.get("labels"), timeout_limits=timeout_limits), None
+        labels=values.get("labels"), timeout_limits=timeout_limits,
+        concurrency=values.get("concurrency"), throttle=values.get("throttle")), None
 
 
 def _number(value: Any) -> Any:
     if isinstance(value, Decimal):
         return int(value) if value == value.to_integral_value() else float(value)
     raise TypeError(f"not JSON: {value!r}")
+
+
+def _plain(value: Any) -> Any:
+    """A stored option's Decimals back to int/float, recursively."""
+    if isinstance(value, Decimal):
+        return _number(value)
+    if isinstance(value, Mapping):
+        return {k: _plain(v) for k, v in value.items()}
+    return value
+
+
+def _decimals(value: Any) -> Any:
+    """Floats to Decimals, recursively (DynamoDB takes no float)."""
+    if isinstance(value, float):
+        return Decimal(str(value))
+    if isinstance(value, Mapping):
+        return {k: _decimals(v) for k, v in value.items()}
+    return value

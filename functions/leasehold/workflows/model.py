@@ -58,6 +58,9 @@ class StepSpec:
     timeout_seconds: float | None = None
     failure_policy: FailurePolicy = FailurePolicy.FAIL_WORKFLOW
     labels: Mapping[str, str] = field(default_factory=dict)
+    #: Keyed flow control, as on a job (None: the task's default).
+    concurrency: Any = None
+    throttle: Any = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -97,7 +100,8 @@ def prepare(spec: WorkflowSpec, registry: TaskRegistry, *, pools: tuple[str, ...
         job_spec = JobSpec(
             task=step.task, payload=step.payload, tenant=tenant, pool=step.pool,
             priority=step.priority, max_attempts=step.max_attempts, retry=step.retry,
-            timeout_seconds=step.timeout_seconds, labels=step.labels)
+            timeout_seconds=step.timeout_seconds, labels=step.labels,
+            concurrency=step.concurrency, throttle=step.throttle)
         try:
             one = resolve(job_spec, registry, pools=pools, now_ms=now,
                           timeout_limits=timeout_limits)
@@ -131,7 +135,8 @@ def _too_large(size: int) -> ValidationError:
 # -- parsing JSON (the API body, a CLI file, a schedule's stored target) ---------------------
 
 _STEP_FIELDS = {"id", "task", "payload", "depends_on", "pool", "priority", "max_attempts",
-                "retry", "timeout", "timeout_seconds", "failure_policy", "labels"}
+                "retry", "timeout", "timeout_seconds", "failure_policy", "labels",
+                "concurrency", "throttle"}
 _WORKFLOW_FIELDS = {"steps", "tenant", "name", "idempotency_key", "labels"}
 
 
@@ -189,6 +194,7 @@ def parse_step(i: int, data: Any) -> StepSpec:
         pool=data.get("pool"), priority=data.get("priority"), max_attempts=max_attempts,
         retry=retry, timeout_seconds=data.get("timeout_seconds", data.get("timeout")),
         failure_policy=failure_policy, labels=_labels(f"{where}.labels", data.get("labels")),
+        concurrency=data.get("concurrency"), throttle=data.get("throttle"),
     )
 
 

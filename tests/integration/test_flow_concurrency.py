@@ -1,0 +1,151 @@
+"""Concurrency keys through the real store, queues and worker (moto), with a fixed clock.
+
+A slot is taken with the lease and given back by the change that ends the attempt; a job over
+the limit is parked (no message anywhere) and woken by the write that frees a slot; the
+sweeper takes a crashed holder's slot back and hands off a parked job whose wake-up was lost.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from leasehold.aws.faults import Fault
+from leasehold.aws.queues import Message
+from leasehold.core.context import JobContext
+from leasehold.core.flowcontrol import slot_id
+from leasehold.core.registry import TaskRegistry
+from leasehold.core.spec import JobSpec
+from leasehold.core.states import JobState
+from leasehold.errors import ValidationError
+from leasehold.flow import slots, waking
+from leasehold.lifecycle import sweeper
+from leasehold.lifecycle.app import Leasehold
+from leasehold.lifecycle.store import Change, Gated
+from leasehold.lifecycle.submission import submit
+from leasehold.lifecycle.worker import Outcome, Worker
+from tests.conftest import MakeApp
+from tests.integration.helpers import deliver, inject, receive_all
+
+KEY = {"key": "acct:{payload.account}", "limit": 2}
+
+
+@pytest.fixture
+def app(make_app: MakeApp, registry: TaskRegistry) -> Leasehold:
+    @registry.task("sync", concurrency=KEY)
+    def sync(payload: Any, ctx: JobContext) -> Any:
+        return payload
+
+    registry.task("plain")(sync)
+    return make_app()
+
+
+def holders(app: Leasehold, tenant: str, key: str) -> set[str]:
+    return slots.holders(slots.read(app.clients.dynamodb, app.settings, slot_id(tenant, key)))
+
+
+def lease_all(app: Leasehold) -> dict[str, Outcome]:
+    """Lease every visible message without running or finishing anything."""
+    out = {}
+    lease_ms = int(app.settings.lease_seconds * 1000)
+    for message in receive_all(app):
+        parsed = Message.parse(message.body)
+        try:
+            app.store.lease(parsed.job_id, parsed.epoch, owner="w", expires_at=app.now() + lease_ms,
+                            now=app.now(), actor="w", gate=parsed.gate)
+            out[parsed.job_id] = Outcome.SUCCEEDED
+        except Gated:
+            out[parsed.job_id] = Outcome.GATED
+    return out
+
+
+def test_a_key_runs_at_most_its_limit_and_parks_the_rest(app: Leasehold) -> None:
+    ids = [submit(app, JobSpec(task="sync", payload={"account": "a"})).job.job_id
+           for _ in range(4)]
+    outcomes = lease_all(app)
+    assert sorted(outcomes.values()) == sorted([Outcome.SUCCEEDED] * 2 + [Outcome.GATED] * 2)
+    jobs = {j.job_id: j for j in app.store.batch_get(ids)}
+    running = [j for j in jobs.values() if j.state is JobState.RUNNING]
+    parked = [j for j in jobs.values() if j.extra.get(waking.PARKED_KEY)]
+    assert len(running) == 2 and len(parked) == 2
+    assert holders(app, "default", "acct:a") == {f"{j.job_id}#{j.epoch}" for j in running}
+    assert parked[0].extra[waking.WAITING] == "waiting for a slot of key acct:a (2 of 2 in use)"
+    assert receive_all(app) == []  # parked: no message anywhere, nothing polls
+
+
+def test_the_write_that_ends_an_attempt_frees_the_slot_and_wakes_the_oldest(
+        app: Leasehold) -> None:
+    ids = [submit(app, JobSpec(task="sync", payload={"account": "a"})).job.job_id
+           for _ in range(5)]
+    worker = Worker(app)
+    # Each delivery runs what it leases to the end: two at a time, the rest parked and woken
+    # one by one by the finishing writes, until all are done.
+    for _ in range(10):
+        if not deliver(app, worker):
+            break
+    assert all(j.state is JobState.SUCCEEDED for j in app.store.batch_get(ids))
+    assert holders(app, "default", "acct:a") == set()
+    assert waking.parked(app, slot_id("default", "acct:a"), 10) == []
+
+
+def test_keys_are_per_tenant_and_per_rendered_key(app: Leasehold) -> None:
+    for tenant, account in [("t1", "a"), ("t1", "a"), ("t1", "b"), ("t2", "a")]:
+        submit(app, JobSpec(task="sync", payload={"account": account}, tenant=tenant))
+    outcomes = lease_all(app)
+    assert list(outcomes.values()).count(Outcome.SUCCEEDED) == 4
+    assert len(holders(app, "t1", "acct:a")) == 2
+    assert len(holders(app, "t2", "acct:a")) == 1
+
+
+def test_a_job_value_overrides_the_task_default_and_a_missing_field_is_refused(
+        app: Leasehold) -> None:
+    job = submit(app, JobSpec(task="sync", payload={"account": "a"},
+                              concurrency={"key": "mine", "limit": 1})).job
+    assert job.extra["lease_gate"]["concurrency"] == {
+        "key": "mine", "slot": "default#flow#mine", "limit": 1}
+    with pytest.raises(ValidationError, match="no field 'account'"):
+        submit(app, JobSpec(task="sync", payload={"other": 1}))
+    plain = submit(app, JobSpec(task="plain", payload={})).job
+    assert "lease_gate" not in plain.extra
+
+
+def test_a_crashed_holder_s_slot_comes_back_at_the_sweep_that_takes_it_over(
+        app: Leasehold, clock: Any) -> None:
+    for _ in range(3):
+        submit(app, JobSpec(task="sync", payload={"account": "a"}))
+    lease_all(app)  # two held by a worker that dies now; one parked
+    assert len(holders(app, "default", "acct:a")) == 2
+    clock.advance(app.settings.lease_seconds + app.settings.skew_grace_seconds + 1)
+    sweeper.sweep(app)  # takes both over (their slots back) and wakes the parked job
+    assert holders(app, "default", "acct:a") == set()
+    assert len(receive_all(app)) == 3  # two re-driven, one woken
+
+
+def test_a_parked_job_whose_wake_up_was_lost_is_handed_off_by_the_sweeper(
+        app: Leasehold, clock: Any) -> None:
+    ids = [submit(app, JobSpec(task="sync", payload={"account": "a"})).job.job_id
+           for _ in range(3)]
+    lease_all(app)
+    running = [j for j in app.store.batch_get(ids) if j.state is JobState.RUNNING]
+    parked_id = next(j.job_id for j in app.store.batch_get(ids) if j.state is JobState.QUEUED)
+    # The process that frees the slot dies between its commit and the wake-up.
+    app.store.observers[:] = [o for o in app.store.observers
+                              if not isinstance(o, waking.Waker)]
+    app.store.transition(running[0], Change(target=JobState.SUCCEEDED, actor="w", owner="w"),
+                         now=app.now())
+    assert receive_all(app) == []
+    clock.advance(app.settings.flow_recheck_seconds + app.settings.skew_grace_seconds + 1)
+    sweeper.sweep(app)
+    deliver(app)
+    assert app.store.get(parked_id).state is JobState.SUCCEEDED
+
+
+def test_a_lost_response_on_the_lease_neither_leaks_nor_doubles_a_slot(
+        app: Leasehold) -> None:
+    ids = [submit(app, JobSpec(task="sync", payload={"account": "a"})).job.job_id
+           for _ in range(2)]
+    inject(app, Fault(target="dynamodb.TransactWriteItems", kind="lose", times=4))
+    deliver(app)
+    assert all(j.state is JobState.SUCCEEDED for j in app.store.batch_get(ids))
+    assert holders(app, "default", "acct:a") == set()
