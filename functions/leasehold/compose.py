@@ -11,6 +11,7 @@ import random
 from leasehold.aws.clients import Clients
 from leasehold.clock import Clock
 from leasehold.core.registry import TaskRegistry
+from leasehold.durable import install as install_durable
 from leasehold.events.publishing import install as install_events
 from leasehold.lifecycle.app import Leasehold
 from leasehold.settings import Settings
@@ -42,4 +43,7 @@ def compose(
     app.repairs["workflows"] = lambda app, now: reconcile_workflows(app, now=now).repaired
     # Job state events: to EventBridge, or a local log (``event_bus="file:<path>"``).
     install_events(app)
+    # Durable execution: ctx.step/sleep/callback/spawn/wait_for, and parents woken by
+    # their children.
+    install_durable(app)
     return app

@@ -114,6 +114,10 @@ class Job:
                 for t in self.history
             ],
             **{key: _plain(value) for key, value in self.extra.items() if key in VISIBLE_EXTRA},
+            # A durable job asleep: until when (at the latest) and for what.
+            **({"sleeping_until": iso(self.run_at),
+                "waiting": self.extra.get("waiting")} if self.state is JobState.SLEEPING
+               else {}),
         }
 
 

@@ -37,6 +37,10 @@ class Leasehold:
     #: ticker or sweeper pass), to do once at its end what it would do per job: job state
     #: events are sent in PutEvents calls of up to 10 entries when the batch ends.
     batches: list[Callable[[], AbstractContextManager[Any]]] = field(default_factory=list)
+    #: Called by the worker for every attempt it starts, before the handler runs: (the
+    #: handler's context, the job as leased, the lease owner). Durable execution installs
+    #: its per-attempt provider on the context here.
+    attempt_hooks: list[Callable[[Any, Any, str], None]] = field(default_factory=list)
 
     @classmethod
     def from_settings(

@@ -123,7 +123,8 @@ class _Backlog:
 
 def _examine(app: Leasehold, job: Job, now: int, cutoff: int, report: SweepReport,
              backlog: _Backlog) -> None:
-    if job.state not in (JobState.QUEUED, JobState.RUNNING) or job.lease_expires_at is None:
+    if job.state not in (JobState.QUEUED, JobState.RUNNING, JobState.SLEEPING) or \
+            job.lease_expires_at is None:
         report.skipped += 1  # it left the index after the query read it
         return
     if job.lease_expires_at >= cutoff:
@@ -131,13 +132,14 @@ def _examine(app: Leasehold, job: Job, now: int, cutoff: int, report: SweepRepor
         # RUNNING job's lease; a QUEUED job's hand-off deadline, or the earliest expiry of a
         # lease it may get from now on). A refused move means the row changed: skip it.
         to = job.lease_expires_at if job.state is JobState.RUNNING else \
-            sweep_bound(now, job.lease_expires_at, app.settings)
+            sweep_bound(max(now, job.run_at) if job.state is JobState.SLEEPING else now,
+                        job.lease_expires_at, app.settings)
         if app.store.move_sweep(job, to):
             report.moved += 1
         else:
             report.skipped += 1
         return
-    if job.state is JobState.QUEUED:
+    if job.state in (JobState.QUEUED, JobState.SLEEPING):  # a sleep's wake-up was lost too
         _redispatch(app, job, now, cutoff, report, backlog)
     else:
         _recover_running(app, job, now, cutoff, report)

@@ -26,6 +26,7 @@ from leasehold.core.jobs import Job, JobError, with_attempt_error
 from leasehold.core.policy import decide_retry
 from leasehold.core.spec import MAX_RESULT_BYTES, encode_json
 from leasehold.core.states import JobState
+from leasehold.core.suspension import Suspend
 from leasehold.errors import (
     AttemptTimeout,
     LeaseholdError,
@@ -40,6 +41,7 @@ from leasehold.lifecycle.app import Leasehold
 from leasehold.lifecycle.deadline import Overdue, call_before
 from leasehold.lifecycle.heartbeat import Attempt, Heartbeat
 from leasehold.lifecycle.store import Change
+from leasehold.lifecycle.suspending import suspend
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +59,7 @@ class Outcome(StrEnum):
     CANCELLED = "cancelled"
     STALE = "stale"          # duplicate or superseded message: acknowledged, nothing ran
     LEASE_LOST = "lease_lost"  # ran, but a newer lease took over: result discarded
+    SLEEPING = "sleeping"    # a durable handler suspended itself: no lease until it wakes
 
 
 @dataclass(frozen=True)
@@ -135,6 +138,8 @@ class Worker:
         heartbeat = Heartbeat(app, job, owner, ctx, state, self._keep_invisible(delivery))
         interval = heartbeat.interval
         ctx._heartbeat = heartbeat
+        for hook in app.attempt_hooks:
+            hook(ctx, job, owner)
         try:
             definition = app.registry.get(job.task)
         except ValidationError as exc:
@@ -239,6 +244,12 @@ class Worker:
             failure = None
         if view.cancel_requested:
             return self._cancel(view, owner, now)
+        if isinstance(attempt.failure, Suspend) and not attempt.timed_out:
+            try:
+                suspend(self.app, view, owner, attempt.failure.sleep, now, actor=self.worker_id)
+            except LeaseLost as exc:
+                return self._cancelled_meanwhile(exc, view, owner, now)
+            return Outcome.SLEEPING
         if failure is None:
             try:
                 result_json = encode_json("result", attempt.result, MAX_RESULT_BYTES)
