@@ -17,12 +17,12 @@ from leasehold.core.spec import JobSpec
 from leasehold.core.states import JobState
 from leasehold.core.suspension import CallbackTimeout
 from leasehold.durable import callbacks, records
-from leasehold.errors import NotFound
 from leasehold.lifecycle import control, sweeper
 from leasehold.lifecycle.app import Leasehold
 from leasehold.lifecycle.submission import submit
 from leasehold.time.ticker import promote_due
 
+from .api_client import ApiClient
 from .helpers import deliver, inject, receive_all
 
 FAST = RetryPolicy(min_backoff_seconds=0, max_backoff_seconds=0)
@@ -230,18 +230,26 @@ def test_a_callback_completed_wakes_its_job_once_and_a_second_completion_changes
     deliver(app)
     asleep = app.store.get(job.job_id)
     assert asleep.state is JobState.SLEEPING and asleep.extra["waiting"] == "callback:approve"
-    with pytest.raises(NotFound):
-        callbacks.complete(app, tokens[0], "someone-else", value=1)
-    with pytest.raises(NotFound):
-        callbacks.complete(app, tokens[0][:-3] + "zzz", "default", value=1)  # wrong name
-    first = callbacks.complete(app, tokens[0], "default", value={"by": "ann"})
-    second = callbacks.complete(app, tokens[0], "default", value={"by": "bob"})
-    assert (first.changed, second.changed) == (True, False)
+    api = ApiClient(app)
+    path = f"/callbacks/{tokens[0]}"
+    assert api.post(path, {"by": "eve"}, tenant="someone-else").status == 404
+    job_id, _secret, name = tokens[0].split(":")
+    forged = f"/callbacks/{job_id}:{'0' * 32}:{name}"
+    assert api.post(forged, {"by": "eve"}, tenant="default").status == 404
+    first = api.post(path, {"by": "ann"}, tenant="default")
+    second = api.post(path, {"by": "bob"}, tenant="default")
+    assert (first.status, first.body["changed"]) == (200, True)
+    assert (second.status, second.body["changed"], second.body["outcome"]) == \
+        (200, False, "completed")
     assert app.store.get(job.job_id).state is JobState.QUEUED
     deliver(app)
     done = app.store.get(job.job_id)
     assert done.state is JobState.SUCCEEDED and done.result == {"approved": {"by": "ann"}}
     assert len(set(tokens)) == 1  # the token is stable across the replay
+    steps = api.get(f"/jobs/{job.job_id}/steps", tenant="default").body["steps"]
+    assert [(s["kind"], s["name"], s["outcome"]) for s in steps] == \
+        [("callback", "approve", "completed")]
+    assert api.get(f"/jobs/{job.job_id}/steps", tenant="someone-else").status == 404
 
 
 def test_a_completion_that_lands_while_the_job_goes_to_sleep_is_not_missed(

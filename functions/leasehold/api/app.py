@@ -15,7 +15,7 @@ from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
 from aws_lambda_powertools.event_handler.api_gateway import Router
 
 from leasehold import __version__
-from leasehold.api import admin, console, errors, jobs, schedules, triggers, workflows
+from leasehold.api import admin, console, durable, errors, jobs, schedules, triggers, workflows
 from leasehold.api.context import ApiConfig
 from leasehold.api.surrogates import lone_surrogate
 from leasehold.core.spec import MAX_PAYLOAD_BYTES
@@ -28,6 +28,7 @@ ROUTERS: tuple[Router, ...] = (
     triggers.router,
     workflows.router,
     console.router,
+    durable.router,
 )
 
 TITLE = "Leasehold"

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from leasehold import __version__
 from leasehold.cli import (
     admin,
+    callbacks,
     console,
     dev,
     events,
@@ -34,6 +35,7 @@ MODULES = (
     workflows,
     events,
     console,
+    callbacks,
 )
 
 

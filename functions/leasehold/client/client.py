@@ -210,6 +210,16 @@ class Client:
             return self._cancelled_by_an_earlier_try(exc, self.get, job_id)
         return job
 
+    def complete_callback(self, token: str, value: Any = None, *,
+                          error: str | None = None) -> dict[str, Any]:
+        """Complete a durable job's callback with ``value`` (or fail it with ``error``).
+        Idempotent: a repeat answers ``"changed": false``, so it is safe to send again."""
+        path = f"/callbacks/{urllib.parse.quote(token, safe=':')}" + (
+            "/fail" if error is not None else "")
+        body = {"error": error} if error is not None else value
+        reply: dict[str, Any] = self.request("POST", path, body, repeatable=True)
+        return reply
+
     def retry(self, job_id: str) -> JobHandle:
         """Run a DEAD or CANCELLED job again."""
         job = self.request("POST", f"/jobs/{_id(job_id)}/retry")
