@@ -13,7 +13,8 @@ from pydantic import AwareDatetime, BaseModel, BeforeValidator, ConfigDict, Fiel
 from leasehold.core.spec import MAX_PAYLOAD_BYTES, MAX_RESULT_BYTES
 
 Priority = Literal["high", "normal", "low"]
-StateName = Literal["SCHEDULED", "WAITING", "QUEUED", "RUNNING", "SUCCEEDED", "DEAD", "CANCELLED"]
+StateName = Literal["SCHEDULED", "WAITING", "QUEUED", "RUNNING", "SUCCEEDED", "DEAD", "CANCELLED",
+                    "SLEEPING"]
 
 
 class _Strict(BaseModel):
@@ -106,6 +107,11 @@ class JobOut(BaseModel):
         default=None, description="seconds until run_at while the job waits for it (SCHEDULED, "
                                   "or QUEUED with a delayed hand-off, e.g. a schedule's next "
                                   "runs); null once it is due")
+    sleeping_until: str | None = Field(
+        default=None, description="a durable job asleep (SLEEPING): when it runs again at "
+                                  "the latest")
+    waiting: str | None = Field(default=None, description="what a SLEEPING job waits for: "
+                                "sleep, callback:<name> or children")
     started_at: str | None = None
     finished_at: str | None = None
     cancel_requested: bool = False

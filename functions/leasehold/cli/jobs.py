@@ -20,7 +20,8 @@ from leasehold.cli.output import (
 from leasehold.cli.parsing import command
 
 TERMINAL = {"SUCCEEDED", "DEAD", "CANCELLED"}
-STATES = ["SCHEDULED", "WAITING", "QUEUED", "RUNNING", "SUCCEEDED", "DEAD", "CANCELLED"]
+STATES = ["SCHEDULED", "WAITING", "QUEUED", "RUNNING", "SUCCEEDED", "DEAD", "CANCELLED",
+          "SLEEPING"]
 
 
 def register(subparsers: Any) -> None:
