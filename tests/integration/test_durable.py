@@ -97,7 +97,7 @@ def stored(app: Leasehold, job_id: str) -> dict[str, dict[str, Any]]:
 
 # -- steps ------------------------------------------------------------------------------
 
-def test_a_job_failing_after_step_one_resumes_without_running_step_one_again(
+def test_a_job_failing_after_step_one_resumes_without_running_step_one_again_and_names_are_unique(
     app: Leasehold, tasks: TaskRegistry, ran: list[str]
 ) -> None:
     job = submit(app, JobSpec(task="two_steps", payload={"fail_once": True})).job
@@ -109,11 +109,7 @@ def test_a_job_failing_after_step_one_resumes_without_running_step_one_again(
     assert done.result == [{"charged": 42}, "shipped"]
     assert ran == ["charge", "ship"]
     assert sorted(stored(app, job.job_id)) == ["step#charge", "step#ship"]
-
-
-def test_a_step_name_used_twice_in_one_execution_fails_the_job_at_once(
-    app: Leasehold, tasks: TaskRegistry
-) -> None:
+    # A name used twice in one execution fails the job at once: every attempt would.
     job = submit(app, JobSpec(task="same_name_twice")).job
     deliver(app)
     dead = app.store.get(job.job_id)
@@ -144,16 +140,20 @@ def test_an_attempt_that_lost_its_lease_stores_no_step(
     assert stored(app, job.job_id)["step#work"]["result"] == '"from attempt 2"'
 
 
-@pytest.mark.parametrize("kind", ["lose", "throttle"])
 def test_a_step_whose_store_was_lost_or_throttled_is_stored_once_and_not_rerun(
-    app: Leasehold, tasks: TaskRegistry, ran: list[str], kind: str
+    app: Leasehold, tasks: TaskRegistry, ran: list[str]
 ) -> None:
-    job = submit(app, JobSpec(task="two_steps", payload={})).job
-    inject(app, Fault(target="dynamodb.TransactWriteItems", kind=kind, times=2))
-    deliver(app)
-    done = app.store.get(job.job_id)
-    assert done.state is JobState.SUCCEEDED and done.attempt == 1
-    assert ran == ["charge", "ship"]
+    injector = inject(app)
+    for kind in ("lose", "throttle"):
+        ran.clear()
+        job = submit(app, JobSpec(task="two_steps", payload={})).job
+        # Both steps' stores: each lands and loses its response, or is throttled first.
+        injector.faults[:] = [Fault(target="dynamodb.TransactWriteItems", kind=kind, times=2)]
+        deliver(app)
+        done = app.store.get(job.job_id)
+        assert done.state is JobState.SUCCEEDED and done.attempt == 1, kind
+        assert ran == ["charge", "ship"], kind
+        assert sorted(stored(app, job.job_id)) == ["step#charge", "step#ship"]
 
 
 # -- sleeps -----------------------------------------------------------------------------
@@ -205,15 +205,12 @@ def test_a_lost_wake_up_message_is_found_by_the_sweeper(
     assert app.store.get(job.job_id).state is JobState.SUCCEEDED
 
 
-def test_except_exception_cannot_swallow_a_suspension(
+def test_a_suspension_is_not_swallowed_and_cancel_reaches_the_sleeping_job_at_once(
     app: Leasehold, tasks: TaskRegistry
 ) -> None:
-    job = submit(app, JobSpec(task="swallower")).job
+    swallower = submit(app, JobSpec(task="swallower")).job
     deliver(app)
-    assert app.store.get(job.job_id).state is JobState.SLEEPING
-
-
-def test_cancel_reaches_a_sleeping_job_at_once(app: Leasehold, tasks: TaskRegistry) -> None:
+    assert app.store.get(swallower.job_id).state is JobState.SLEEPING  # not "swallowed"
     job = submit(app, JobSpec(task="napper", payload={"seconds": 0.5})).job
     deliver(app, once=True)
     assert control.cancel(app, job.job_id).state is JobState.CANCELLED
