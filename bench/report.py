@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from bench import durable
+
 MB = 1024 * 1024
 
 
@@ -507,6 +509,7 @@ def markdown(r: dict[str, Any]) -> str:
     ]
     if "idle" in r:
         lines += _idle_section(r["idle"])
+    lines += durable.markdown(r.get("durable"))
     return "\n".join(lines)
 
 

@@ -25,6 +25,7 @@ from bench import (
     client_latency,
     coldstart,
     cost,
+    durable,
     fairness,
     idle,
     per_job,
@@ -91,6 +92,8 @@ PROFILES = {
                     idle=(0.0, 1.0), client_jobs=3, on_a_tick=False),
 }
 
+#: Durable jobs whose resume after a sleep and after a callback is timed (bench.durable).
+DURABLE_RESUMES = {"full": 40, "quick": 10, "tiny": 0}
 #: Jobs one big tenant submits per layout (bench.tenant_shards), within each profile's budget.
 TENANT_JOBS = {"full": 400, "quick": 20, "tiny": 0}
 
@@ -210,6 +213,8 @@ def main(argv: list[str] | None = None) -> int:
         batch=profile.metered, timed=profile.timed))
     results["sweep_index"] = run.section("sweep index", lambda: sweep_index.long_jobs(
         profile.heartbeats, batch=3 if profile.name == "full" else 2))
+    results["durable"] = run.section("durable execution", lambda: durable.measure(
+        steps=10, jobs=profile.metered, resumes=DURABLE_RESUMES[profile.name]))
     (results["throughput"], results["queue_wait"], results["precision"],
      results["fairness"], results["client_result"]) = _throughput(run)
     results["idle"] = run.section("idle runtime", lambda: idle.measure(
