@@ -93,7 +93,7 @@ PROFILES = {
 }
 
 #: Durable jobs whose resume after a sleep and after a callback is timed (bench.durable).
-DURABLE_RESUMES = {"full": 40, "quick": 10, "tiny": 0}
+DURABLE_RESUMES = {"full": 20, "quick": 5, "tiny": 0}
 #: Jobs one big tenant submits per layout (bench.tenant_shards), within each profile's budget.
 TENANT_JOBS = {"full": 400, "quick": 20, "tiny": 0}
 
