@@ -103,8 +103,10 @@ def _settled(app: Leasehold, job_id: str, name: str) -> Completion:
 
 
 def job_records(app: Leasehold, job_id: str) -> list[dict[str, Any]]:
-    """A job's steps, sleeps and callbacks as the API and console show them (secrets
-    left out: a callback's token is for whoever the handler gives it to)."""
+    """A job's steps, sleeps and callbacks as the API and console show them. An open
+    callback's token is shown: only the job's own tenant reads this, and completing a
+    callback takes that tenant's identity as well as the token (the console's "complete
+    callback" action for testing)."""
     shown = []
     for sk, record in sorted(records.load(app, job_id).items(),
                              key=lambda pair: int(pair[1].get("at", 0))):
@@ -118,5 +120,7 @@ def job_records(app: Leasehold, job_id: str) -> list[dict[str, Any]]:
         elif kind == "callback":
             entry.update(timeout_at=int(record["timeout_at"]),
                          outcome=record.get("outcome"))
+            if not record.get("outcome"):
+                entry["token"] = f"{job_id}:{record['secret']}:{record['name']}"
         shown.append(entry)
     return shown
