@@ -336,3 +336,21 @@ def test_children_are_spawned_once_and_awaited(
     jobs = app.clients.dynamodb.scan(TableName=app.settings.jobs_table)["Count"]
     assert jobs == 6  # the replays spawned no second child
     assert len(ran) >= 2
+
+
+def test_a_deadline_bounds_the_whole_job_and_cuts_a_sleep_short(
+    app: Leasehold, tasks: TaskRegistry, ran: list[str], clock: FakeClock
+) -> None:
+    job = submit(app, JobSpec(task="napper", payload={"seconds": 7200},
+                              deadline_seconds=3600)).job
+    deliver(app)
+    asleep = app.store.get(job.job_id)
+    assert asleep.state is JobState.SLEEPING
+    assert asleep.run_at == job.created_at + 3600 * 1000  # woken at its deadline, not later
+    clock.advance(3600)
+    promote_due(app)
+    deliver(app)
+    dead = app.store.get(job.job_id)
+    assert dead.state is JobState.DEAD and dead.error is not None
+    assert dead.error.type == "DeadlineExceeded"
+    assert ran == ["run", "before"]  # the handler never ran past its deadline

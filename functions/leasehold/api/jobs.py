@@ -34,7 +34,7 @@ def spec_from(body: SubmitJob, tenant: str) -> JobSpec:
         priority=body.priority, run_at_ms=None if body.run_at is None else to_ms(body.run_at),
         delay_seconds=body.delay_seconds, idempotency_key=body.idempotency_key,
         max_attempts=body.max_attempts, retry=retry, timeout_seconds=body.timeout_seconds,
-        labels=body.labels,
+        labels=body.labels, deadline_seconds=body.deadline_seconds,
     )
 
 

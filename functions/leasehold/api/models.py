@@ -61,6 +61,10 @@ class SubmitJob(_Strict):
     timeout_seconds: float | None = Field(default=None, ge=1, le=86_400)
     retry: RetryIn | None = None
     labels: dict[str, str] = Field(default_factory=dict, max_length=32)
+    deadline_seconds: float | None = Field(
+        default=None, ge=1, le=366 * 86_400,
+        description="bounds the whole job from submission: all its attempts, and a durable "
+                    "job's sleeps and waits (timeout_seconds bounds one attempt)")
 
 
 class JobErrorOut(BaseModel):

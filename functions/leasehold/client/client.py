@@ -29,7 +29,7 @@ from leasehold.client.transport import (
 DEFAULT_URL = "http://127.0.0.1:8080"
 #: Job fields ``submit`` passes through as the API names them.
 JOB_OPTIONS = ("priority", "pool", "delay_seconds", "run_at", "idempotency_key",
-               "max_attempts", "timeout_seconds", "retry", "labels")
+               "max_attempts", "timeout_seconds", "retry", "labels", "deadline_seconds")
 
 
 def task_name(task: Any) -> str:

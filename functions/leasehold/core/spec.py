@@ -51,6 +51,8 @@ class JobSpec:
     retry: RetryPolicy | None = None
     timeout_seconds: float | None = None
     labels: Mapping[str, str] = field(default_factory=dict)
+    #: Bounds the whole job (all its attempts and a durable job's sleeps), from submission.
+    deadline_seconds: float | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -69,6 +71,7 @@ class ResolvedSpec:
     timeout_seconds: float
     labels: dict[str, str]
     spec_hash: str
+    deadline_seconds: float | None = None
 
 
 def check_text(fieldname: str, value: object, *, limit: int, pattern: re.Pattern[str] | None = None,
@@ -186,6 +189,10 @@ def resolve(spec: JobSpec, registry: TaskRegistry, *, pools: tuple[str, ...], no
         check_text("labels", name, limit=64, pattern=_NAME)
         labels[name] = check_text(f"labels.{name}", value, limit=256, empty_ok=True)
 
+    deadline = spec.deadline_seconds
+    if deadline is not None:
+        check_number("deadline_seconds", deadline, low=1, high=MAX_DELAY_SECONDS)
+
     # What makes two submissions "the same job" for idempotency: everything the user chose,
     # with the delay as given (a replay a minute later asks for the same delay, not run_at).
     fingerprint = json.dumps(
@@ -193,6 +200,7 @@ def resolve(spec: JobSpec, registry: TaskRegistry, *, pools: tuple[str, ...], no
             "task": spec.task, "payload": payload_json, "pool": pool, "priority": priority,
             "run_at": spec.run_at_ms, "delay": spec.delay_seconds, "max_attempts": max_attempts,
             "timeout": timeout, "retry": retry.to_dict(), "labels": labels,
+            **({"deadline": deadline} if deadline is not None else {}),
         },
         sort_keys=True,
     )
@@ -200,5 +208,6 @@ def resolve(spec: JobSpec, registry: TaskRegistry, *, pools: tuple[str, ...], no
         task=spec.task, payload_json=payload_json, tenant=tenant, pool=pool, priority=priority,
         run_at_ms=run_at, idempotency_key=key, max_attempts=int(max_attempts), retry=retry,
         timeout_seconds=float(timeout), labels=labels,
+        deadline_seconds=None if deadline is None else float(deadline),
         spec_hash=hashlib.sha256(fingerprint.encode()).hexdigest()[:32],
     )

@@ -26,6 +26,7 @@ from leasehold.errors import LeaseLost
 from leasehold.lifecycle import handoff
 from leasehold.lifecycle.app import Leasehold
 from leasehold.lifecycle.store import Change
+from leasehold.lifecycle.submission import DEADLINE
 
 #: On the row while it sleeps: what it waits for (``sleep``, ``callback:<name>``, ``children``).
 WAITING = "waiting"
@@ -39,7 +40,10 @@ def suspend(app: Leasehold, job: Job, owner: str, sleep: Sleep, now: int, *, act
     the job gives its handler the same attempt number and a job may sleep any number of
     times without using up ``max_attempts``.
     """
-    wake_at = max(sleep.wake_at, now)
+    deadline = job.extra.get(DEADLINE)
+    # A job never sleeps past its deadline: it wakes then, and its worker ends it DEAD.
+    wake_at = max(min(sleep.wake_at, int(deadline) if deadline is not None else sleep.wake_at),
+                  now)
     sets: dict[str, object] = {"run_at": wake_at, WAITING: sleep.waiting}
     short = handoff.within_sqs_delay(wake_at, now)
     if short:

@@ -41,6 +41,7 @@ from leasehold.lifecycle.app import Leasehold
 from leasehold.lifecycle.deadline import Overdue, call_before
 from leasehold.lifecycle.heartbeat import Attempt, Heartbeat
 from leasehold.lifecycle.store import Change
+from leasehold.lifecycle.submission import DEADLINE
 from leasehold.lifecycle.suspending import suspend
 
 log = logging.getLogger(__name__)
@@ -109,6 +110,12 @@ class Worker:
             return Outcome.STALE
         if job.cancel_requested:  # flagged before this lease: never start it
             return self._cancel(job, owner, now)
+        deadline = job.extra.get(DEADLINE)
+        if deadline is not None and now >= int(deadline):
+            # The whole job's time is up (deadline_seconds): it ends DEAD, never retried.
+            return self._fail(job, owner, now, JobError(
+                type="DeadlineExceeded", types=("DeadlineExceeded", "NonRetryableError"),
+                message=f"the job's deadline passed before attempt {job.attempt} started"))
         if app.now() >= (job.lease_expires_at or now):
             # The lease landed after it had run out by our clock (a try that hung, retried):
             # the sweeper may be handing the job to another worker already. Never start it.
