@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench import cost, front_door_report
+from bench import cost, durable, front_door_report
 
 MB = 1024 * 1024
 
@@ -513,6 +513,7 @@ def markdown(r: dict[str, Any]) -> str:
     if "idle" in r:
         lines += _idle_section(r["idle"])
     lines += front_door_report.section(r)
+    lines += durable.markdown(r.get("durable"))
     return "\n".join(lines)
 
 

@@ -25,6 +25,7 @@ from bench import (
     client_latency,
     coldstart,
     cost,
+    durable,
     fairness,
     flow,
     front_door,
@@ -105,6 +106,8 @@ PROFILES = {
                     substrates=("emulator",)),
 }
 
+#: Durable jobs whose resume after a sleep and after a callback is timed (bench.durable).
+DURABLE_RESUMES = {"full": 20, "quick": 5, "tiny": 0}
 #: Jobs one big tenant submits per layout (bench.tenant_shards), within each profile's budget.
 TENANT_JOBS = {"full": 400, "quick": 20, "tiny": 0}
 
@@ -226,6 +229,8 @@ def main(argv: list[str] | None = None) -> int:
         wakes=40 if profile.name == "full" else 10))
     results["sweep_index"] = run.section("sweep index", lambda: sweep_index.long_jobs(
         profile.heartbeats, batch=3 if profile.name == "full" else 2))
+    results["durable"] = run.section("durable execution", lambda: durable.measure(
+        steps=10, jobs=profile.metered, resumes=DURABLE_RESUMES[profile.name]))
     (results["throughput"], results["queue_wait"], results["precision"],
      results["fairness"], results["client_result"]) = _throughput(run)
     results["idle"] = run.section("idle runtime", lambda: idle.measure(

@@ -29,3 +29,24 @@ def fail_once(payload: Any, ctx: JobContext) -> None:
 def echo(payload: Any, ctx: JobContext) -> Any:
     """Returns its payload: what ``bench.client_latency`` waits for."""
     return payload
+
+
+@task("bench.steps", timeout_seconds=60)
+def steps(payload: Any, ctx: JobContext) -> int:
+    """``payload`` durable steps, each returning a small value (``bench.durable``)."""
+    return sum(ctx.step(f"s{i}", lambda i=i: i) for i in range(int(payload)))
+
+
+@task("bench.nap", timeout_seconds=60)
+def nap(payload: Any, ctx: JobContext) -> str:
+    """A durable sleep of ``payload`` seconds: resume latency after a sleep."""
+    ctx.sleep(float(payload))
+    return "rested"
+
+
+@task("bench.await", timeout_seconds=60)
+def await_callback(payload: Any, ctx: JobContext) -> Any:
+    """Waits for a callback whose token it shows in its progress."""
+    cb = ctx.callback("go", timeout_seconds=600)
+    ctx.heartbeat({"token": cb.token})
+    return cb.wait()

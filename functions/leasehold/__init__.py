@@ -3,7 +3,9 @@
 from leasehold.core.context import JobContext
 from leasehold.core.policy import RetryPolicy
 from leasehold.core.registry import task
+from leasehold.core.suspension import CallbackFailed, CallbackTimeout
 from leasehold.errors import LeaseholdError, NonRetryableError
 
-__all__ = ["JobContext", "LeaseholdError", "NonRetryableError", "RetryPolicy", "task"]
+__all__ = ["CallbackFailed", "CallbackTimeout", "JobContext", "LeaseholdError",
+           "NonRetryableError", "RetryPolicy", "task"]
 __version__ = "0.1.0"

@@ -12,6 +12,7 @@ from leasehold.aws.clients import Clients
 from leasehold.bulk.run import install as install_bulk
 from leasehold.clock import Clock
 from leasehold.core.registry import TaskRegistry
+from leasehold.durable import install as install_durable
 from leasehold.events.publishing import install as install_events
 from leasehold.flow import debounce, expiry, unique
 from leasehold.flow import install as install_flow
@@ -60,4 +61,7 @@ def compose(
     install_events(app)
     # Bulk actions run as jobs of the built-in task ``leasehold.bulk``.
     install_bulk(app)
+    # Durable execution: ctx.step/sleep/callback/spawn/wait_for, and parents woken by
+    # their children.
+    install_durable(app)
     return app

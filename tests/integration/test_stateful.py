@@ -62,6 +62,7 @@ from leasehold.workflows import parse_workflow, start_workflow
 from leasehold.workflows.progress import step_job_id
 from tests import ddblocal
 from tests.integration.stateful_admission import AdmissionContention
+from tests.integration.stateful_durable import DurableRules
 from tests.integration.stateful_flow import FlowRules
 from tests.integration.stateful_flowkeys import FlowKeysRules
 from tests.integration.stateful_retention import RetentionRules
@@ -80,7 +81,7 @@ WRITES = "|".join(f"dynamodb.{op}" for op in (
 FAILED = (ClientError, LeaseholdError, BatchProcessingError)
 
 
-class Lifecycle(AdmissionContention, FlowKeysRules, FlowRules, RetentionRules,
+class Lifecycle(AdmissionContention, FlowKeysRules, FlowRules, RetentionRules, DurableRules,
                 RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
@@ -448,6 +449,8 @@ class Lifecycle(AdmissionContention, FlowKeysRules, FlowRules, RetentionRules,
                 assert item["sweep_at"] <= item["lease_expires_at"], item
                 if item["state"] == JobState.QUEUED.value:
                     assert item["sweep_at"] <= next_lease, item
+            elif item["state"] == JobState.SLEEPING.value:
+                pass  # stateful_durable.py checks it
             else:
                 assert "sweep_shard" not in item and "sweep_at" not in item, item
 
@@ -464,7 +467,7 @@ class Lifecycle(AdmissionContention, FlowKeysRules, FlowRules, RetentionRules,
         if job.state in (JobState.QUEUED, JobState.RUNNING):
             # In the sweep index: the sweeper will find it if its message is lost.
             assert job.lease_expires_at is not None
-        elif job.state is JobState.SCHEDULED:
+        elif job.state in (JobState.SCHEDULED, JobState.SLEEPING):
             assert job.run_at > 0  # in the due index: the ticker will promote it
         else:
             assert job.state.terminal or job.state is JobState.WAITING, job.state

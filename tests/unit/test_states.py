@@ -20,6 +20,8 @@ EXPECTED = {
     (S.SCHEDULED, S.EXPIRED), (S.WAITING, S.EXPIRED), (S.QUEUED, S.EXPIRED),
     # A workflow's retry puts a step downstream of a re-run one back to waiting.
     (S.DEAD, S.WAITING), (S.CANCELLED, S.WAITING), (S.SUCCEEDED, S.WAITING),
+    (S.RUNNING, S.SLEEPING), (S.SLEEPING, S.RUNNING), (S.SLEEPING, S.QUEUED),
+    (S.SLEEPING, S.CANCELLED),
 }
 
 

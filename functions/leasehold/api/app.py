@@ -19,6 +19,7 @@ from leasehold.api import (
     admin,
     bulk,
     console,
+    durable,
     errors,
     figures,
     flow,
@@ -42,6 +43,7 @@ ROUTERS: tuple[Router, ...] = (
     workflows.router,
     console.router,
     flow.router,
+    durable.router,
 )
 
 TITLE = "Leasehold"

@@ -44,6 +44,7 @@ def spec_from(body: SubmitJob, tenant: str) -> JobSpec:
         labels=body.labels,
         concurrency=None if body.concurrency is None else body.concurrency.model_dump(),
         throttle=None if body.throttle is None else body.throttle.model_dump(),
+        deadline_seconds=body.deadline_seconds,
     )
 
 

@@ -15,7 +15,7 @@ from leasehold.core.spec import MAX_PAYLOAD_BYTES, MAX_RESULT_BYTES
 
 Priority = Literal["high", "normal", "low"]
 StateName = Literal["SCHEDULED", "WAITING", "QUEUED", "RUNNING", "SUCCEEDED", "DEAD", "CANCELLED",
-                    "EXPIRED"]
+                    "EXPIRED", "SLEEPING"]
 
 
 class _Strict(BaseModel):
@@ -109,6 +109,10 @@ class SubmitJob(_Strict):
     throttle: ThrottleIn | None = Field(
         default=None, description="at most `limit` starts per `period_seconds` with this "
                                   "key; the others are delayed, never dropped")
+    deadline_seconds: float | None = Field(
+        default=None, ge=1, le=366 * 86_400,
+        description="bounds the whole job from submission: all its attempts, and a durable "
+                    "job's sleeps and waits (timeout_seconds bounds one attempt)")
 
 
 class JobErrorOut(BaseModel):
@@ -155,6 +159,11 @@ class JobOut(BaseModel):
         default=None, description="seconds until run_at while the job waits for it (SCHEDULED, "
                                   "or QUEUED with a delayed hand-off, e.g. a schedule's next "
                                   "runs); null once it is due")
+    sleeping_until: str | None = Field(
+        default=None, description="a durable job asleep (SLEEPING): when it runs again at "
+                                  "the latest")
+    waiting: str | None = Field(default=None, description="what a SLEEPING job waits for: "
+                                "sleep, callback:<name> or children")
     started_at: str | None = None
     finished_at: str | None = None
     cancel_requested: bool = False

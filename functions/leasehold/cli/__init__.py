@@ -15,6 +15,7 @@ from leasehold import __version__
 from leasehold.cli import (
     admin,
     bulk,
+    callbacks,
     console,
     dev,
     events,
@@ -38,6 +39,7 @@ MODULES = (
     events,
     flow,
     console,
+    callbacks,
 )
 
 

@@ -21,7 +21,7 @@ from leasehold.cli.parsing import command
 
 TERMINAL = {"SUCCEEDED", "DEAD", "CANCELLED", "EXPIRED"}
 STATES = ["SCHEDULED", "WAITING", "QUEUED", "RUNNING", "SUCCEEDED", "DEAD", "CANCELLED",
-          "EXPIRED"]
+          "EXPIRED", "SLEEPING"]
 
 
 def register(subparsers: Any) -> None:

@@ -29,7 +29,7 @@ from leasehold.client.transport import (
 DEFAULT_URL = "http://127.0.0.1:8080"
 #: Job fields ``submit`` passes through as the API names them.
 JOB_OPTIONS = ("priority", "pool", "delay_seconds", "run_at", "idempotency_key",
-               "max_attempts", "timeout_seconds", "retry", "labels",
+               "max_attempts", "timeout_seconds", "retry", "labels", "deadline_seconds",
                "unique", "debounce", "start_within_seconds", "expires_at",
                "concurrency", "throttle")  # flow control (dicts as the API takes them)
 
@@ -215,6 +215,16 @@ class Client:
         except ApiError as exc:
             return self._cancelled_by_an_earlier_try(exc, self.get, job_id)
         return job
+
+    def complete_callback(self, token: str, value: Any = None, *,
+                          error: str | None = None) -> dict[str, Any]:
+        """Complete a durable job's callback with ``value`` (or fail it with ``error``).
+        Idempotent: a repeat answers ``"changed": false``, so it is safe to send again."""
+        path = f"/callbacks/{urllib.parse.quote(token, safe=':')}" + (
+            "/fail" if error is not None else "")
+        body = {"error": error} if error is not None else value
+        reply: dict[str, Any] = self.request("POST", path, body, repeatable=True)
+        return reply
 
     def retry(self, job_id: str) -> JobHandle:
         """Run a DEAD or CANCELLED job again."""

@@ -17,7 +17,8 @@ class Jobs(Protocol):
 
 TERMINAL = frozenset({"SUCCEEDED", "DEAD", "CANCELLED", "EXPIRED"})
 #: States in which a job may still finish; any other (one a newer API adds) ends the wait.
-LIVE = frozenset({"SCHEDULED", "WAITING", "QUEUED", "RUNNING"})
+#: A durable job's SLEEPING is one: ``result()`` waits across its sleeps and callbacks.
+LIVE = frozenset({"SCHEDULED", "WAITING", "QUEUED", "RUNNING", "SLEEPING"})
 #: A handle made from an id alone, before it has read the job.
 NOT_READ = "UNKNOWN"
 #: The longest one long poll asks the API to hold (API Gateway answers within 29 s).

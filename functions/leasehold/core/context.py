@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
+
+from leasehold.core.suspension import Durable
 
 
 @dataclass(kw_only=True)
@@ -28,6 +31,9 @@ class JobContext:
     _cancelled: threading.Event = field(default_factory=threading.Event, repr=False)
     _cancel_reason: str = ""
     _heartbeat: Callable[[Any], None] | None = field(default=None, repr=False)
+    #: Durable execution (steps, sleeps, callbacks, children), installed per attempt by
+    #: ``leasehold.durable`` through the app's attempt hooks.
+    _durable: Durable | None = field(default=None, repr=False)
 
     @property
     def cancelled(self) -> bool:
@@ -51,3 +57,43 @@ class JobContext:
         if not self._cancelled.is_set():
             self._cancel_reason = reason
             self._cancelled.set()
+
+    # -- durable execution (see leasehold.durable and docs/design.md) ----------------------
+
+    @property
+    def durable(self) -> Durable:
+        if self._durable is None:
+            raise RuntimeError("durable execution is not installed: build the app with "
+                               "leasehold.compose.compose()")
+        return self._durable
+
+    def step(self, name: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """Run ``fn(*args, **kwargs)`` once per job and keep its JSON result under ``name``;
+        a later attempt or a resume gets the kept result without running ``fn``."""
+        return self.durable.step(name, fn, *args, **kwargs)
+
+    def sleep(self, seconds: float) -> None:
+        """End this attempt without failing; the job runs again (from the top, its steps
+        kept) ``seconds`` from now. Raises ``Suspend`` (a BaseException): never catch it."""
+        self.durable.sleep_for(seconds)
+
+    def sleep_until(self, when: datetime | int) -> None:
+        """As :meth:`sleep`, until ``when`` (an aware datetime or UTC epoch ms)."""
+        when_ms = when if isinstance(when, int) else int(when.timestamp() * 1000)
+        self.durable.sleep_until(when_ms)
+
+    def callback(self, name: str, *, timeout_seconds: float) -> Any:
+        """A callback another system completes (``POST /callbacks/{token}``); its token is
+        stable across replays. ``cb.wait()`` returns the value it was completed with."""
+        return self.durable.callback(name, timeout_seconds)
+
+    def spawn(self, task: str, payload: Any = None, *, name: str | None = None,
+              **options: Any) -> str:
+        """Start a child job once per call site (``name``, by default the task and the
+        order of spawns in this execution) and return its id."""
+        return self.durable.spawn(name or "", task, payload, options)
+
+    def wait_for(self, job_ids: Sequence[str]) -> list[dict[str, Any]]:
+        """Suspend until every job in ``job_ids`` is finished; their states, results and
+        errors, in order."""
+        return self.durable.wait_for(job_ids)

@@ -119,6 +119,10 @@ class Job:
             # Not ``expires_at``: that name is a job option meaning "must start by".
             "retained_until": None if PURGE_AT not in self.extra else iso(
                 int(self.extra[PURGE_AT]) * 1000),
+            # A durable job asleep: until when (at the latest) and for what.
+            **({"sleeping_until": iso(self.run_at),
+                "waiting": self.extra.get("waiting")} if self.state is JobState.SLEEPING
+               else {}),
         }
 
 

@@ -3,9 +3,9 @@
 A row carries :data:`PURGE_AT` (epoch *seconds*, as DynamoDB TTL wants) only while it is
 terminal: the store's one transition primitive writes it on entry to SUCCEEDED, DEAD,
 CANCELLED or EXPIRED and removes it on every other entry (a manual retry or redrive puts a
-finished job back live and takes its TTL away in the same conditional write). So a live row never carries
-one, whatever path it took. DynamoDB deletes an expired row within a few days of its TTL,
-never before it.
+finished job back live and takes its TTL away in the same conditional write). So a live row
+never carries one, whatever path it took. DynamoDB deletes an expired row within a few days
+of its TTL, never before it.
 
 Why 30 days by default: a job's row is what the API, the console and ``result()`` read, and a
 month covers the questions asked of a finished job (a weekly report, an incident review, a

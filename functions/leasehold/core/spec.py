@@ -64,6 +64,8 @@ class JobSpec:
     #: Keyed flow control (``leasehold.core.flowcontrol``): None takes the task's default.
     concurrency: Any = None
     throttle: Any = None
+    #: Bounds the whole job (all its attempts and a durable job's sleeps), from submission.
+    deadline_seconds: float | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -85,6 +87,7 @@ class ResolvedSpec:
     retention_days: int | None = None
     #: The job's flow-control gate (keys rendered and scoped), None when it uses none.
     gate: Mapping[str, Any] | None = None
+    deadline_seconds: float | None = None
 
 
 def check_text(fieldname: str, value: object, *, limit: int, pattern: re.Pattern[str] | None = None,
@@ -208,6 +211,9 @@ def resolve(spec: JobSpec, registry: TaskRegistry, *, pools: tuple[str, ...], no
         tenant, spec.payload,
         job={"concurrency": spec.concurrency, "throttle": spec.throttle},
         task={"concurrency": definition.concurrency, "throttle": definition.throttle})
+    deadline = spec.deadline_seconds
+    if deadline is not None:
+        check_number("deadline_seconds", deadline, low=1, high=MAX_DELAY_SECONDS)
 
     # What makes two submissions "the same job" for idempotency: everything the user chose,
     # with the delay as given (a replay a minute later asks for the same delay, not run_at).
@@ -215,11 +221,11 @@ def resolve(spec: JobSpec, registry: TaskRegistry, *, pools: tuple[str, ...], no
         "task": spec.task, "payload": payload_json, "pool": pool, "priority": priority,
         "run_at": spec.run_at_ms, "delay": spec.delay_seconds, "max_attempts": max_attempts,
         "timeout": timeout, "retry": retry.to_dict(), "labels": labels,
-        # Only when given, so the hashes of jobs that use no flow option never change.
+        # Only when given, so the hashes of jobs that use no such option never change.
         **{name: value for name, value in (
             ("unique", spec.unique), ("debounce", spec.debounce),
             ("start_within", spec.start_within_seconds),
-            ("expires_at", spec.expires_at_ms)) if value is not None},
+            ("expires_at", spec.expires_at_ms), ("deadline", deadline)) if value is not None},
     }
     if gate is not None:  # only then: the hash of a job without options stays as it was
         chosen["gate"] = gate
@@ -230,6 +236,7 @@ def resolve(spec: JobSpec, registry: TaskRegistry, *, pools: tuple[str, ...], no
         task=spec.task, payload_json=payload_json, tenant=tenant, pool=pool, priority=priority,
         run_at_ms=run_at, idempotency_key=key, max_attempts=int(max_attempts), retry=retry,
         timeout_seconds=float(timeout), labels=labels,
+        deadline_seconds=None if deadline is None else float(deadline),
         spec_hash=hashlib.sha256(fingerprint.encode()).hexdigest()[:32], retention_days=keep,
         gate=gate,
     )

@@ -12,6 +12,9 @@ class JobState(StrEnum):
     WAITING = "WAITING"
     QUEUED = "QUEUED"
     RUNNING = "RUNNING"
+    #: A durable job suspended itself (``ctx.sleep``, a callback, its children): no lease,
+    #: no worker, woken at ``run_at`` or sooner (see ``leasehold.durable``).
+    SLEEPING = "SLEEPING"
     SUCCEEDED = "SUCCEEDED"
     DEAD = "DEAD"
     CANCELLED = "CANCELLED"
@@ -53,6 +56,11 @@ TRANSITIONS: dict[tuple[JobState, JobState], str] = {
     (S.SCHEDULED, S.EXPIRED): "start window passed",
     (S.WAITING, S.EXPIRED): "start window passed",
     (S.QUEUED, S.EXPIRED): "start window passed",
+    # Durable execution: the attempt ends without failing and the job waits, holding no lease.
+    (S.RUNNING, S.SLEEPING): "suspended",
+    (S.SLEEPING, S.RUNNING): "woken (lease)",
+    (S.SLEEPING, S.QUEUED): "woken",
+    (S.SLEEPING, S.CANCELLED): "cancel",
     # Manual re-runs of finished jobs (API retry, DLQ redrive): never automatic.
     (S.DEAD, S.QUEUED): "manual retry",
     (S.CANCELLED, S.QUEUED): "manual retry",

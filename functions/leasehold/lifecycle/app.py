@@ -46,6 +46,10 @@ class Leasehold:
     #: Called by the sweeper with (app, job, now) on each QUEUED job past its hand-off
     #: deadline, before it re-sends it; True when the hook ended the job.
     sweep_hooks: list[Callable[[Leasehold, Any, int], bool]] = field(default_factory=list)
+    #: Called by the worker for every attempt it starts, before the handler runs: (the
+    #: handler's context, the job as leased, the lease owner). Durable execution installs
+    #: its per-attempt provider on the context here.
+    attempt_hooks: list[Callable[[Any, Any, str], None]] = field(default_factory=list)
 
     @classmethod
     def from_settings(

@@ -32,7 +32,7 @@ def within_sqs_delay(run_at: int, now: int) -> bool:
 def send(queues: Queues, job: Job, now: int, *, not_before: int = 0) -> bool:
     """Send the job's hand-off message, due at its ``run_at`` (or ``not_before``, if later);
     False (logged) if SQS refused: the sweeper re-sends."""
-    if job.state is not JobState.QUEUED:
+    if job.state not in (JobState.QUEUED, JobState.SLEEPING):
         return False
     due = max(job.run_at, not_before)
     delay = max(0.0, (due - now) / 1000)

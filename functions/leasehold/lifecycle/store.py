@@ -352,11 +352,14 @@ class DynamoJobStore:
             ),
             # A start window (leasehold.flow's expiry) refuses the lease once it has passed,
             # and a started job never expires: the lease removes it.
-            ConditionExpression=("#state = :queued AND epoch = :epoch AND "
+            # A durable job's short sleep is leased straight from SLEEPING by its delayed
+            # message (see lifecycle/suspending.py).
+            ConditionExpression=("#state IN (:queued, :sleeping) AND epoch = :epoch AND "
                                  f"(attribute_not_exists({START_BY}) OR {START_BY} > :now)"),
             ExpressionAttributeNames={"#state": "state"},
             ExpressionAttributeValues=to_av({
                 ":running": JobState.RUNNING.value, ":queued": JobState.QUEUED.value,
+                ":sleeping": JobState.SLEEPING.value,
                 ":owner": owner, ":exp": expires_at, ":now": now, ":zero": 0, ":one": 1,
                 ":empty": [], ":entry": [entry.to_item()], ":epoch": epoch,
             }),
@@ -408,7 +411,7 @@ class DynamoJobStore:
             # observer hears of it now, as the lost first response never told them.
             return self._notify(current, JobState.QUEUED)
         start_by = None if current is None else current.extra.get(START_BY)
-        if current is not None and current.state is JobState.QUEUED and \
+        if current is not None and current.state in (JobState.QUEUED, JobState.SLEEPING) and \
                 current.epoch == epoch and current.extra.get(GATE) and \
                 (start_by is None or int(start_by) > now):
             raise _NeedsGate(current.extra[GATE])
@@ -502,15 +505,20 @@ class DynamoJobStore:
         shard = shard_of(job_id, self.settings.shards)
         keys: dict[str, Any] = {"due_shard": None, "sweep_shard": None, "sweep_at": None,
                                 "lease_expires_at": None}
-        if state is JobState.SCHEDULED:
+        # A SLEEPING job with a hand-off deadline was handed off (a short sleep): the
+        # sweeper watches it as a QUEUED one, from its wake-up on; a long sleep waits in
+        # ``due`` for the ticker, as a SCHEDULED job does.
+        handed_off = state is JobState.SLEEPING and bool((sets or {}).get("lease_expires_at"))
+        if state is JobState.SCHEDULED or (state is JobState.SLEEPING and not handed_off):
             keys["due_shard"] = shard
-        elif state in (JobState.QUEUED, JobState.RUNNING):
+        elif state in (JobState.QUEUED, JobState.RUNNING) or handed_off:
             expires = (sets or {}).get("lease_expires_at") or (
                 job.lease_expires_at if job is not None else None)
             if expires is None:
                 raise ValueError(f"a {state} job needs lease_expires_at")
+            start = max(now, int((sets or {}).get("run_at") or now)) if handed_off else now
             keys["sweep_shard"] = shard
-            keys["sweep_at"] = sweep_bound(now, int(expires), self.settings)
+            keys["sweep_at"] = sweep_bound(start, int(expires), self.settings)
             keys["lease_expires_at"] = expires
         if job is not None:  # creating: drop the Nones
             return {k: v for k, v in keys.items() if v is not None}

@@ -31,6 +31,9 @@ ADMISSION_SHARD = "admission_shard"
 #: How long after a job was queued an idempotent replay that finds it never leased sends its
 #: message again (the put's own caller sends within milliseconds of it landing).
 REPLAY_GRACE_MS = 2_000
+#: When a job with ``deadline_seconds`` must be finished by (UTC epoch ms): past it, the
+#: worker that leases it ends it DEAD instead of running it, and a sleep never outlasts it.
+DEADLINE = "deadline_at"
 
 
 @dataclass(frozen=True)
@@ -81,7 +84,9 @@ def new_job(app: Leasehold, spec: ResolvedSpec, now: int, *, job_id: str | None 
         lease_expires_at=handoff.handoff_deadline(spec.run_at_ms, app.settings) if queued else None,
         history=(Transition(now, "", state.value, actor, "submitted"),),
         extra=(extra or {}) | ({} if spec.retention_days is None else
-                               {RETENTION_DAYS: spec.retention_days}),
+                               {RETENTION_DAYS: spec.retention_days})
+        | ({DEADLINE: now + int(spec.deadline_seconds * 1000)}
+           if spec.deadline_seconds is not None else {}),
     )
 
 

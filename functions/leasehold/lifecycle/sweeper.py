@@ -124,7 +124,8 @@ class _Backlog:
 
 def _examine(app: Leasehold, job: Job, now: int, cutoff: int, report: SweepReport,
              backlog: _Backlog) -> None:
-    if job.state not in (JobState.QUEUED, JobState.RUNNING) or job.lease_expires_at is None:
+    if job.state not in (JobState.QUEUED, JobState.RUNNING, JobState.SLEEPING) or \
+            job.lease_expires_at is None:
         report.skipped += 1  # it left the index after the query read it
         return
     if job.lease_expires_at >= cutoff:
@@ -132,7 +133,8 @@ def _examine(app: Leasehold, job: Job, now: int, cutoff: int, report: SweepRepor
         # RUNNING job's lease; a QUEUED job's hand-off deadline, or the earliest expiry of a
         # lease it may get from now on). A refused move means the row changed: skip it.
         to = job.lease_expires_at if job.state is JobState.RUNNING else \
-            sweep_bound(now, job.lease_expires_at, app.settings)
+            sweep_bound(max(now, job.run_at) if job.state is JobState.SLEEPING else now,
+                        job.lease_expires_at, app.settings)
         if app.store.move_sweep(job, to):
             report.moved += 1
         else:
@@ -140,7 +142,7 @@ def _examine(app: Leasehold, job: Job, now: int, cutoff: int, report: SweepRepor
         return
     if job.state is JobState.QUEUED and any(hook(app, job, now) for hook in app.sweep_hooks):
         report.ended += 1  # a feature ended it (a start window that passed)
-    elif job.state is JobState.QUEUED:
+    elif job.state in (JobState.QUEUED, JobState.SLEEPING):  # a sleep's wake-up was lost too
         _redispatch(app, job, now, cutoff, report, backlog)
     else:
         _recover_running(app, job, now, cutoff, report)

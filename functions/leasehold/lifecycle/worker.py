@@ -26,6 +26,7 @@ from leasehold.core.jobs import Job, JobError, with_attempt_error
 from leasehold.core.policy import decide_retry
 from leasehold.core.spec import MAX_RESULT_BYTES, encode_json
 from leasehold.core.states import JobState
+from leasehold.core.suspension import Suspend
 from leasehold.errors import (
     AttemptTimeout,
     LeaseholdError,
@@ -40,6 +41,8 @@ from leasehold.lifecycle.app import Leasehold
 from leasehold.lifecycle.deadline import Overdue, call_before
 from leasehold.lifecycle.heartbeat import Attempt, Heartbeat
 from leasehold.lifecycle.store import Change, Gated
+from leasehold.lifecycle.submission import DEADLINE
+from leasehold.lifecycle.suspending import suspend
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +61,7 @@ class Outcome(StrEnum):
     STALE = "stale"          # duplicate or superseded message: acknowledged, nothing ran
     LEASE_LOST = "lease_lost"  # ran, but a newer lease took over: result discarded
     GATED = "gated"          # waits for flow control (parked, throttled): nothing ran
+    SLEEPING = "sleeping"    # a durable handler suspended itself: no lease until it wakes
 
 
 @dataclass(frozen=True)
@@ -120,6 +124,12 @@ class Worker:
             return Outcome.STALE
         if job.cancel_requested:  # flagged before this lease: never start it
             return self._cancel(job, owner, now)
+        deadline = job.extra.get(DEADLINE)
+        if deadline is not None and now >= int(deadline):
+            # The whole job's time is up (deadline_seconds): it ends DEAD, never retried.
+            return self._fail(job, owner, now, JobError(
+                type="DeadlineExceeded", types=("DeadlineExceeded", "NonRetryableError"),
+                message=f"the job's deadline passed before attempt {job.attempt} started"))
         if app.now() >= (job.lease_expires_at or now):
             # The lease landed after it had run out by our clock (a try that hung, retried):
             # the sweeper may be handing the job to another worker already. Never start it.
@@ -154,6 +164,8 @@ class Worker:
         heartbeat = Heartbeat(app, job, owner, ctx, state, self._keep_invisible(delivery))
         interval = heartbeat.interval
         ctx._heartbeat = heartbeat
+        for hook in app.attempt_hooks:
+            hook(ctx, job, owner)
         try:
             definition = app.registry.get(job.task)
         except ValidationError as exc:
@@ -258,6 +270,12 @@ class Worker:
             failure = None
         if view.cancel_requested:
             return self._cancel(view, owner, now)
+        if isinstance(attempt.failure, Suspend) and not attempt.timed_out:
+            try:
+                suspend(self.app, view, owner, attempt.failure.sleep, now, actor=self.worker_id)
+            except LeaseLost as exc:
+                return self._cancelled_meanwhile(exc, view, owner, now)
+            return Outcome.SLEEPING
         if failure is None:
             try:
                 result_json = encode_json("result", attempt.result, MAX_RESULT_BYTES)

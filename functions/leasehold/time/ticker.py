@@ -65,11 +65,12 @@ def promote_due(app: Leasehold, *, lookahead_seconds: float = LOOKAHEAD_SECONDS,
         for job_id in app.store.due(shard, until, limit_per_shard):
             try:
                 job = app.store.get(job_id)
-                if job.state is not JobState.SCHEDULED:
+                if job.state not in (JobState.SCHEDULED, JobState.SLEEPING):
                     report.skipped += 1
                     continue
                 change = Change(
-                    target=JobState.QUEUED, actor=ACTOR, reason="due", bump_epoch=True,
+                    target=JobState.QUEUED, actor=ACTOR, bump_epoch=True,
+                    reason="due" if job.state is JobState.SCHEDULED else "woken",
                     # From now, not from run_at: after a ticker outage a deadline counted from
                     # a run_at long past would make the sweeper re-send the job at once.
                     set={"lease_expires_at": handoff.handoff_deadline(max(job.run_at, now),

@@ -82,5 +82,5 @@ export async function api(method, path, { query, body } = {}) {
 }
 
 export const TERMINAL = new Set(["SUCCEEDED", "DEAD", "CANCELLED", "EXPIRED"]);
-export const LIVE_STATES = ["SCHEDULED", "WAITING", "QUEUED", "RUNNING"];
+export const LIVE_STATES = ["SCHEDULED", "WAITING", "QUEUED", "RUNNING", "SLEEPING"];
 export const STATES = [...LIVE_STATES, "SUCCEEDED", "DEAD", "CANCELLED", "EXPIRED"];

@@ -203,6 +203,9 @@ function facts(job) {
     ["due in", dueIn(job)],
     ["duration", duration(job)],
   ];
+  if (job.state === "SLEEPING") {
+    pairs.push(["sleeping", h("span", {}, `until `, when(job.sleeping_until), ` (${job.waiting})`)]);
+  }
   if (job.idempotency_key) pairs.push(["idempotency key", job.idempotency_key]);
   if (Object.keys(job.labels || {}).length) {
     pairs.push(["labels", Object.entries(job.labels).map(([k, v]) => `${k}=${v}`).join(", ")]);
@@ -233,6 +236,29 @@ function outcome(job) {
   return null;
 }
 
+// A durable job's steps, sleeps and callbacks; an open callback can be completed here (for
+// testing: the value is asked for as JSON).
+function durable(jobId, steps, redraw) {
+  if (!steps.length) return null;
+  const complete = (token) => button("Complete callback", async () => {
+    const text = window.prompt("The callback's value (JSON)", "{}");
+    if (text === null) return;
+    try {
+      const done = await api("POST", `/callbacks/${token}`, { body: JSON.parse(text) });
+      notify(done.changed ? "Callback completed." : `Already ${done.outcome}.`);
+      await redraw();
+    } catch (error) {
+      notify(error.message, "error");
+    }
+  });
+  return panel("Steps", table(["kind", "name", "when", "result / until / outcome", ""],
+    steps.map((s) => [s.kind, s.name, when(new Date(s.at).toISOString()),
+      s.kind === "step" ? json(s.result)
+        : s.kind === "sleep" ? when(new Date(s.until).toISOString())
+          : (s.outcome || `open until ${new Date(s.timeout_at).toISOString()}`),
+      s.token ? complete(s.token) : null])));
+}
+
 function timeline(history) {
   return h("ol", { class: "timeline" }, history.map((step) => h("li", {},
     when(step.at), " ",
@@ -245,6 +271,7 @@ export async function renderJob(main, jobId) {
   let last = null;
   async function draw() {
     const job = await api("GET", `/jobs/${jobId}`);
+    const { steps } = await api("GET", `/jobs/${jobId}/steps`);
     last = job;
     const act = (label, method, path, done, ask) => button(label, async () => {
       if (ask && !await confirmAction(...ask)) return;
@@ -271,6 +298,7 @@ export async function renderJob(main, jobId) {
         panel("Payload", json(job.payload)),
         outcome(job)),
       job.progress !== null && job.progress !== undefined ? panel("Progress", json(job.progress)) : null,
+      durable(jobId, steps, draw),
       panel("History", timeline(job.history)));
     return job;
   }

@@ -1,0 +1,137 @@
+"""A durable job's records: its steps, sleeps and callbacks, one item each.
+
+They live in the coordination table (``pk = "durable#<job_id>"``, ``sk = "<kind>#<name>"``),
+not in the job row and not as rows of the jobs table:
+
+- one item per record keeps the job row small whatever the number of steps (a row is read
+  and rewritten on every transition), and one ``Query`` reads a job's records back;
+- the jobs table holds jobs only: the tenant backfill and the local state's loader read
+  every item there as a job;
+- the coordination table already has the (partition, sort) shape this needs. A table of
+  its own would be cleaner to grant and to watch; it needs a table in the settings, the
+  stack, the local state and every test fixture, so it is left for later.
+
+Every write a handler's attempt makes is **fenced**: one ``TransactWriteItems`` with the
+record's put and a ``ConditionCheck`` on the job row (RUNNING, the attempt's epoch, its lease
+owner). An attempt that lost its lease stores nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from leasehold.aws.dynamo import Cancelled, from_av, old_item, query, to_av, transact_write
+from leasehold.core.jobs import Job
+from leasehold.core.states import JobState
+from leasehold.errors import LeaseLost
+from leasehold.lifecycle.app import Leasehold
+
+PREFIX = "durable#"
+#: A step's stored result, as compact JSON. Like a job's result (``MAX_RESULT_BYTES``): the
+#: record must fit a 400 KB DynamoDB item with room to spare, a resume reads every record
+#: of its job (64 KB is 16 read units, strongly consistent), and a step that returns more
+#: should store it elsewhere (S3) and return its key.
+MAX_STEP_BYTES = 64 * 1024
+#: Records (steps, sleeps, callbacks) per job: a resume reads them all, at most ~32 MB at
+#: the size limit; a job that needs more should be split into children.
+MAX_RECORDS = 500
+
+
+def partition(job_id: str) -> str:
+    return PREFIX + job_id
+
+
+def load(app: Leasehold, job_id: str) -> dict[str, dict[str, Any]]:
+    """Every record of a job, by sort key (one strongly consistent Query, paged)."""
+    return {item["sk"]: item for item in query(
+        app.clients.dynamodb, TableName=app.settings.coordination_table,
+        KeyConditionExpression="pk = :pk", ConsistentRead=True,
+        ExpressionAttributeValues=to_av({":pk": partition(job_id)}))}
+
+
+def get(app: Leasehold, job_id: str, sk: str) -> dict[str, Any] | None:
+    response = app.clients.dynamodb.get_item(
+        TableName=app.settings.coordination_table, ConsistentRead=True,
+        Key={"pk": {"S": partition(job_id)}, "sk": {"S": sk}})
+    return from_av(response["Item"]) if "Item" in response else None
+
+
+def lease_check(app: Leasehold, job: Job, owner: str) -> dict[str, Any]:
+    """The ``ConditionCheck`` that fences a write to the attempt holding the lease."""
+    return {"ConditionCheck": {
+        "TableName": app.settings.jobs_table, "Key": {"job_id": {"S": job.job_id}},
+        "ConditionExpression": "#state = :running AND epoch = :epoch AND lease_owner = :owner",
+        "ExpressionAttributeNames": {"#state": "state"},
+        "ExpressionAttributeValues": to_av({":running": JobState.RUNNING.value,
+                                            ":epoch": job.epoch, ":owner": owner})}}
+
+
+def put_fenced(app: Leasehold, job: Job, owner: str, sk: str, attributes: Mapping[str, Any]
+               ) -> dict[str, Any]:
+    """Store a record once, under the lease; the record as stored.
+
+    If it exists already (an earlier attempt stored it, or our own first try whose response
+    was lost), the stored one is returned and nothing changes: a record is written at most
+    once per job. Raises :class:`LeaseLost` if this attempt no longer holds the lease.
+    """
+    item = {"pk": partition(job.job_id), "sk": sk, **attributes}
+    put = {"Put": {"TableName": app.settings.coordination_table, "Item": to_av(item),
+                   "ConditionExpression": "attribute_not_exists(sk)",
+                   "ReturnValuesOnConditionCheckFailure": "ALL_OLD"}}
+    try:
+        transact_write(app.clients.dynamodb, [put, lease_check(app, job, owner)])
+    except Cancelled as cancelled:
+        if cancelled.failed(1):
+            raise LeaseLost(f"job {job.job_id} is no longer this attempt's",
+                            job_id=job.job_id) from None
+        return cancelled.items[0] or get(app, job.job_id, sk) or item
+    return item
+
+
+def update_fenced(app: Leasehold, job: Job, owner: str, sk: str, sets: Mapping[str, Any],
+                  condition: str) -> dict[str, Any] | None:
+    """Update a record under the lease if ``condition`` holds; None when it did not (the
+    caller reads the record again). Raises :class:`LeaseLost` off the lease."""
+    names = {f"#a{i}": name for i, name in enumerate(sets)}
+    values = {f":a{i}": value for i, value in enumerate(sets.values())}
+    update = {"Update": {
+        "TableName": app.settings.coordination_table,
+        "Key": {"pk": {"S": partition(job.job_id)}, "sk": {"S": sk}},
+        "UpdateExpression": "SET " + ", ".join(f"#a{i} = :a{i}" for i in range(len(sets))),
+        "ConditionExpression": f"attribute_exists(sk) AND {condition}",
+        "ExpressionAttributeNames": names, "ExpressionAttributeValues": to_av(values)}}
+    try:
+        transact_write(app.clients.dynamodb, [update, lease_check(app, job, owner)])
+    except Cancelled as cancelled:
+        if cancelled.failed(1):
+            raise LeaseLost(f"job {job.job_id} is no longer this attempt's",
+                            job_id=job.job_id) from None
+        return None
+    return get(app, job.job_id, sk)
+
+
+def update_if(app: Leasehold, job_id: str, sk: str, sets: Mapping[str, Any], condition: str,
+              values: Mapping[str, Any]) -> dict[str, Any]:
+    """An ``Update`` of a record for a transaction, or alone (callback completion)."""
+    names = {f"#a{i}": name for i, name in enumerate(sets)}
+    all_values = {**{f":a{i}": value for i, value in enumerate(sets.values())}, **values}
+    return {"TableName": app.settings.coordination_table,
+            "Key": {"pk": {"S": partition(job_id)}, "sk": {"S": sk}},
+            "UpdateExpression": "SET " + ", ".join(f"#a{i} = :a{i}" for i in range(len(sets))),
+            "ConditionExpression": condition, "ExpressionAttributeNames": names,
+            "ExpressionAttributeValues": to_av(all_values),
+            "ReturnValuesOnConditionCheckFailure": "ALL_OLD"}
+
+
+def update_alone(app: Leasehold, update: Mapping[str, Any]) -> bool:
+    """Apply one :func:`update_if` request; False when its condition failed."""
+    try:
+        app.clients.dynamodb.update_item(**update)
+    except ClientError as exc:
+        if old_item(exc) is None:
+            raise
+        return False
+    return True
