@@ -307,7 +307,7 @@ class DynamoJobStore:
                                       for item in companion(job, change.target))]
         try:
             new = self._update(job.job_id, sets, removes, increments, condition, values,
-                               companions)
+                               companions, known=job)
         except _Refused as refused:
             return self._explain(job.job_id, refused.current, change, now, expected_epoch,
                                  conflict)
@@ -527,7 +527,7 @@ class DynamoJobStore:
     def _update(self, job_id: str, sets: Mapping[str, Any], removes: Sequence[str],
                 increments: Mapping[str, int], condition: Sequence[str],
                 values: Mapping[str, Any],
-                companions: Sequence[Mapping[str, Any]] = ()) -> Job:
+                companions: Sequence[Mapping[str, Any]] = (), known: Job | None = None) -> Job:
         update = update_request(self.table, {"job_id": {"S": job_id}}, sets=sets,
                                 removes=removes, increments=increments, condition=condition,
                                 names={"#state": "state"}, values=values)
@@ -539,7 +539,11 @@ class DynamoJobStore:
                     raise
                 item = cancelled.items[0]
                 raise _Refused(job_from_item(item) if item else None) from None
-            return self.get(job_id)  # a transaction returns no attributes
+            if known is None:
+                return self.get(job_id)  # a transaction returns no attributes
+            # The conditions held the row at ``known``'s (state, epoch): it is ``known`` with
+            # this update applied, no read needed (see :func:`_applied`).
+            return _applied(known, sets, removes, increments)
         try:
             response = self._ddb.update_item(ReturnValues="ALL_NEW", **update)
         except ClientError as exc:
@@ -573,6 +577,23 @@ class DynamoJobStore:
         return query(self._ddb, limit=limit, TableName=self.table, IndexName=index,
                      KeyConditionExpression=condition,
                      ExpressionAttributeValues=to_av(values))
+
+
+def _applied(job: Job, sets: Mapping[str, Any], removes: Sequence[str],
+             increments: Mapping[str, int]) -> Job:
+    """``job``'s row after an update that met it at the same (state, epoch).
+
+    Attributes that writes outside transitions change at one (state, epoch) (a heartbeat's
+    lease and progress, a cancel request, the sweep bound) are as the caller last saw them,
+    unless this update sets them; the row has the truth (issue 21: a read per finish saved).
+    """
+    item = job_to_item(job)
+    item.update(sets)
+    for name, amount in increments.items():
+        item[name] = item.get(name, 0) + amount
+    for name in removes:
+        item.pop(name, None)
+    return job_from_item(item)
 
 
 def sweep_bound(now: int, deadline: int, settings: Settings) -> int:

@@ -421,16 +421,29 @@ class Backlog:
         self._ttl = ttl_seconds
         self._cache: dict[str, tuple[float, int]] = {}
         self._lock = threading.Lock()
+        #: One look at SQS at a time: the submissions arriving meanwhile wait for its answer
+        #: instead of each asking again (8 clients made 8 looks per expiry; issue 21).
+        self._looking = threading.Lock()
 
     def size(self, app: Leasehold, pool: str) -> int:
+        cached = self._fresh(pool)
+        if cached is not None:
+            return cached
+        with self._looking:
+            cached = self._fresh(pool)
+            if cached is not None:
+                return cached
+            total = sum(app.queues.visible(pool, priority) for priority in PRIORITIES)
+            with self._lock:
+                self._cache[pool] = (time.monotonic(), total)
+            return total
+
+    def _fresh(self, pool: str) -> int | None:
         with self._lock:
             cached = self._cache.get(pool)
         if cached is not None and time.monotonic() - cached[0] < self._ttl:
             return cached[1]
-        total = sum(app.queues.visible(pool, priority) for priority in PRIORITIES)
-        with self._lock:
-            self._cache[pool] = (time.monotonic(), total)
-        return total
+        return None
 
     def check(self, app: Leasehold, pool: str, limits: Limits) -> None:
         if pool in app.settings.pools and self.size(app, pool) >= limits.max_backlog:
