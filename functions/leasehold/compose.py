@@ -40,6 +40,9 @@ def compose(
     # sweeper redoes that for workflows that made no progress for a while.
     install_workflows(app)
     app.repairs["workflows"] = lambda app, now: reconcile_workflows(app, now=now).repaired
-    # Job state events: to EventBridge, or a local log (``event_bus="file:<path>"``).
-    install_events(app)
+    # Job state events: to EventBridge, or a local log (``event_bus="file:<path>"``); with
+    # ``events_from="stream"`` the change-stream relay (leasehold.streams) publishes them from
+    # committed rows instead, and nothing publishes inline.
+    if app.settings.events_from == "inline":
+        install_events(app)
     return app

@@ -22,6 +22,7 @@ FUNCTION_TIMEOUT_RESERVE_SECONDS = 10.0
 #: and EventBridge bills every event entry (batching saves requests, not event dollars).
 #: ``leasehold dev`` publishes ``all`` to its local log unless told otherwise.
 PUBLISH_CHOICES = ("all", "terminal", "none")
+EVENT_SOURCES = ("inline", "stream")
 
 
 def _split(value: str) -> tuple[str, ...]:
@@ -65,6 +66,10 @@ class Settings:
     event_bus: str | None = None
     #: Which job state changes go to ``event_bus`` (one of :data:`PUBLISH_CHOICES`).
     publish: str = "terminal"
+    #: Where job state events come from (:data:`EVENT_SOURCES`): ``inline`` (the worker's
+    #: batch, lost if it dies before PutEvents) or ``stream`` (the jobs table's change stream,
+    #: through the relay in ``leasehold.streams``: an event for every committed change).
+    events_from: str = "inline"
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
@@ -82,6 +87,7 @@ class Settings:
             "event_bus": "LEASEHOLD_EVENT_BUS",
             "queue_url_base": "LEASEHOLD_QUEUE_URL_BASE",
             "publish": "LEASEHOLD_PUBLISH",
+            "events_from": "LEASEHOLD_EVENTS_FROM",
         }
         for name, var in text.items():
             if env.get(var):
@@ -129,6 +135,10 @@ class Settings:
             raise ValidationError(
                 "LEASEHOLD_PUBLISH", f"{self.publish!r} is not one of {', '.join(PUBLISH_CHOICES)} "
                 "(which job state changes are published as events)")
+        if self.events_from not in EVENT_SOURCES:
+            raise ValidationError(
+                "LEASEHOLD_EVENTS_FROM", f"{self.events_from!r} is not one of "
+                f"{', '.join(EVENT_SOURCES)} (where job state events are published from)")
         for pool, seconds in self.pool_timeouts.items():
             if seconds <= FUNCTION_TIMEOUT_RESERVE_SECONDS:
                 raise ValidationError(
@@ -168,6 +178,7 @@ class Settings:
             "LEASEHOLD_HISTORY_LIMIT": str(self.history_limit),
             "LEASEHOLD_TASKS": ",".join(self.task_modules),
             "LEASEHOLD_PUBLISH": self.publish,
+            "LEASEHOLD_EVENTS_FROM": self.events_from,
         }
         if self.endpoint_url:
             env["AWS_ENDPOINT_URL"] = self.endpoint_url

@@ -28,7 +28,7 @@ LAYERS: dict[str, int] = {
     "errors": 0, "clock": 0, "settings": 0,
     "core": 1, "aws": 1,
     "lifecycle": 2, "tenancy": 2,
-    "time": 3, "workflows": 3, "events": 3,
+    "time": 3, "workflows": 3, "events": 3, "streams": 3,
     "compose": 4, "api": 4, "cli": 4, "handlers": 4, "local": 4, "console": 4, "client": 4,
     "testing": 5, "cdk": 5,
 }

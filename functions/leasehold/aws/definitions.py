@@ -81,6 +81,9 @@ class TableDefinition:
                     }
                 )
             kwargs["GlobalSecondaryIndexes"] = gsis
+        if self.stream:
+            kwargs["StreamSpecification"] = {"StreamEnabled": True,
+                                             "StreamViewType": "NEW_AND_OLD_IMAGES"}
         return kwargs
 
 
@@ -104,6 +107,9 @@ JOBS = TableDefinition(
     role="jobs",
     partition=Key("job_id"),
     indexes=(DUE_INDEX, SWEEP_INDEX, BY_TENANT_INDEX, BY_SCHEDULE_INDEX),
+    # NEW_AND_OLD_IMAGES: the change-stream relay (leasehold.streams) publishes job state
+    # events from committed rows.
+    stream=True,
 )
 SCHEDULES = TableDefinition(
     role="schedules",
