@@ -20,13 +20,14 @@ from leasehold.aws.faults import Fault, FaultInjector, InjectedCrash
 from leasehold.clock import FakeClock
 from leasehold.core.registry import TaskRegistry
 from leasehold.core.states import JobState
-from leasehold.events.publishing import sink_for
+from leasehold.events.publishing import FileSink, sink_for, tail
 from leasehold.lifecycle import sweeper
 from leasehold.lifecycle.app import Leasehold
-from leasehold.streams.poller import Checkpoint, poll
+from leasehold.streams.poller import Checkpoint, poll, stream_arn
 from tests.conftest import MakeApp
 from tests.integration.helpers import deliver
 from tests.integration.test_event_batching import Bus, _app, _consume_one_batch, _submit
+from tests.integration.test_handlers import LambdaContext
 
 AFTER_COMMIT = "eventbridge.PutEvents|sqs.DeleteMessageBatch|sqs.DeleteMessage"
 
@@ -81,3 +82,28 @@ def test_a_relay_killed_mid_batch_resumes_from_its_checkpoint(
     injector.revive()
     poll(app, sink_for(app), checkpoint)  # type: ignore[arg-type]
     assert bus.published() == Counter({(job, "Job Succeeded"): 1 for job in first + second})
+
+
+def test_the_lambda_handler_publishes_a_stream_batch_with_stable_event_ids(
+        stream_app: Leasehold, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from leasehold.handlers import relay as handler
+
+    app = stream_app
+    log = tmp_path / "events.jsonl"
+    monkeypatch.setattr(handler, "_app", lambda: app)
+    monkeypatch.setattr(handler, "_sink", lambda: FileSink(log))
+    jobs = _submit(app, 2)
+    deliver(app)
+    streams = app.clients.client("dynamodbstreams")
+    arn = stream_arn(app)
+    shard = streams.describe_stream(StreamArn=arn)["StreamDescription"]["Shards"][0]
+    iterator = streams.get_shard_iterator(StreamArn=arn, ShardId=shard["ShardId"],
+                                          ShardIteratorType="TRIM_HORIZON")["ShardIterator"]
+    event = {"Records": streams.get_records(ShardIterator=iterator)["Records"]}
+    assert handler.handler(event, LambdaContext()) == {"batchItemFailures": []}
+    assert handler.handler(event, LambdaContext()) == {"batchItemFailures": []}  # redelivered
+    ids = [e["detail"]["event_id"] for e in tail(log)]
+    # Terminal states only (the default); the redelivery repeats the same ids.
+    assert sorted(set(ids)) == sorted(f"{job}:{app.store.get(job).epoch}:SUCCEEDED"
+                                      for job in jobs)
+    assert len(ids) == 4
