@@ -14,6 +14,7 @@ from leasehold.core.registry import TaskRegistry
 from leasehold.events.publishing import install as install_events
 from leasehold.lifecycle.app import Leasehold
 from leasehold.settings import Settings
+from leasehold.streams.once import install as install_once
 from leasehold.tenancy.counters import count_outcomes, slot_writes
 from leasehold.workflows.progress import install as install_workflows
 from leasehold.workflows.reconcile import reconcile as reconcile_workflows
@@ -45,4 +46,6 @@ def compose(
     # committed rows instead, and nothing publishes inline.
     if app.settings.events_from == "inline":
         install_events(app)
+    # ctx.once: an external effect's result recorded per (job, name) with the fencing token.
+    install_once(app)
     return app

@@ -96,3 +96,25 @@ def test_over_limit_or_malformed_entries_fail_the_attempt_before_anything_is_wri
         done = app.store.get(job.job_id)
         assert done.state is JobState.DEAD and done.attempt == 1
         assert done.error is not None and "ctx.transact" in done.error.message
+
+
+def test_once_runs_an_external_effect_once_across_attempts(
+        make_app: MakeApp, registry: TaskRegistry, clock: FakeClock) -> None:
+    charges: list[int] = []
+
+    @registry.task("charge")
+    def charge(payload: Any, ctx: JobContext) -> Any:
+        receipt = ctx.once("charge", lambda: charges.append(ctx.fencing_token) or len(charges))
+        if ctx.attempt == 1:
+            raise RuntimeError("fails after the external call")
+        return receipt
+
+    app = make_app()
+    job = submit(app, JobSpec(task="charge")).job.job_id
+    for _ in range(4):
+        deliver(app)
+        clock.advance(600)
+        sweeper.sweep(app)
+    done = app.store.get(job)
+    assert done.state is JobState.SUCCEEDED and done.attempt == 2
+    assert len(charges) == 1 and done.result == 1

@@ -43,6 +43,18 @@ class JobContext:
     #: success, and only if it does.
     _effects: list[dict[str, Any]] = field(default_factory=list, repr=False)
     _effect_bytes: int = field(default=0, repr=False)
+    #: How ``once`` records a result (installed by ``leasehold.streams.once``).
+    _once: Callable[[str, Callable[[], Any]], Any] | None = field(default=None, repr=False)
+
+    def once(self, name: str, fn: Callable[[], Any]) -> Any:
+        """Run ``fn`` (an effect that cannot join ``transact``, such as an external API call)
+        at most once to completion per (job, ``name``): its JSON result is recorded with this
+        attempt's fencing token, and a later attempt gets the recorded result back instead of
+        running it again. Pass ``fencing_token`` to the external system so that it can refuse
+        a zombie that runs ``fn`` concurrently."""
+        if self._once is None:
+            return fn()
+        return self._once(name, fn)
 
     def transact(self, items: list[dict[str, Any]]) -> None:
         """Write ``items`` (``TransactWriteItems`` entries: Put, Update, Delete or

@@ -37,6 +37,8 @@ class Leasehold:
     #: ticker or sweeper pass), to do once at its end what it would do per job: job state
     #: events are sent in PutEvents calls of up to 10 entries when the batch ends.
     batches: list[Callable[[], AbstractContextManager[Any]]] = field(default_factory=list)
+    #: Features that equip each attempt's JobContext (``ctx.once``), called as (app, ctx).
+    contexts: list[Callable[[Leasehold, Any], None]] = field(default_factory=list)
 
     @classmethod
     def from_settings(

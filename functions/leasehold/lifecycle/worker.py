@@ -136,6 +136,8 @@ class Worker:
         heartbeat = Heartbeat(app, job, owner, ctx, state, self._keep_invisible(delivery))
         interval = heartbeat.interval
         ctx._heartbeat = heartbeat
+        for equip in app.contexts:
+            equip(app, ctx)
         try:
             definition = app.registry.get(job.task)
         except ValidationError as exc:
