@@ -61,7 +61,6 @@ from leasehold.time import ticker
 from leasehold.workflows import parse_workflow, start_workflow
 from leasehold.workflows.progress import step_job_id
 from tests import ddblocal
-from tests.integration.stateful_effects import EffectsRules
 
 # The whole state machine is one pytest test: under a loaded CI machine it can pass the
 # suite's per-test timeout, which would fail it for time alone.
@@ -77,7 +76,7 @@ WRITES = "|".join(f"dynamodb.{op}" for op in (
 FAILED = (ClientError, LeaseholdError, BatchProcessingError)
 
 
-class Lifecycle(EffectsRules, RuleBasedStateMachine):
+class Lifecycle(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         self.mock = mock_aws()
