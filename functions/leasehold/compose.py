@@ -19,6 +19,7 @@ from leasehold.flow import install as install_flow
 from leasehold.lifecycle.app import Leasehold
 from leasehold.metrics.figures import install as install_figures
 from leasehold.settings import Settings
+from leasehold.streams.once import install as install_once
 from leasehold.tenancy.counters import count_outcomes, slot_writes
 from leasehold.workflows.progress import install as install_workflows
 from leasehold.workflows.reconcile import reconcile as reconcile_workflows
@@ -57,8 +58,13 @@ def compose(
     # Keyed flow control: a concurrency slot and a throttle's turn taken with the lease,
     # the slot given back with the change that ends the attempt, parked jobs woken.
     install_flow(app)
-    # Job state events: to EventBridge, or a local log (``event_bus="file:<path>"``).
-    install_events(app)
+    # Job state events: to EventBridge, or a local log (``event_bus="file:<path>"``); with
+    # ``events_from="stream"`` the change-stream relay (leasehold.streams) publishes them from
+    # committed rows instead, and nothing publishes inline.
+    if app.settings.events_from == "inline":
+        install_events(app)
+    # ctx.once: an external effect's result recorded per (job, name) with the fencing token.
+    install_once(app)
     # Bulk actions run as jobs of the built-in task ``leasehold.bulk``.
     install_bulk(app)
     # Durable execution: ctx.step/sleep/callback/spawn/wait_for, and parents woken by

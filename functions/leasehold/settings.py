@@ -22,6 +22,7 @@ FUNCTION_TIMEOUT_RESERVE_SECONDS = 10.0
 #: and EventBridge bills every event entry (batching saves requests, not event dollars).
 #: ``leasehold dev`` publishes ``all`` to its local log unless told otherwise.
 PUBLISH_CHOICES = ("all", "terminal", "none")
+EVENT_SOURCES = ("inline", "stream")
 
 
 def _split(value: str) -> tuple[str, ...]:
@@ -74,6 +75,10 @@ class Settings:
     #: Days DynamoDB keeps a finished job or workflow before its TTL deletes it (0: forever).
     #: A job may ask for its own (``retention_days``). See leasehold.core.retention.
     retention_days: int = 30
+    #: Where job state events come from (:data:`EVENT_SOURCES`): ``inline`` (the worker's
+    #: batch, lost if it dies before PutEvents) or ``stream`` (the jobs table's change stream,
+    #: through the relay in ``leasehold.streams``: an event for every committed change).
+    events_from: str = "inline"
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
@@ -92,6 +97,7 @@ class Settings:
             "queue_url_base": "LEASEHOLD_QUEUE_URL_BASE",
             "publish": "LEASEHOLD_PUBLISH",
             "event_source_mappings": "LEASEHOLD_EVENT_SOURCE_MAPPINGS",
+            "events_from": "LEASEHOLD_EVENTS_FROM",
         }
         for name, var in text.items():
             if env.get(var):
@@ -144,6 +150,10 @@ class Settings:
             raise ValidationError(
                 "LEASEHOLD_PUBLISH", f"{self.publish!r} is not one of {', '.join(PUBLISH_CHOICES)} "
                 "(which job state changes are published as events)")
+        if self.events_from not in EVENT_SOURCES:
+            raise ValidationError(
+                "LEASEHOLD_EVENTS_FROM", f"{self.events_from!r} is not one of "
+                f"{', '.join(EVENT_SOURCES)} (where job state events are published from)")
         for pool, seconds in self.pool_timeouts.items():
             if seconds <= FUNCTION_TIMEOUT_RESERVE_SECONDS:
                 raise ValidationError(
@@ -185,6 +195,7 @@ class Settings:
             "LEASEHOLD_TASKS": ",".join(self.task_modules),
             "LEASEHOLD_PUBLISH": self.publish,
             "LEASEHOLD_RETENTION_DAYS": str(self.retention_days),
+            "LEASEHOLD_EVENTS_FROM": self.events_from,
         }
         if self.endpoint_url:
             env["AWS_ENDPOINT_URL"] = self.endpoint_url

@@ -82,6 +82,9 @@ class TableDefinition:
                     }
                 )
             kwargs["GlobalSecondaryIndexes"] = gsis
+        if self.stream:
+            kwargs["StreamSpecification"] = {"StreamEnabled": True,
+                                             "StreamViewType": "NEW_AND_OLD_IMAGES"}
         return kwargs
 
 
@@ -111,6 +114,9 @@ JOBS = TableDefinition(
     indexes=(DUE_INDEX, SWEEP_INDEX, BY_TENANT_INDEX, BY_SCHEDULE_INDEX, PARKED_INDEX),
     # Only terminal rows carry it (leasehold.core.retention): nothing live is ever deleted.
     ttl_attribute=PURGE_AT,
+    # NEW_AND_OLD_IMAGES: the change-stream relay (leasehold.streams) publishes job state
+    # events from committed rows.
+    stream=True,
 )
 SCHEDULES = TableDefinition(
     role="schedules",

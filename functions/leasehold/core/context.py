@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -9,6 +10,15 @@ from datetime import datetime
 from typing import Any
 
 from leasehold.core.suspension import Durable
+from leasehold.errors import NonRetryableError
+
+#: The kinds of entry ``ctx.transact`` takes (boto3 client ``TransactWriteItems`` shape).
+TRANSACT_ACTIONS = ("Put", "Update", "Delete", "ConditionCheck")
+#: DynamoDB's limits per transaction, less what Leasehold's own finish writes may take (the
+#: job row, the tenant slot and outcome count, a concurrency slot, and headroom).
+LEASEHOLD_ENTRIES = 5
+MAX_EFFECTS = 100 - LEASEHOLD_ENTRIES
+MAX_EFFECT_BYTES = 4 * 1024 * 1024 - 512 * 1024
 
 
 @dataclass(kw_only=True)
@@ -34,6 +44,50 @@ class JobContext:
     #: Durable execution (steps, sleeps, callbacks, children), installed per attempt by
     #: ``leasehold.durable`` through the app's attempt hooks.
     _durable: Durable | None = field(default=None, repr=False)
+    #: Entries ``transact`` added: written by the transaction that records this attempt's
+    #: success, and only if it does.
+    _effects: list[dict[str, Any]] = field(default_factory=list, repr=False)
+    _effect_bytes: int = field(default=0, repr=False)
+    #: How ``once`` records a result (installed by ``leasehold.streams.once``).
+    _once: Callable[[str, Callable[[], Any]], Any] | None = field(default=None, repr=False)
+
+    def once(self, name: str, fn: Callable[[], Any]) -> Any:
+        """Run ``fn`` (an effect that cannot join ``transact``, such as an external API call)
+        at most once to completion per (job, ``name``): its JSON result is recorded with this
+        attempt's fencing token, and a later attempt gets the recorded result back instead of
+        running it again. Pass ``fencing_token`` to the external system so that it can refuse
+        a zombie that runs ``fn`` concurrently."""
+        if self._once is None:
+            return fn()
+        return self._once(name, fn)
+
+    def transact(self, items: list[dict[str, Any]]) -> None:
+        """Write ``items`` (``TransactWriteItems`` entries: Put, Update, Delete or
+        ConditionCheck on the application's tables) in the transaction that records this
+        attempt's success: they commit exactly when this attempt finishes the job, never for
+        a zombie's, a cancelled or a failed attempt. Over DynamoDB's limits (100 entries and
+        4 MB per transaction, less Leasehold's own) or malformed: NonRetryableError, before
+        anything is written."""
+        size = self._effect_bytes
+        for item in items:
+            if (not isinstance(item, Mapping) or len(item) != 1
+                    or next(iter(item)) not in TRANSACT_ACTIONS
+                    or not isinstance(next(iter(item.values())), Mapping)
+                    or not isinstance(next(iter(item.values())).get("TableName"), str)):
+                raise NonRetryableError(
+                    f"ctx.transact: {item!r:.200} is not one of {', '.join(TRANSACT_ACTIONS)} "
+                    "with a TableName (boto3 client TransactWriteItems shape)")
+            size += len(json.dumps(item, default=str))
+        if len(self._effects) + len(items) > MAX_EFFECTS:
+            raise NonRetryableError(
+                f"ctx.transact: {len(self._effects) + len(items)} entries; a job's success "
+                f"transaction takes at most {MAX_EFFECTS} (DynamoDB's 100 less Leasehold's)")
+        if size > MAX_EFFECT_BYTES:
+            raise NonRetryableError(
+                f"ctx.transact: {size} bytes of entries; at most {MAX_EFFECT_BYTES} "
+                "(DynamoDB's 4 MB per transaction less Leasehold's share)")
+        self._effects.extend(dict(item) for item in items)
+        self._effect_bytes = size
 
     @property
     def cancelled(self) -> bool:

@@ -50,6 +50,8 @@ class Leasehold:
     #: handler's context, the job as leased, the lease owner). Durable execution installs
     #: its per-attempt provider on the context here.
     attempt_hooks: list[Callable[[Any, Any, str], None]] = field(default_factory=list)
+    #: Features that equip each attempt's JobContext (``ctx.once``), called as (app, ctx).
+    contexts: list[Callable[[Leasehold, Any], None]] = field(default_factory=list)
 
     @classmethod
     def from_settings(

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from leasehold.core.context import JobContext
@@ -40,6 +40,8 @@ class Attempt:
     failed_beats: int = 0
     #: The row as the last heartbeat saw it (``None``: as leased).
     view: Job | None = None
+    #: ``ctx.transact`` entries: written with the success transition only.
+    effects: list[dict[str, Any]] = field(default_factory=list)
 
 
 class Heartbeat:

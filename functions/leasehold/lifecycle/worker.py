@@ -12,7 +12,7 @@ import secrets
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -161,11 +161,14 @@ class Worker:
             extra=job.extra,
         )
 
+        state.effects = ctx._effects  # ctx.transact's entries join the success transition
         heartbeat = Heartbeat(app, job, owner, ctx, state, self._keep_invisible(delivery))
         interval = heartbeat.interval
         ctx._heartbeat = heartbeat
         for hook in app.attempt_hooks:
             hook(ctx, job, owner)
+        for equip in app.contexts:
+            equip(app, ctx)
         try:
             definition = app.registry.get(job.task)
         except ValidationError as exc:
@@ -282,14 +285,16 @@ class Worker:
             except (PayloadTooLarge, ValidationError) as exc:
                 failure = unfit_result(exc)
             else:
-                return self._succeed(view, owner, now, result_json)
+                return self._succeed(view, owner, now, result_json, attempt.effects)
         return self._fail(view, owner, now, failure)
 
-    def _succeed(self, job: Job, owner: str, now: int, result_json: str) -> Outcome:
+    def _succeed(self, job: Job, owner: str, now: int, result_json: str,
+                 effects: Sequence[Mapping[str, Any]] = ()) -> Outcome:
         change = Change(
             target=JobState.SUCCEEDED, actor=self.worker_id, reason="ok", owner=owner,
             unless_cancel_requested=True,
             set={"result": result_json, "finished_at": now}, remove=("error",),
+            also=tuple(effects),
         )
         try:
             self.app.store.transition(job, change, now=now, conflict=LeaseLost)
