@@ -504,8 +504,11 @@ class Lifecycle(AdmissionContention, FlowKeysRules, FlowRules, RetentionRules, D
 
 
 TestLifecycle = Lifecycle.TestCase
+# Every feature's rules run in this one machine (admission, flow keys, concurrency slots,
+# retention, durable steps), so an example costs ~25 s: `make test` runs a few on each
+# substrate, `make soak` (200 x 40 steps) is where the machine searches hard.
 TestLifecycle.settings = settings(
-    max_examples=int(os.environ.get("LEASEHOLD_SOAK_EXAMPLES", "12")),
+    max_examples=int(os.environ.get("LEASEHOLD_SOAK_EXAMPLES", "5")),
     stateful_step_count=int(os.environ.get("LEASEHOLD_SOAK_STEPS", "25")), deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
 )
@@ -537,7 +540,7 @@ class LifecycleOnDynamoDBLocal(Lifecycle):
 
 TestLifecycleOnDynamoDBLocal = LifecycleOnDynamoDBLocal.TestCase
 TestLifecycleOnDynamoDBLocal.settings = settings(
-    max_examples=int(os.environ.get("LEASEHOLD_SOAK_EXAMPLES_DDBLOCAL", "3")),
+    max_examples=int(os.environ.get("LEASEHOLD_SOAK_EXAMPLES_DDBLOCAL", "2")),
     stateful_step_count=int(os.environ.get("LEASEHOLD_SOAK_STEPS", "25")), deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
 )
