@@ -24,8 +24,8 @@ dev: $(STAMP)
 	$(VENV)/bin/leasehold dev --port $(PORT) $(ARGS)
 
 test: $(STAMP) lint typecheck chromium ddblocal
-	JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION=1 LEASEHOLD_DDBLOCAL_DIR=$(DDBLOCAL_DIR) $(PY) -m pytest -n $(PYTEST_WORKERS) \
-		--durations=15 tests
+	JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION=1 LEASEHOLD_DDBLOCAL_DIR=$(DDBLOCAL_DIR) $(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadscope \
+		--durations=40 tests
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check functions infra tests examples bench

@@ -15,7 +15,7 @@ from leasehold.lifecycle import sweeper
 from leasehold.lifecycle.app import Leasehold
 from leasehold.time import ticker
 
-from .api_client import ApiClient
+from .api_client import ApiClient, api_for
 from .helpers import deliver
 
 
@@ -86,9 +86,13 @@ def test_an_admission_refusal_pauses_the_bulk_job_and_it_resumes_from_its_checkp
     app = api.app
     dead = [submit(api, f"timeout-{i}") for i in range(4)]
     deliver(app)
-    # The tenant may have 3 live jobs: the bulk job itself holds one, so 2 retries fit.
+    # The tenant may have 3 live jobs: the bulk job itself holds one, so 2 retries fit. The
+    # API that admits the bulk job and the worker that admits its retries share the limits,
+    # as deployed (one admission item: the bulk job's slot is on the item its retries use).
     monkeypatch.setenv("LEASEHOLD_TENANT_MAX_LIVE", "3")
-    bulk_id = api.post("/jobs/bulk", {"action": "redrive"}, tenant="acme").body["bulk_id"]
+    monkeypatch.setenv("LEASEHOLD_TENANT_ADMISSION_SHARDS", "1")
+    capped = api_for(app, max_live=3, shards=1)
+    bulk_id = capped.post("/jobs/bulk", {"action": "redrive"}, tenant="acme").body["bulk_id"]
     deliver(app, once=True)
     paused = app.store.get(bulk_id)
     assert paused.state is not JobState.SUCCEEDED
@@ -96,6 +100,7 @@ def test_an_admission_refusal_pauses_the_bulk_job_and_it_resumes_from_its_checkp
     assert progress["done"] == 2 and "admission" in progress["paused"]
     assert states(app, dead).count(JobState.QUEUED) == 2
     monkeypatch.delenv("LEASEHOLD_TENANT_MAX_LIVE")
+    monkeypatch.delenv("LEASEHOLD_TENANT_ADMISSION_SHARDS")
     for _ in range(10):  # the retry comes back after its backoff and resumes
         clock.advance(150)
         if app.store.get(bulk_id).state is JobState.SUCCEEDED:
