@@ -94,3 +94,23 @@ def timed_calls(monkeypatch: pytest.MonkeyPatch, module: Any, name: str) -> list
 
     monkeypatch.setattr(module, name, counted)
     return seen
+
+
+class TenantItemWrites:
+    """Every UpdateItem the app makes on the tenants table, by item key: the tenants'
+    counters (``figures=False``) or the per-task figures (``figures=True``, :mod:`leasehold.
+    metrics`), which share the table."""
+
+    def __init__(self, app: Leasehold, *, figures: bool) -> None:
+        self.items: list[str] = []
+        self.table = app.settings.tenants_table
+        self.figures = figures
+        app.clients.dynamodb.meta.events.register(
+            "before-parameter-build.dynamodb.UpdateItem", self._seen)
+
+    def _seen(self, params: dict[str, Any], **_: Any) -> None:
+        if params.get("TableName") != self.table:
+            return
+        key = params["Key"]["tenant"]["S"]
+        if ("#task" in key) is self.figures:
+            self.items.append(key)

@@ -20,30 +20,13 @@ from leasehold.lifecycle.submission import submit
 from leasehold.lifecycle.worker import Worker
 from leasehold.tenancy.counters import counts
 from tests.conftest import MakeApp
-from tests.integration.helpers import deliver
+from tests.integration.helpers import TenantItemWrites, deliver
 
 # The DynamoDB semantics these tests rely on hold on AWS's DynamoDB Local too (issue 19).
 pytestmark = pytest.mark.ddblocal
 
 UPDATE = "dynamodb.UpdateItem"
 
-
-class CountWrites:
-    """Every UpdateItem the app makes on the tenants table's counters (not the per-task
-    figures, :mod:`leasehold.metrics`, which share the table)."""
-
-    def __init__(self, app: Leasehold) -> None:
-        self.items: list[str] = []
-        self.table = app.settings.tenants_table
-        app.clients.dynamodb.meta.events.register(
-            "before-parameter-build.dynamodb.UpdateItem", self._seen)
-
-    def _seen(self, params: dict[str, Any], **_: Any) -> None:
-        if params.get("TableName") != self.table:
-            return
-        key = params["Key"]["tenant"]["S"]
-        if "#task" not in key:
-            self.items.append(key)
 
 
 @pytest.fixture
@@ -64,7 +47,7 @@ def _consume_one_batch(app: Leasehold, worker: Worker | None = None) -> dict[str
 
 def test_a_worker_batch_counts_its_outcomes_in_one_write_per_tenant(
         app: Leasehold) -> None:
-    writes = CountWrites(app)
+    writes = TenantItemWrites(app, figures=False)
     for n in range(8):
         submit(app, JobSpec(task="ok", tenant="acme", payload=n))
     for n in range(2):
@@ -87,7 +70,7 @@ def test_a_worker_batch_counts_its_outcomes_in_one_write_per_tenant(
 
 def test_outside_a_batch_an_outcome_is_counted_at_once(app: Leasehold) -> None:
     job = submit(app, JobSpec(task="ok", tenant="acme")).job
-    writes = CountWrites(app)
+    writes = TenantItemWrites(app, figures=False)
     cancel(app, job.job_id)  # a QUEUED job cancelled through the API: no batch around it
     assert len(writes.items) == 1
     assert counts(app, "acme")[0]["CANCELLED"] == 1
@@ -99,7 +82,7 @@ def test_a_count_that_cannot_be_written_fails_no_job(app: Leasehold) -> None:
     jobs = [submit(app, JobSpec(task="counted", tenant="acme", payload=n)).job.job_id
             for n in range(5)]
     worker = Worker(app)
-    writes = CountWrites(app)
+    writes = TenantItemWrites(app, figures=False)
     # Every tenants-table write fails past botocore's retries (the job rows' writes do not).
     injector = FaultInjector([Fault(target=UPDATE, kind="fail", times=None,
                                     when=lambda params: params.get("TableName") ==

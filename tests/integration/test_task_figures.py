@@ -20,25 +20,10 @@ from leasehold.lifecycle.worker import Worker
 from leasehold.metrics import figures
 from leasehold.metrics.histogram import BOUNDS, bucket, percentile
 from tests.conftest import MakeApp
+from tests.integration.helpers import TenantItemWrites
 
 UPDATE = "dynamodb.UpdateItem"
 
-
-class FigureWrites:
-    """Every UpdateItem of a per-task figure item."""
-
-    def __init__(self, app: Leasehold) -> None:
-        self.items: list[str] = []
-        self.table = app.settings.tenants_table
-        app.clients.dynamodb.meta.events.register(
-            "before-parameter-build.dynamodb.UpdateItem", self._seen)
-
-    def _seen(self, params: dict[str, Any], **_: Any) -> None:
-        if params.get("TableName") != self.table:
-            return
-        key = params["Key"]["tenant"]["S"]
-        if "#task" in key:
-            self.items.append(key)
 
 
 @pytest.fixture
@@ -81,7 +66,7 @@ def test_a_batch_adds_each_tasks_figures_in_three_writes_and_they_read_back_per_
         submit(app, JobSpec(task="boom", tenant="acme", payload=n, max_attempts=1))
     submit(app, JobSpec(task="slow", tenant="other", payload=0))
     clock.advance(3)  # every job waited 3 s in the queue before a worker took it
-    writes = FigureWrites(app)
+    writes = TenantItemWrites(app, figures=True)
     assert _consume_all(app) >= 1
     # Per batch: a minute and an hour item per (tenant, task), and each tenant's day list.
     assert len(writes.items) <= 3 * 3, writes.items
