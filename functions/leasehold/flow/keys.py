@@ -7,43 +7,21 @@ never holds ``#``), so two tenants' equal keys never meet. Every error here is a
 
 from __future__ import annotations
 
-import json
-import re
 from collections.abc import Mapping
 from typing import Any
 
+from leasehold.core.flowcontrol import render_key
 from leasehold.core.spec import check_number, check_text
 from leasehold.errors import ValidationError
 
 MAX_KEY = 256
-_FIELD = re.compile(r"\{([^{}]*)\}")
-_PATH = re.compile(r"^payload(\.[A-Za-z0-9_-]+)+$")
 
 
 def render(fieldname: str, template: object, payload: Any) -> str:
     """The key ``template`` names for ``payload``: each ``{payload.a.b}`` replaced by that
-    field's value (a string, number or boolean). A field the payload lacks is an error."""
-    text = check_text(fieldname, template, limit=MAX_KEY)
-
-    def value(match: re.Match[str]) -> str:
-        path = match.group(1).strip()
-        if not _PATH.match(path):
-            raise ValidationError(fieldname, f"{{{path}}} is not a payload field; write "
-                                             "{payload.name} or {payload.a.b}")
-        found: Any = payload
-        for part in path.split(".")[1:]:
-            if not isinstance(found, Mapping) or part not in found:
-                raise ValidationError(fieldname, f"names {path}, which the payload lacks")
-            found = found[part]
-        if isinstance(found, bool):
-            return json.dumps(found)
-        if not isinstance(found, str | int | float):
-            raise ValidationError(fieldname, f"{path} must be a string or a number to make a "
-                                             f"key, not {type(found).__name__}")
-        return str(found)
-
-    key = _FIELD.sub(value, text)
-    return check_text(fieldname, key, limit=MAX_KEY)
+    field's value (a string or number), as concurrency and throttle keys are rendered
+    (:func:`leasehold.core.flowcontrol.render_key`). A field the payload lacks is an error."""
+    return render_key(fieldname, check_text(fieldname, template, limit=MAX_KEY), payload)
 
 
 def option(spec_value: Any, task_value: Any) -> Any:
