@@ -563,6 +563,7 @@ def _client_lines(c: dict[str, Any] | None) -> list[str]:
 def _storage(immediate: dict[str, Any]) -> list[str]:
     """Storage per million jobs a month, with and without retention (issue 25)."""
     st = cost.storage(immediate)
+    tenants = immediate["write_units_by_table"].get("tenants", 0)
     return [
         f"Storage (DynamoDB Standard $0.25 + PITR $0.20 per GB-month): a finished job takes "
         f"at most {st['bytes_per_job_at_most']:,} bytes with its listing entry, "
@@ -573,5 +574,11 @@ def _storage(immediate: dict[str, Any]) -> list[str]:
         f"keeps growing. With {st['retention_days']}-day retention (TTL) a million jobs cost "
         f"${st['with_retention_per_million_jobs']:.3f} once, and a million a day holds at "
         f"${st['with_retention_steady_at_1m_a_day']:.2f} a month.",
+        "",
+        f"Per-task figures and outcome counts (the console's Tasks page and `/stats`, issue 25): "
+        f"both are atomic ADDs on the tenants table, once per worker batch per task, measured "
+        f"here at {tenants:g} write units per job (batches of the bench's size): "
+        f"${tenants * cost.PRICES['dynamodb_per_million_write_units']:.2f} per million jobs, "
+        f"included in the DynamoDB figure above.",
         "",
     ]
