@@ -31,6 +31,7 @@ from leasehold.core.states import JobState
 from leasehold.events import triggers
 from leasehold.events.publishing import SOURCE as JOB_EVENT_SOURCE
 from leasehold.handlers import api as api_handler
+from leasehold.handlers import telemetry
 from leasehold.handlers import trigger as trigger_handler
 from leasehold.lifecycle.consumer import consume
 from leasehold.lifecycle.submission import submit
@@ -188,6 +189,16 @@ def test_the_deployed_tables_have_the_keys_and_indexes_of_the_definitions(
         assert indexes == {i["IndexName"]: (i["KeySchema"], i["Projection"])
                            for i in expected.get("GlobalSecondaryIndexes", [])}
 
+
+
+@pytest.fixture(autouse=True)
+def _no_metrics_from_earlier_tests() -> Iterator[None]:
+    """Powertools' metrics buffer is one per process: a test elsewhere in this worker that
+    counted a submission outside a handler (no flush) would add its values to the ones this
+    module reads from a handler's output. In Lambda every count is flushed by its handler."""
+    telemetry.metrics.clear_metrics()
+    yield
+    telemetry.metrics.clear_metrics()
 
 @dataclass
 class LambdaContext:
