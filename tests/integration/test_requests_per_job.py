@@ -7,9 +7,6 @@ arrives while another one is asking SQS, the task figures' day list written at e
 
 from __future__ import annotations
 
-import threading
-import time
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from leasehold.aws.counting import RequestCounter
@@ -41,26 +38,6 @@ def test_a_job_finished_in_a_transaction_is_not_read_back(
     assert done.state.value == "SUCCEEDED"
     assert done.result == {"n": 1}
 
-
-def test_concurrent_submissions_share_one_look_at_the_backlog(
-        app: Leasehold, registry: TaskRegistry) -> None:
-    registry.task("echo")(lambda payload, ctx: payload)
-    api = api_for(app)
-    # A look at the backlog (one GetQueueAttributes per priority) as slow as a real one, so
-    # that the submissions arriving meanwhile meet it under way.
-    app.clients.sqs.meta.events.register(
-        "before-call.sqs.GetQueueAttributes", lambda **_: time.sleep(0.05))
-    counter = RequestCounter().attach(app.clients)
-    start = threading.Barrier(8)
-
-    def one(_: int) -> int:
-        start.wait()
-        return api.post("/jobs", {"task": "echo"}, tenant="acme").status
-
-    with ThreadPoolExecutor(8) as pool:
-        assert list(pool.map(one, range(8))) == [201] * 8
-    looks = counter.snapshot().requests["sqs.GetQueueAttributes"]
-    assert looks == 3, looks  # the pool's three queues, asked once for all eight
 
 
 def test_a_task_is_added_to_its_tenants_day_list_once_a_day_not_once_a_batch(
