@@ -12,38 +12,34 @@ index; the sweeper moves ``sweep_at`` forward itself (:meth:`DynamoJobStore.move
 
 from __future__ import annotations
 
-import logging
 import secrets
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from botocore.exceptions import ClientError
 
-from leasehold.aws.clients import Clients
-from leasehold.aws.definitions import BY_TENANT_INDEX, DUE_INDEX, SWEEP_INDEX
 from leasehold.aws.dynamo import (
     Cancelled,
     batch_get,
-    condition_failed,
     from_av,
     old_item,
-    query,
-    query_page,
     to_av,
     transact_write,
     update_request,
 )
 from leasehold.core import retention
-from leasehold.core.flowcontrol import GATE
 from leasehold.core.ids import shard_of
 from leasehold.core.jobs import Job, Transition, job_from_item, job_to_item
 from leasehold.core.states import INITIAL, JobState, check
-from leasehold.errors import Conflict, LeaseholdError, NotFound, StaleMessage
-from leasehold.settings import Settings
+from leasehold.errors import Conflict, LeaseholdError, NotFound
+from leasehold.lifecycle.store_base import Companion, LeaseGate, Observer, Refusal, StoreBase
+from leasehold.lifecycle.store_index import IndexQueries, sweep_bound, tenant_shard
+from leasehold.lifecycle.store_lease import START_BY, Gated, LeaseWrites
 
-log = logging.getLogger(__name__)
-
+__all__ = ["START_BY", "Change", "Companion", "ConditionFailed", "DynamoJobStore", "Gated",
+           "JobStore", "LeaseGate", "Observer", "Refusal", "StoreBase", "sweep_bound",
+           "tenant_shard"]
 
 @dataclass(frozen=True, kw_only=True)
 class Change:
@@ -98,19 +94,6 @@ class JobStore(Protocol):
     def batch_get(self, job_ids: Sequence[str]) -> list[Job]: ...
 
 
-#: Called after every change the store made: (the job as it is now, the state it left or None
-#: when it was created). Events and workflows hook in here; an observer must not raise.
-Observer = Callable[[Job, JobState | None], None]
-
-#: Items that must be written in the same transaction as a transition, or not at all (a
-#: tenant's live-job slot given back when its job finishes): given the job as the caller saw
-#: it and the target state, the ``TransactWriteItems`` entries to add (usually none).
-Companion = Callable[[Job, JobState], list[dict[str, Any]]]
-
-#: The latest time (ms) a job may be leased for the first time, if a feature set one: the
-#: lease refuses it past that, and the first lease removes it (a started job never expires).
-START_BY = "start_by"
-
 #: A random token each creation writes on its row, so that a retried put whose first try
 #: landed recognises its own row instead of taking it for an idempotent replay.
 WRITE_TOKEN = "write_token"
@@ -125,88 +108,16 @@ class _Refused(Exception):
         self.current = current
 
 
-class LeaseGate(Protocol):
-    """Flow control at the lease (installed by ``leasehold.flow``; the store never imports it)."""
-
-    def take(self, gate: Mapping[str, Any], job_id: str, epoch: int, now: int
-             ) -> list[dict[str, Any]]:
-        """The ``TransactWriteItems`` entries that must commit with this lease."""
-        ...
-
-    def refused(self, gate: Mapping[str, Any], job_id: str, epoch: int,
-                cancelled: Cancelled | Refusal, now: int) -> bool:
-        """The lease was refused by an entry of :meth:`take`: park or delay the job and
-        return True, or return False to try the lease again (the refusal no longer holds)."""
-        ...
-
-
-#: Leases a gate may refuse in a row before the message is left to come back.
-GATE_TRIES = 5
-
-
-class Refusal(Exception):
-    """Raised by :meth:`LeaseGate.take` when it refuses the lease without writing (a
-    throttle's turn is later): ``until`` is when it may be granted."""
-
-    def __init__(self, until: int) -> None:
-        super().__init__(until)
-        self.until = until
-
-
-class Gated(StaleMessage):
-    """The job waits for its flow control (parked for a slot, or delayed by a throttle):
-    its message is done with; the gate hands it off again."""
-
-
-class _NeedsGate(Exception):
-    def __init__(self, gate: Mapping[str, Any]) -> None:
-        super().__init__()
-        self.gate = gate
-
-
-class _GateRefused(Exception):
-    def __init__(self, cancelled: Cancelled | Refusal) -> None:
-        super().__init__()
-        self.cancelled = cancelled
-
 
 class ConditionFailed(LeaseholdError):
     """A conditional write found the job changed."""
 
 
-def tenant_shard(tenant: str, shard: int) -> str:
-    """The ``by_tenant_shard`` index key of a tenant's ``shard``."""
-    return f"{tenant}#{shard}"
 
+class DynamoJobStore(LeaseWrites, IndexQueries):
+    """Every part of the store on one object: creation and reads (here), the one transition
+    primitive (here), the lease (:mod:`.store_lease`), the indexes (:mod:`.store_index`)."""
 
-class DynamoJobStore:
-    def __init__(self, clients: Clients, settings: Settings | None = None,
-                 observers: list[Observer] | None = None) -> None:
-        self.settings = settings or clients.settings
-        self.table = self.settings.jobs_table
-        self._clients = clients
-        self.observers: list[Observer] = observers if observers is not None else []
-        self.companions: list[Companion] = []
-        #: Flow control at the lease (see :class:`LeaseGate`); None: gates are not enforced.
-        self.lease_gate: LeaseGate | None = None
-        #: Attributes a feature keeps on a QUEUED row only until its next change (a parked
-        #: job's index keys): every lease through a gate and every transition removes them,
-        #: unless the transition sets them.
-        self.cleared: list[str] = []
-
-    def _notify(self, job: Job, source: JobState | None) -> Job:
-        for observer in self.observers:
-            try:
-                observer(job, source)
-            except Exception:
-                log.exception("observer %r failed on %s", observer, job.job_id)
-        return job
-
-    @property
-    def _ddb(self) -> Any:
-        return self._clients.dynamodb
-
-    # -- creation and reads -------------------------------------------------------------
 
     def create(self, job: Job, *, also: Sequence[Mapping[str, Any]] = ()
                ) -> tuple[Job, bool]:
@@ -249,14 +160,6 @@ class DynamoJobStore:
             # Our own put: its response was lost and the retry met it. The job is new.
             return self._notify(stored, None), True
         return stored, False
-
-    def get(self, job_id: str) -> Job:
-        response = self._ddb.get_item(
-            TableName=self.table, Key={"job_id": {"S": job_id}}, ConsistentRead=True
-        )
-        if "Item" not in response:
-            raise NotFound(f"no job {job_id}", job_id=job_id)
-        return job_from_item(from_av(response["Item"]))
 
     def batch_get(self, job_ids: Sequence[str]) -> list[Job]:
         return [job_from_item(item)
@@ -313,111 +216,6 @@ class DynamoJobStore:
                                  conflict)
         return self._notify(new, job.state)
 
-    def lease(self, job_id: str, epoch: int, *, owner: str, expires_at: int, now: int,
-              actor: str, gate: Mapping[str, Any] | None = None) -> Job:
-        """QUEUED -> RUNNING for the holder of message ``(job_id, epoch)``.
-
-        The worker has not read the job (that would cost a request per job), so the history
-        entry is appended rather than rewritten; the next transition trims it.
-
-        ``gate``: the job's flow control as its message carries it. With a
-        :attr:`lease_gate` installed, a gated job is leased only together with what the gate
-        takes (a concurrency slot, a throttle's turn), in one transaction; a job whose row
-        has a gate its message did not carry is leased that way too (the plain lease's
-        condition refuses it). Refused by the gate, the job is parked or delayed by the gate
-        and :class:`Gated` is raised.
-        """
-        entry = Transition(now, JobState.QUEUED.value, JobState.RUNNING.value, actor, "lease")
-        for _ in range(GATE_TRIES):
-            try:
-                return self._lease(job_id, epoch, owner, expires_at, now, entry, gate)
-            except _NeedsGate as needs:
-                gate = needs.gate
-            except _GateRefused as refused:
-                assert self.lease_gate is not None and gate is not None
-                if self.lease_gate.refused(gate, job_id, epoch, refused.cancelled, now):
-                    raise Gated(f"job {job_id} waits (flow control)", job_id=job_id) from None
-        raise Conflict(f"job {job_id}: its gate kept changing; the message comes back",
-                       job_id=job_id)
-
-    def _lease(self, job_id: str, epoch: int, owner: str, expires_at: int, now: int,
-               entry: Transition, gate: Mapping[str, Any] | None) -> Job:
-        update: dict[str, Any] = dict(
-            TableName=self.table, Key={"job_id": {"S": job_id}},
-            UpdateExpression=(
-                "SET #state = :running, lease_owner = :owner, lease_expires_at = :exp, "
-                "started_at = :now, first_started_at = if_not_exists(first_started_at, :now), "
-                "attempt = if_not_exists(attempt, :zero) + :one, "
-                "history = list_append(if_not_exists(history, :empty), :entry)"
-            ),
-            # A start window (leasehold.flow's expiry) refuses the lease once it has passed,
-            # and a started job never expires: the lease removes it.
-            # A durable job's short sleep is leased straight from SLEEPING by its delayed
-            # message (see lifecycle/suspending.py).
-            ConditionExpression=("#state IN (:queued, :sleeping) AND epoch = :epoch AND "
-                                 f"(attribute_not_exists({START_BY}) OR {START_BY} > :now)"),
-            ExpressionAttributeNames={"#state": "state"},
-            ExpressionAttributeValues=to_av({
-                ":running": JobState.RUNNING.value, ":queued": JobState.QUEUED.value,
-                ":sleeping": JobState.SLEEPING.value,
-                ":owner": owner, ":exp": expires_at, ":now": now, ":zero": 0, ":one": 1,
-                ":empty": [], ":entry": [entry.to_item()], ":epoch": epoch,
-            }),
-            ReturnValuesOnConditionCheckFailure="ALL_OLD",
-        )
-        removed = [START_BY]
-        gated = self.lease_gate is not None
-        if gated and gate is None:
-            # A gated row leased without its gate (a message from before it, a caller that
-            # did not pass it): refused here, and leased again through the gate below.
-            update["ConditionExpression"] += f" AND attribute_not_exists({GATE})"
-        if gated and gate is not None:
-            assert self.lease_gate is not None
-            removed = list(dict.fromkeys([*removed, *self.cleared]))
-        update["ExpressionAttributeNames"].update(
-            {f"#c{i}": name for i, name in enumerate(removed)})
-        update["UpdateExpression"] += " REMOVE " + ", ".join(
-            f"#c{i}" for i in range(len(removed)))
-        if gated and gate is not None:
-            assert self.lease_gate is not None
-            try:
-                transact_write(self._ddb, [
-                    {"Update": update}, *self.lease_gate.take(gate, job_id, epoch, now)])
-            except Refusal as refusal:
-                raise _GateRefused(refusal) from None
-            except Cancelled as cancelled:
-                if not cancelled.failed(0):
-                    raise _GateRefused(cancelled) from None
-                return self._not_leased(cancelled.items[0] or {}, job_id, epoch, owner, now)
-            return self._notify(self.get(job_id), JobState.QUEUED)
-        try:
-            response = self._ddb.update_item(ReturnValues="ALL_NEW", **update)
-        except ClientError as exc:
-            old = old_item(exc)
-            if old is None:
-                raise
-            return self._not_leased(from_av(old) if old else {}, job_id, epoch, owner, now)
-        return self._notify(job_from_item(from_av(response["Attributes"])), JobState.QUEUED)
-
-    def _not_leased(self, old: Mapping[str, Any], job_id: str, epoch: int, owner: str,
-                    now: int) -> Job:
-        """A lease's condition failed: our own lease (a retried request met it applied), a
-        gated row leased without its gate, or a stale message (or one whose start window
-        passed: the caller's refused-lease hooks end that job)."""
-        current = job_from_item(old) if old else None
-        if current is not None and current.state is JobState.RUNNING and \
-                current.epoch == epoch and current.lease_owner == owner:
-            # Our own lease: the retried request met it applied. Committed, so every
-            # observer hears of it now, as the lost first response never told them.
-            return self._notify(current, JobState.QUEUED)
-        start_by = None if current is None else current.extra.get(START_BY)
-        if current is not None and current.state in (JobState.QUEUED, JobState.SLEEPING) and \
-                current.epoch == epoch and current.extra.get(GATE) and \
-                (start_by is None or int(start_by) > now):
-            raise _NeedsGate(current.extra[GATE])
-        raise StaleMessage(f"message for {job_id} at epoch {epoch} is stale",
-                           job_id=job_id, current=current) from None
-
     def update_running(self, job: Job, *, owner: str, set: Mapping[str, Any],
                        conflict: type[LeaseholdError]) -> Job:
         """Change attributes of a RUNNING job without a transition (heartbeats)."""
@@ -441,88 +239,7 @@ class DynamoJobStore:
         except _Refused:
             raise ConditionFailed(job_id=job.job_id) from None
 
-    # -- index queries ------------------------------------------------------------------
-
-    def sweep_candidates(self, shard: int, before: int, limit: int) -> list[str]:
-        """Ids of QUEUED/RUNNING jobs whose ``sweep_at`` is before ``before``: a superset of the
-        shard's expired leases and lost hand-offs (the caller reads the rows to tell them)."""
-        return [item["job_id"] for item in self._query(
-            SWEEP_INDEX.name, "sweep_shard = :s AND sweep_at < :t",
-            {":s": shard, ":t": before}, limit)]
-
-    def move_sweep(self, job: Job, to: int) -> bool:
-        """Move a live job's ``sweep_at`` forward to ``to``; False if the row changed.
-
-        Conditioned on the (state, epoch) the caller read and on the deadline still being at
-        least ``to``, so the move can never put ``sweep_at`` past the time the row needs the
-        sweeper. Nothing else changes, so a retried write whose first try landed simply
-        succeeds again (it is idempotent).
-        """
-        try:
-            self._ddb.update_item(
-                TableName=self.table, Key={"job_id": {"S": job.job_id}},
-                UpdateExpression="SET sweep_at = :to",
-                ConditionExpression=("#state = :state AND epoch = :epoch AND "
-                                     "lease_expires_at >= :to"),
-                ExpressionAttributeNames={"#state": "state"},
-                ExpressionAttributeValues=to_av({
-                    ":to": to, ":state": job.state.value, ":epoch": job.epoch}),
-            )
-        except ClientError as exc:
-            if condition_failed(exc):
-                return False
-            raise
-        return True
-
-    def due(self, shard: int, until: int, limit: int) -> list[str]:
-        return [item["job_id"] for item in self._query(
-            DUE_INDEX.name, "due_shard = :s AND run_at <= :t", {":s": shard, ":t": until}, limit)]
-
-    def by_tenant(self, tenant: str, shard: int, *, limit: int,
-                  cursor: Mapping[str, Any] | None = None, newest_first: bool = True,
-                  bound: int | None = None
-                  ) -> tuple[list[tuple[int, str]], Mapping[str, Any] | None]:
-        """One page of one shard of a tenant's jobs: (created_at, job_id) in created_at order,
-        from ``bound`` on (inclusive; older if ``newest_first``), and where the next resumes."""
-        condition = "tenant_shard = :t"
-        values: dict[str, Any] = {":t": tenant_shard(tenant, shard)}
-        if bound is not None:
-            condition += f" AND created_at {'<=' if newest_first else '>='} :b"
-            values[":b"] = bound
-        items, last = query_page(
-            self._ddb, limit=limit, cursor=cursor, TableName=self.table,
-            IndexName=BY_TENANT_INDEX.name, KeyConditionExpression=condition,
-            ExpressionAttributeValues=to_av(values), ScanIndexForward=not newest_first)
-        return [(int(item["created_at"]), item["job_id"]) for item in items], last
-
     # -- helpers ------------------------------------------------------------------------
-
-    def _index_keys(self, job_id: str, state: JobState, job: Job | None,
-                    sets: Mapping[str, Any] | None = None, *, now: int) -> dict[str, Any]:
-        """The index attributes a job entering ``state`` at ``now`` must carry (None: must
-        not carry). Only creation and :meth:`transition` call this; a lease enters RUNNING
-        without it, because the ``sweep_at`` written on entry to QUEUED already bounds it."""
-        shard = shard_of(job_id, self.settings.shards)
-        keys: dict[str, Any] = {"due_shard": None, "sweep_shard": None, "sweep_at": None,
-                                "lease_expires_at": None}
-        # A SLEEPING job with a hand-off deadline was handed off (a short sleep): the
-        # sweeper watches it as a QUEUED one, from its wake-up on; a long sleep waits in
-        # ``due`` for the ticker, as a SCHEDULED job does.
-        handed_off = state is JobState.SLEEPING and bool((sets or {}).get("lease_expires_at"))
-        if state is JobState.SCHEDULED or (state is JobState.SLEEPING and not handed_off):
-            keys["due_shard"] = shard
-        elif state in (JobState.QUEUED, JobState.RUNNING) or handed_off:
-            expires = (sets or {}).get("lease_expires_at") or (
-                job.lease_expires_at if job is not None else None)
-            if expires is None:
-                raise ValueError(f"a {state} job needs lease_expires_at")
-            start = max(now, int((sets or {}).get("run_at") or now)) if handed_off else now
-            keys["sweep_shard"] = shard
-            keys["sweep_at"] = sweep_bound(start, int(expires), self.settings)
-            keys["lease_expires_at"] = expires
-        if job is not None:  # creating: drop the Nones
-            return {k: v for k, v in keys.items() if v is not None}
-        return keys
 
     def _update(self, job_id: str, sets: Mapping[str, Any], removes: Sequence[str],
                 increments: Mapping[str, int], condition: Sequence[str],
@@ -572,12 +289,6 @@ class DynamoJobStore:
             job_id=job_id, current=current,
         )
 
-    def _query(self, index: str, condition: str, values: Mapping[str, Any],
-               limit: int) -> Iterator[dict[str, Any]]:
-        return query(self._ddb, limit=limit, TableName=self.table, IndexName=index,
-                     KeyConditionExpression=condition,
-                     ExpressionAttributeValues=to_av(values))
-
 
 def _applied(job: Job, sets: Mapping[str, Any], removes: Sequence[str],
              increments: Mapping[str, int]) -> Job:
@@ -594,18 +305,6 @@ def _applied(job: Job, sets: Mapping[str, Any], removes: Sequence[str],
     for name in removes:
         item.pop(name, None)
     return job_from_item(item)
-
-
-def sweep_bound(now: int, deadline: int, settings: Settings) -> int:
-    """The latest safe ``sweep_at`` for a job queued at ``now`` with hand-off ``deadline``.
-
-    A lease taken at ``now`` or later (by a worker whose clock runs at most the skew grace
-    behind ours) expires no earlier than ``now + lease - grace``, and the hand-off itself is
-    overdue at ``deadline``: the row cannot need the sweeper before the earlier of the two.
-    """
-    lease_ms = int(settings.lease_seconds * 1000)
-    grace_ms = int(settings.skew_grace_seconds * 1000)
-    return min(deadline, now + lease_ms - grace_ms)
 
 
 def check_initial(state: JobState) -> None:

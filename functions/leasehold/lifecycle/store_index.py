@@ -1,0 +1,117 @@
+"""The jobs table's sparse indexes: the keys a row carries in each state, and the queries
+of the sweeper, the ticker and the tenant listing (see :mod:`leasehold.lifecycle.store`)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from leasehold.aws.definitions import BY_TENANT_INDEX, DUE_INDEX, SWEEP_INDEX
+from leasehold.aws.dynamo import condition_failed, query_page, to_av
+from leasehold.core.ids import shard_of
+from leasehold.core.jobs import Job
+from leasehold.core.states import JobState
+from leasehold.lifecycle.store_base import StoreBase
+from leasehold.settings import Settings
+
+
+def tenant_shard(tenant: str, shard: int) -> str:
+    """The ``by_tenant_shard`` index key of a tenant's ``shard``."""
+    return f"{tenant}#{shard}"
+
+
+class IndexQueries(StoreBase):
+    """The index keys and queries of the jobs table."""
+
+    def sweep_candidates(self, shard: int, before: int, limit: int) -> list[str]:
+        """Ids of QUEUED/RUNNING jobs whose ``sweep_at`` is before ``before``: a superset of the
+        shard's expired leases and lost hand-offs (the caller reads the rows to tell them)."""
+        return [item["job_id"] for item in self._query(
+            SWEEP_INDEX.name, "sweep_shard = :s AND sweep_at < :t",
+            {":s": shard, ":t": before}, limit)]
+
+    def move_sweep(self, job: Job, to: int) -> bool:
+        """Move a live job's ``sweep_at`` forward to ``to``; False if the row changed.
+
+        Conditioned on the (state, epoch) the caller read and on the deadline still being at
+        least ``to``, so the move can never put ``sweep_at`` past the time the row needs the
+        sweeper. Nothing else changes, so a retried write whose first try landed simply
+        succeeds again (it is idempotent).
+        """
+        try:
+            self._ddb.update_item(
+                TableName=self.table, Key={"job_id": {"S": job.job_id}},
+                UpdateExpression="SET sweep_at = :to",
+                ConditionExpression=("#state = :state AND epoch = :epoch AND "
+                                     "lease_expires_at >= :to"),
+                ExpressionAttributeNames={"#state": "state"},
+                ExpressionAttributeValues=to_av({
+                    ":to": to, ":state": job.state.value, ":epoch": job.epoch}),
+            )
+        except ClientError as exc:
+            if condition_failed(exc):
+                return False
+            raise
+        return True
+
+    def due(self, shard: int, until: int, limit: int) -> list[str]:
+        return [item["job_id"] for item in self._query(
+            DUE_INDEX.name, "due_shard = :s AND run_at <= :t", {":s": shard, ":t": until}, limit)]
+
+    def by_tenant(self, tenant: str, shard: int, *, limit: int,
+                  cursor: Mapping[str, Any] | None = None, newest_first: bool = True,
+                  bound: int | None = None
+                  ) -> tuple[list[tuple[int, str]], Mapping[str, Any] | None]:
+        """One page of one shard of a tenant's jobs: (created_at, job_id) in created_at order,
+        from ``bound`` on (inclusive; older if ``newest_first``), and where the next resumes."""
+        condition = "tenant_shard = :t"
+        values: dict[str, Any] = {":t": tenant_shard(tenant, shard)}
+        if bound is not None:
+            condition += f" AND created_at {'<=' if newest_first else '>='} :b"
+            values[":b"] = bound
+        items, last = query_page(
+            self._ddb, limit=limit, cursor=cursor, TableName=self.table,
+            IndexName=BY_TENANT_INDEX.name, KeyConditionExpression=condition,
+            ExpressionAttributeValues=to_av(values), ScanIndexForward=not newest_first)
+        return [(int(item["created_at"]), item["job_id"]) for item in items], last
+
+    def _index_keys(self, job_id: str, state: JobState, job: Job | None,
+                    sets: Mapping[str, Any] | None = None, *, now: int) -> dict[str, Any]:
+        """The index attributes a job entering ``state`` at ``now`` must carry (None: must
+        not carry). Only creation and :meth:`transition` call this; a lease enters RUNNING
+        without it, because the ``sweep_at`` written on entry to QUEUED already bounds it."""
+        shard = shard_of(job_id, self.settings.shards)
+        keys: dict[str, Any] = {"due_shard": None, "sweep_shard": None, "sweep_at": None,
+                                "lease_expires_at": None}
+        # A SLEEPING job with a hand-off deadline was handed off (a short sleep): the
+        # sweeper watches it as a QUEUED one, from its wake-up on; a long sleep waits in
+        # ``due`` for the ticker, as a SCHEDULED job does.
+        handed_off = state is JobState.SLEEPING and bool((sets or {}).get("lease_expires_at"))
+        if state is JobState.SCHEDULED or (state is JobState.SLEEPING and not handed_off):
+            keys["due_shard"] = shard
+        elif state in (JobState.QUEUED, JobState.RUNNING) or handed_off:
+            expires = (sets or {}).get("lease_expires_at") or (
+                job.lease_expires_at if job is not None else None)
+            if expires is None:
+                raise ValueError(f"a {state} job needs lease_expires_at")
+            start = max(now, int((sets or {}).get("run_at") or now)) if handed_off else now
+            keys["sweep_shard"] = shard
+            keys["sweep_at"] = sweep_bound(start, int(expires), self.settings)
+            keys["lease_expires_at"] = expires
+        if job is not None:  # creating: drop the Nones
+            return {k: v for k, v in keys.items() if v is not None}
+        return keys
+
+
+def sweep_bound(now: int, deadline: int, settings: Settings) -> int:
+    """The latest safe ``sweep_at`` for a job queued at ``now`` with hand-off ``deadline``.
+
+    A lease taken at ``now`` or later (by a worker whose clock runs at most the skew grace
+    behind ours) expires no earlier than ``now + lease - grace``, and the hand-off itself is
+    overdue at ``deadline``: the row cannot need the sweeper before the earlier of the two.
+    """
+    lease_ms = int(settings.lease_seconds * 1000)
+    grace_ms = int(settings.skew_grace_seconds * 1000)
+    return min(deadline, now + lease_ms - grace_ms)
