@@ -21,7 +21,7 @@ from leasehold.aws.faults import Fault
 from leasehold.core.spec import JobSpec
 from leasehold.errors import Overloaded, RateLimited
 from leasehold.lifecycle.submission import COUNTED
-from leasehold.tenancy.admission import TAT, _Gcra, submit_admitted
+from leasehold.tenancy.admission import TAT, Gcra, submit_admitted
 from leasehold.tenancy.counters import slot_item
 
 _KEYS = itertools.count()
@@ -73,7 +73,7 @@ class AdmissionContention:
         for tenant in _machine().TENANTS:
             for shard in range(shards):
                 share = limits.per_shard(shards, shard)
-                gcra = _Gcra.of(share)
+                gcra = Gcra.of(share)
                 item = self.app.clients.dynamodb.get_item(
                     TableName=self.app.settings.tenants_table,
                     Key={"tenant": {"S": slot_item(tenant, shard)}},

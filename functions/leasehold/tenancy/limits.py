@@ -1,0 +1,75 @@
+"""A tenant's admission limits, and how they are spread over its admission items (see
+:mod:`leasehold.tenancy.admission`)."""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+
+@dataclass(frozen=True, kw_only=True)
+class Limits:
+    #: Submissions per second a tenant earns, and how many it may spend at once.
+    rate: float = 50.0
+    burst: float = 200.0
+    #: Non-terminal jobs a tenant may have.
+    max_live: int = 10_000
+    #: Visible messages across a pool's queues above which every submission gets 503.
+    max_backlog: int = 100_000
+    #: Items the rate and the cap are split over (None: :data:`SPREAD`, or as many as the
+    #: rate needs at :data:`JOBS_PER_SHARD` admitted jobs/s each if that is more).
+    shards: int | None = None
+
+    def shard_count(self) -> int:
+        """How many admission items a tenant's admission is spread over: enough that its
+        concurrent admissions rarely meet on one item, and its rate fits; never so many that
+        one item's burst or cap falls below one job. The spread of a small tenant stops
+        where an item would keep less than :data:`MIN_SHARD_BURST` of burst or 1/s of rate
+        (one item's refusal then sends the admission to the next one, at a write each)."""
+        spread = min(SPREAD, int(self.burst // MIN_SHARD_BURST), int(self.rate))
+        wanted = self.shards or max(math.ceil(self.rate / JOBS_PER_SHARD), spread)
+        return max(1, min(wanted, int(self.burst), self.max_live))
+
+    def per_shard(self, shards: int, shard: int = 0) -> Limits:
+        """The share of item ``shard`` of ``shards``: rate and burst divided evenly, the cap
+        split exactly (the first ``max_live % shards`` items take one more), so the items
+        together admit the whole cap and never more."""
+        if shards == 1:
+            return self
+        cap = self.max_live // shards + (1 if shard < self.max_live % shards else 0)
+        return replace(self, rate=self.rate / shards, burst=self.burst / shards, max_live=cap)
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Limits:
+        env = os.environ if env is None else env
+        values: dict[str, Any] = {}
+        for name, var, kind in (
+            ("rate", "LEASEHOLD_TENANT_RATE", float), ("burst", "LEASEHOLD_TENANT_BURST", float),
+            ("max_live", "LEASEHOLD_TENANT_MAX_LIVE", int),
+            ("max_backlog", "LEASEHOLD_MAX_BACKLOG", int),
+            ("shards", "LEASEHOLD_TENANT_ADMISSION_SHARDS", int),
+        ):
+            if env.get(var):
+                values[name] = kind(env[var])
+        return cls(**values)
+
+
+#: Admitted jobs/s one admission item sustains: ~1,000 write units/s per partition key, and
+#: a job costs 4 there (a transactional take and a transactional give-back, 2 units each):
+#: 250, of which admission plans for 80%.
+JOBS_PER_SHARD = 200
+#: Items even a small tenant's admission is spread over, so that its concurrent admissions
+#: (transactions, which DynamoDB refuses with ``TransactionConflict`` when they overlap on
+#: one item) rarely meet on one item; fewer when the limits are too small to split (see
+#: :meth:`Limits.shard_count`).
+SPREAD = 8
+#: The smallest burst one item of a spread tenant keeps (a rate of at least 1/s each, too).
+MIN_SHARD_BURST = 16
+#: Shards an admission tries before answering 429 (each try after the first costs a
+#: refused write, unless this instance already knows the item is over its rate). A tenant
+#: with at most this many items is tried on every one, so it is never refused while one of
+#: them has room; a bigger one may be, near its limits, when the tries all land on full items.
+MAX_SHARD_TRIES = 8
