@@ -72,15 +72,18 @@ def render_key(fieldname: str, template: str, payload: Any) -> str:
     return key
 
 
-def _fields(fieldname: str, value: Any, allowed: set[str], required: set[str]
-            ) -> Mapping[str, Any]:
+def fields(fieldname: str, value: Any, allowed: set[str], required: set[str]
+           ) -> Mapping[str, Any]:
+    """``value`` as a flow-control option's object: only ``allowed`` fields, every
+    ``required`` one given, and a string ``key``; a clear 422 otherwise."""
     if isinstance(value, Concurrency | Throttle):
         value = vars(value)
     if not isinstance(value, Mapping):
         raise ValidationError(fieldname, "must be an object")
     unknown = set(value) - allowed
     if unknown:
-        raise ValidationError(fieldname, f"unknown fields: {', '.join(sorted(unknown))}")
+        raise ValidationError(fieldname, f"unknown field(s) {sorted(unknown)}; it takes "
+                                         f"{', '.join(sorted(allowed))}")
     missing = required - {k for k, v in value.items() if v is not None}
     if missing:
         raise ValidationError(fieldname, f"needs {', '.join(sorted(missing))}")
@@ -96,13 +99,13 @@ def _count(fieldname: str, value: Any, high: int) -> int:
 
 
 def concurrency(value: Any, payload: Any) -> Concurrency:
-    data = _fields("concurrency", value, {"key", "limit"}, {"key", "limit"})
+    data = fields("concurrency", value, {"key", "limit"}, {"key", "limit"})
     return Concurrency(render_key("concurrency.key", data["key"], payload),
                        _count("concurrency.limit", data["limit"], MAX_LIMIT))
 
 
 def throttle(value: Any, payload: Any) -> Throttle:
-    data = _fields("throttle", value, {"key", "limit", "period_seconds", "burst"},
+    data = fields("throttle", value, {"key", "limit", "period_seconds", "burst"},
                    {"key", "limit", "period_seconds"})
     limit = _count("throttle.limit", data["limit"], MAX_LIMIT)
     period = data["period_seconds"]

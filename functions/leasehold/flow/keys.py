@@ -7,12 +7,12 @@ never holds ``#``), so two tenants' equal keys never meet. Every error here is a
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
-from leasehold.core.flowcontrol import render_key
+from leasehold.core.flowcontrol import fields, render_key
 from leasehold.core.spec import check_number, check_text
-from leasehold.errors import ValidationError
+
+__all__ = ["MAX_KEY", "fields", "item_key", "option", "render", "seconds"]
 
 MAX_KEY = 256
 
@@ -27,20 +27,6 @@ def render(fieldname: str, template: object, payload: Any) -> str:
 def option(spec_value: Any, task_value: Any) -> Any:
     """The job's own value, else its task's default (None: the option is off)."""
     return spec_value if spec_value is not None else task_value
-
-
-def fields(fieldname: str, value: object, allowed: set[str], required: set[str]
-           ) -> Mapping[str, Any]:
-    if not isinstance(value, Mapping):
-        raise ValidationError(fieldname, "must be an object")
-    unknown = set(value) - allowed
-    if unknown:
-        raise ValidationError(fieldname, f"unknown field(s) {sorted(unknown)}; it takes "
-                                         f"{', '.join(sorted(allowed))}")
-    missing = required - set(value)
-    if missing:
-        raise ValidationError(fieldname, f"needs {', '.join(sorted(missing))}")
-    return value
 
 
 def seconds(fieldname: str, value: object, *, low: float, high: float) -> float:
