@@ -81,13 +81,9 @@ def put_fenced(app: Leasehold, job: Job, owner: str, sk: str, attributes: Mappin
     put = {"Put": {"TableName": app.settings.coordination_table, "Item": to_av(item),
                    "ConditionExpression": "attribute_not_exists(sk)",
                    "ReturnValuesOnConditionCheckFailure": "ALL_OLD"}}
-    try:
-        transact_write(app.clients.dynamodb, [put, lease_check(app, job, owner)])
-    except Cancelled as cancelled:
-        if cancelled.failed(1):
-            raise LeaseLost(f"job {job.job_id} is no longer this attempt's",
-                            job_id=job.job_id) from None
-        return cancelled.items[0] or get(app, job.job_id, sk) or item
+    refused = _fenced(app, job, owner, put)
+    if refused is not None:
+        return refused.items[0] or get(app, job.job_id, sk) or item
     return item
 
 
@@ -95,22 +91,24 @@ def update_fenced(app: Leasehold, job: Job, owner: str, sk: str, sets: Mapping[s
                   condition: str) -> dict[str, Any] | None:
     """Update a record under the lease if ``condition`` holds; None when it did not (the
     caller reads the record again). Raises :class:`LeaseLost` off the lease."""
-    names = {f"#a{i}": name for i, name in enumerate(sets)}
-    values = {f":a{i}": value for i, value in enumerate(sets.values())}
-    update = {"Update": {
-        "TableName": app.settings.coordination_table,
-        "Key": {"pk": {"S": partition(job.job_id)}, "sk": {"S": sk}},
-        "UpdateExpression": "SET " + ", ".join(f"#a{i} = :a{i}" for i in range(len(sets))),
-        "ConditionExpression": f"attribute_exists(sk) AND {condition}",
-        "ExpressionAttributeNames": names, "ExpressionAttributeValues": to_av(values)}}
+    update = update_if(app, job.job_id, sk, sets, f"attribute_exists(sk) AND {condition}", {})
+    if _fenced(app, job, owner, {"Update": update}) is not None:
+        return None
+    return get(app, job.job_id, sk)
+
+
+def _fenced(app: Leasehold, job: Job, owner: str, entry: Mapping[str, Any]
+            ) -> Cancelled | None:
+    """Write ``entry`` in one transaction with :func:`lease_check`; its refusal (None: it
+    was written). Raises :class:`LeaseLost` if this attempt no longer holds the lease."""
     try:
-        transact_write(app.clients.dynamodb, [update, lease_check(app, job, owner)])
+        transact_write(app.clients.dynamodb, [entry, lease_check(app, job, owner)])
     except Cancelled as cancelled:
         if cancelled.failed(1):
             raise LeaseLost(f"job {job.job_id} is no longer this attempt's",
                             job_id=job.job_id) from None
-        return None
-    return get(app, job.job_id, sk)
+        return cancelled
+    return None
 
 
 def update_if(app: Leasehold, job_id: str, sk: str, sets: Mapping[str, Any], condition: str,
