@@ -261,14 +261,10 @@ class DynamoJobStore(LeaseWrites, IndexQueries):
             # The conditions held the row at ``known``'s (state, epoch): it is ``known`` with
             # this update applied, no read needed (see :func:`_applied`).
             return _applied(known, sets, removes, increments)
-        try:
-            response = self._ddb.update_item(ReturnValues="ALL_NEW", **update)
-        except ClientError as exc:
-            old = old_item(exc)
-            if old is None:
-                raise
-            raise _Refused(job_from_item(from_av(old)) if old else None) from None
-        return job_from_item(from_av(response["Attributes"]))
+        new, old = self._update_or_refusal(update)
+        if new is None:
+            raise _Refused(job_from_item(old) if old else None)
+        return job_from_item(new)
 
     def _explain(self, job_id: str, current: Job | None, change: Change, now: int,
                  expected_epoch: int, conflict: type[LeaseholdError]) -> Job:

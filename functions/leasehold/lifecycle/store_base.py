@@ -7,8 +7,10 @@ import logging
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Protocol
 
+from botocore.exceptions import ClientError
+
 from leasehold.aws.clients import Clients
-from leasehold.aws.dynamo import Cancelled, from_av, query, to_av
+from leasehold.aws.dynamo import Cancelled, from_av, old_item, query, to_av
 from leasehold.core.jobs import Job, job_from_item
 from leasehold.core.states import JobState
 from leasehold.errors import NotFound
@@ -89,6 +91,19 @@ class StoreBase:
         if "Item" not in response:
             raise NotFound(f"no job {job_id}", job_id=job_id)
         return job_from_item(from_av(response["Item"]))
+
+    def _update_or_refusal(self, update: Mapping[str, Any]
+                           ) -> tuple[dict[str, Any] | None, dict[str, Any]]:
+        """Apply one conditional ``UpdateItem``: (the row after it, {}) or, when its condition
+        failed, (None, the row before it: {} when there is none)."""
+        try:
+            response = self._ddb.update_item(ReturnValues="ALL_NEW", **update)
+        except ClientError as exc:
+            old = old_item(exc)
+            if old is None:
+                raise
+            return None, from_av(old) if old else {}
+        return from_av(response["Attributes"]), {}
 
     def _query(self, index: str, condition: str, values: Mapping[str, Any],
                limit: int) -> Iterator[dict[str, Any]]:

@@ -6,9 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from botocore.exceptions import ClientError
-
-from leasehold.aws.dynamo import Cancelled, from_av, old_item, to_av, transact_write
+from leasehold.aws.dynamo import Cancelled, to_av, transact_write
 from leasehold.core.flowcontrol import GATE
 from leasehold.core.jobs import Job, Transition, job_from_item
 from leasehold.core.states import JobState
@@ -121,14 +119,10 @@ class LeaseWrites(StoreBase):
                     raise _GateRefused(cancelled) from None
                 return self._not_leased(cancelled.items[0] or {}, job_id, epoch, owner, now)
             return self._notify(self.get(job_id), JobState.QUEUED)
-        try:
-            response = self._ddb.update_item(ReturnValues="ALL_NEW", **update)
-        except ClientError as exc:
-            old = old_item(exc)
-            if old is None:
-                raise
-            return self._not_leased(from_av(old) if old else {}, job_id, epoch, owner, now)
-        return self._notify(job_from_item(from_av(response["Attributes"])), JobState.QUEUED)
+        new, old = self._update_or_refusal(update)
+        if new is None:
+            return self._not_leased(old, job_id, epoch, owner, now)
+        return self._notify(job_from_item(new), JobState.QUEUED)
 
     def _not_leased(self, old: Mapping[str, Any], job_id: str, epoch: int, owner: str,
                     now: int) -> Job:
