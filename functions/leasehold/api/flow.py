@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from typing import Annotated
+from urllib.parse import unquote
 
 from aws_lambda_powertools.event_handler.api_gateway import Router
 from aws_lambda_powertools.event_handler.openapi.params import Path
@@ -18,6 +19,12 @@ from leasehold.flow import pools
 router = Router()
 
 Key = Annotated[str, Path(min_length=1, max_length=200)]
+
+
+def _key(key: str) -> str:
+    """The key a path segment names: a key may hold any character (``stripe:acct/1``), so
+    clients send it percent-encoded as one segment, and the router matches it undecoded."""
+    return unquote(key)
 
 
 def key_out(usage: keys.KeyUsage) -> FlowKeyOut:
@@ -37,7 +44,7 @@ def list_keys() -> FlowKeysOut:
             responses=answers(FlowKeyOut, 401, 422))
 def get_key(key: Key) -> FlowKeyOut:
     app = context.leasehold(router)
-    return key_out(keys.usage(app, context.tenant(router), key))
+    return key_out(keys.usage(app, context.tenant(router), _key(key)))
 
 
 @router.post("/flow/keys/<key>/pause", summary="Pause a concurrency key", tags=["flow"],
@@ -46,7 +53,7 @@ def get_key(key: Key) -> FlowKeyOut:
              responses=answers(FlowKeyOut, 401, 422))
 def pause_key(key: Key) -> FlowKeyOut:
     app = context.leasehold(router)
-    return key_out(keys.pause(app, context.tenant(router), key))
+    return key_out(keys.pause(app, context.tenant(router), _key(key)))
 
 
 @router.post("/flow/keys/<key>/resume", summary="Resume a concurrency key", tags=["flow"],
@@ -54,7 +61,7 @@ def pause_key(key: Key) -> FlowKeyOut:
              responses=answers(FlowKeyOut, 401, 422))
 def resume_key(key: Key) -> FlowKeyOut:
     app = context.leasehold(router)
-    return key_out(keys.resume(app, context.tenant(router), key))
+    return key_out(keys.resume(app, context.tenant(router), _key(key)))
 
 
 def _pool(pool: str) -> str:

@@ -14,6 +14,7 @@ from typing import Any
 
 from leasehold.client.errors import ApiError
 from leasehold.client.handle import MAX_WAIT_SECONDS, JobHandle
+from leasehold.client.operations import Operations, segment
 from leasehold.client.transport import (
     MAX_RETRY_AFTER,
     REFUSED,
@@ -44,7 +45,7 @@ def task_name(task: Any) -> str:
     return name
 
 
-class Client:
+class Client(Operations):
     """``Client()`` talks to ``$LEASEHOLD_URL`` (default the local runtime's
     http://127.0.0.1:8080).
 
@@ -338,7 +339,7 @@ def _quote(value: Any) -> str:
 
 def _id(value: str) -> str:
     """An id as a path segment: quoted, so an id can never name another route."""
-    return _quote(value)
+    return segment(value)
 
 
 def _header(headers: Mapping[str, str], name: str) -> str | None:

@@ -87,11 +87,15 @@ class JobHandle:
         """
         deadline = None if timeout is None else time.monotonic() + timeout
         job = self.refresh() if self.job.get("state") == NOT_READ else self.job
+        read = self.job.get("state") == NOT_READ
         while state_of(job) in LIVE:
             left = MAX_WAIT_SECONDS if deadline is None else deadline - time.monotonic()
-            if left <= 0:
+            if left <= 0 and read:
                 raise ResultTimeout(job, timeout or 0.0)
-            asked = min(left, MAX_WAIT_SECONDS)
+            # The job as this handle last saw it is live: ask once more, even with no time
+            # left (``timeout=0`` asks whether it has finished by now).
+            read = True
+            asked = max(0.0, min(left, MAX_WAIT_SECONDS))
             started = time.monotonic()
             job = self.refresh(wait_seconds=asked)
             if state_of(job) in LIVE and time.monotonic() - started < asked / 2:
