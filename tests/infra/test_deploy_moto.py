@@ -222,6 +222,8 @@ class RelayRun:
     overrides: dict[str, str]
     #: Every AWS operation the relay's code called, as ``service:Operation`` (IAM's names).
     calls: set[str]
+    #: The stream records moto delivered to it.
+    records: int = 0
 
 
 @pytest.fixture
@@ -248,6 +250,7 @@ def relay_in_process(monkeypatch: pytest.MonkeyPatch) -> Iterator[RelayRun]:
             relay_handler._app.cache_clear()
             relay_handler._sink.cache_clear()
             relay_handler._app().clients.add_hook(record)
+            run.records += len(event["Records"])
             try:
                 result = relay_handler.handler(event, LambdaContext(
                     function_name=function.function_name))
@@ -373,8 +376,9 @@ def test_a_user_event_reaches_the_trigger_whose_job_the_stream_relay_publishes_t
 
 def test_the_deployed_api_function_submits_a_job_publishes_only_outcomes_and_counts_it(
         synthesized: Synthesized, deployed: dict[str, str], monkeypatch: pytest.MonkeyPatch,
-        capsys: pytest.CaptureFixture[str]) -> None:
-    """The API handler in the deployed API function's environment, with a SigV4 caller."""
+        capsys: pytest.CaptureFixture[str], relay_in_process: RelayRun) -> None:
+    """The API handler in the deployed API function's environment, with a SigV4 caller; the
+    relay, as deployed, sees the new row and publishes nothing for it."""
     events = boto3.client("events", region_name=REGION)
     sqs = boto3.client("sqs", region_name=REGION)
     bus = deployed["EventBusName"]
@@ -406,6 +410,7 @@ def test_the_deployed_api_function_submits_a_job_publishes_only_outcomes_and_cou
     assert json.loads(response["body"])["job_id"]
     # As deployed (publish=terminal) a queued job is no event yet; its outcome will be.
     assert function_environment(API_HANDLER)["LEASEHOLD_PUBLISH"] == "terminal"
+    assert relay_in_process.records and relay_in_process.calls == set()  # nothing to put
     assert drain(sqs, observed) == []
     namespace, dimensions, blob = emf_metrics(output)["JobsSubmitted"]
     assert (namespace, blob["service"]) == (NAMESPACE, SERVICE)
