@@ -100,6 +100,9 @@ def test_the_relay_alarms_on_iterator_age_to_the_alarm_topic(synthesized: Synthe
         "Threshold": ITERATOR_AGE_ALARM_SECONDS * 1000,
         "AlarmActions": [{"Ref": topic}], "OKActions": [{"Ref": topic}],
     })
+    (dashboard,) = synthesized.resources("AWS::CloudWatch::Dashboard").values()
+    assert '"AWS/Lambda","IteratorAge","FunctionName","' in str(
+        dashboard["Properties"]["DashboardBody"])
 
 
 def test_the_relay_role_reads_only_the_jobs_stream_and_puts_only_on_the_bus(

@@ -156,6 +156,10 @@ class Monitoring(Construct):
         self.dashboard = self._dashboard(work_queues, dead_letter_queues,
                                          [*workers.values(), ticker, sweeper, trigger, relay],
                                          api)
+        self.dashboard.add_widgets(cloudwatch.GraphWidget(
+            title="Change-stream relay: iterator age (ms, max), the lag of job state events",
+            left=[relay.metric("IteratorAge", period=PERIOD, statistic="Maximum")],
+            width=8, height=6))
 
     def _dashboard(self, work_queues: Mapping[str, sqs.IQueue],
                    dead_letter_queues: Mapping[str, sqs.IQueue],
