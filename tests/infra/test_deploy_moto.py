@@ -5,9 +5,10 @@ template (types moto does not model, such as alarms and the API stage, are skipp
 moto cannot run Lambda code without Docker, so the test pauses the event source mappings and
 plays the worker Lambda's part with the library's own consumer, against the stack's resources.
 moto does create the relay's mapping on the jobs table's stream, but ignores its ``Enabled``
-and invokes the function on every write to the table (in Docker, which fails harmlessly here);
-where a test needs the relay, :func:`relay_in_process` runs the relay's handler in-process at
-that point instead, in the deployed function's environment, with the records moto delivers.
+and invokes the function on every write to the table; the module never lets it start a
+container, and where a test needs the relay, :func:`relay_in_process` runs the relay's handler
+in-process at that point instead, in the deployed function's environment, with the records
+moto delivers.
 """
 
 from __future__ import annotations
@@ -91,7 +92,15 @@ def deployed(synthesized: Synthesized) -> Iterator[dict[str, str]]:
             env.setenv(name, value)
         env.delenv("AWS_ENDPOINT_URL", raising=False)
         env.delenv("AWS_PROFILE", raising=False)
+        # moto invokes the relay on every write to the jobs table (it ignores Enabled on a
+        # stream mapping); never in a container here, even where Docker is at hand.
+        env.setattr(LambdaFunction, "_invoke_lambda", _not_run)
         yield _deploy(synthesized)
+
+
+def _not_run(function: LambdaFunction, event: Any = None) -> tuple[str, bool, str]:
+    """moto's Lambda invocation, as a failure that ran nothing (see :func:`relay_in_process`)."""
+    return "not run: these tests start no Lambda container", True, ""
 
 
 def for_moto(template: dict[str, Any]) -> dict[str, Any]:
@@ -234,7 +243,6 @@ def relay_in_process(monkeypatch: pytest.MonkeyPatch) -> Iterator[RelayRun]:
     ``Records`` with both images) synchronously on each write.
     """
     run = RelayRun(overrides={}, calls=set())
-    original = LambdaFunction._invoke_lambda
 
     def record(client: Any) -> None:
         prefix = client.meta.service_model.signing_name
@@ -243,7 +251,7 @@ def relay_in_process(monkeypatch: pytest.MonkeyPatch) -> Iterator[RelayRun]:
 
     def invoke(function: LambdaFunction, event: Any = None) -> tuple[str, bool, str]:
         if function.handler != RELAY_HANDLER:
-            return original(function, event)
+            return _not_run(function, event)
         with pytest.MonkeyPatch.context() as env:
             for name, value in {**function.environment_vars, **run.overrides}.items():
                 env.setenv(name, value)
