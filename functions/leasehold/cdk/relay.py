@@ -34,9 +34,8 @@ RELAY_HANDLER = "leasehold.handlers.relay.handler"
 #: A batch is at most BATCH_SIZE events (fewer under ``publish=terminal``): ten PutEvents
 #: requests of 10 entries, each with the sink's own retries, well within a minute.
 TIMEOUT_SECONDS = 60
-#: DynamoDB's default and the most records a PutEvents-bound batch turns into in one go; a
-#: job writes about three stream records (QUEUED, RUNNING, its outcome), so one invocation
-#: carries about 30 jobs' changes under load.
+#: DynamoDB's default. A job's row changes at least three times (QUEUED, RUNNING, its
+#: outcome; heartbeats add more), so one invocation carries up to about 30 jobs' changes.
 BATCH_SIZE = 100
 #: Lambda polls a shard about four times a second; waiting up to a second to fill a batch
 #: bounds the relay at about one invocation per second per shard under moderate load (what
