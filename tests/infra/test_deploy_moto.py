@@ -4,6 +4,11 @@ moto creates the tables, queues, KMS key, roles, functions and event source mapp
 template (types moto does not model, such as alarms and the API stage, are skipped by moto).
 moto cannot run Lambda code without Docker, so the test pauses the event source mappings and
 plays the worker Lambda's part with the library's own consumer, against the stack's resources.
+moto does create the relay's mapping on the jobs table's stream, but ignores its ``Enabled``
+and invokes the function on every write to the table; the module never lets it start a
+container, and where a test needs the relay, :func:`relay_in_process` runs the relay's handler
+in-process at that point instead, in the deployed function's environment, with the records
+moto delivers.
 """
 
 from __future__ import annotations
@@ -19,10 +24,12 @@ from typing import Any
 import boto3
 import pytest
 from moto import mock_aws
+from moto.awslambda.models import LambdaFunction
 
 from infra.stack import API_HANDLER
 from leasehold.aws.definitions import TABLES
 from leasehold.cdk.monitoring import NAMESPACE, SERVICE
+from leasehold.cdk.relay import RELAY_HANDLER
 from leasehold.cdk.triggers import TRIGGER_HANDLER
 from leasehold.compose import compose
 from leasehold.core.registry import TaskRegistry
@@ -31,6 +38,7 @@ from leasehold.core.states import JobState
 from leasehold.events import triggers
 from leasehold.events.publishing import SOURCE as JOB_EVENT_SOURCE
 from leasehold.handlers import api as api_handler
+from leasehold.handlers import relay as relay_handler
 from leasehold.handlers import telemetry
 from leasehold.handlers import trigger as trigger_handler
 from leasehold.lifecycle.consumer import consume
@@ -84,7 +92,15 @@ def deployed(synthesized: Synthesized) -> Iterator[dict[str, str]]:
             env.setenv(name, value)
         env.delenv("AWS_ENDPOINT_URL", raising=False)
         env.delenv("AWS_PROFILE", raising=False)
+        # moto invokes the relay on every write to the jobs table (it ignores Enabled on a
+        # stream mapping); never in a container here, even where Docker is at hand.
+        env.setattr(LambdaFunction, "_invoke_lambda", _not_run)
         yield _deploy(synthesized)
+
+
+def _not_run(function: LambdaFunction, event: Any = None) -> tuple[str, bool, str]:
+    """moto's Lambda invocation, as a failure that ran nothing (see :func:`relay_in_process`)."""
+    return "not run: these tests start no Lambda container", True, ""
 
 
 def for_moto(template: dict[str, Any]) -> dict[str, Any]:
@@ -145,7 +161,8 @@ def settings_from_outputs(outputs: dict[str, str], pools: tuple[str, ...]) -> Se
 def test_the_deployed_stack_carries_a_job_from_submission_to_success(
         synthesized: Synthesized, deployed: dict[str, str]) -> None:
     lambda_ = boto3.client("lambda", region_name=REGION)
-    mappings = lambda_.list_event_source_mappings()["EventSourceMappings"]
+    mappings = [m for m in lambda_.list_event_source_mappings()["EventSourceMappings"]
+                if m["EventSourceArn"].startswith("arn:aws:sqs:")]
     assert len(mappings) == 3
     assert all(m["FunctionResponseTypes"] == ["ReportBatchItemFailures"] for m in mappings)
     assert all(m["State"] == "Disabled" for m in mappings)  # by _deploy: we are the worker
@@ -208,6 +225,52 @@ class LambdaContext:
     aws_request_id: str = "req-1"
 
 
+@dataclass
+class RelayRun:
+    #: Environment the relay runs with on top of its deployed one (empty: as deployed).
+    overrides: dict[str, str]
+    #: Every AWS operation the relay's code called, as ``service:Operation`` (IAM's names).
+    calls: set[str]
+    #: The stream records moto delivered to it.
+    records: int = 0
+
+
+@pytest.fixture
+def relay_in_process(monkeypatch: pytest.MonkeyPatch) -> Iterator[RelayRun]:
+    """Run the deployed relay's handler where moto would start its container.
+
+    moto's stream mapping hands the relay the table's new records (the Lambda event shape,
+    ``Records`` with both images) synchronously on each write.
+    """
+    run = RelayRun(overrides={}, calls=set())
+
+    def record(client: Any) -> None:
+        prefix = client.meta.service_model.signing_name
+        client.meta.events.register("before-call", lambda model, **_: run.calls.add(
+            f"{prefix}:{model.name}"))
+
+    def invoke(function: LambdaFunction, event: Any = None) -> tuple[str, bool, str]:
+        if function.handler != RELAY_HANDLER:
+            return _not_run(function, event)
+        with pytest.MonkeyPatch.context() as env:
+            for name, value in {**function.environment_vars, **run.overrides}.items():
+                env.setenv(name, value)
+            relay_handler._app.cache_clear()
+            relay_handler._sink.cache_clear()
+            relay_handler._app().clients.add_hook(record)
+            run.records += len(event["Records"])
+            try:
+                result = relay_handler.handler(event, LambdaContext(
+                    function_name=function.function_name))
+            finally:
+                relay_handler._app.cache_clear()
+                relay_handler._sink.cache_clear()
+        return json.dumps(result), False, ""
+
+    monkeypatch.setattr(LambdaFunction, "_invoke_lambda", invoke)
+    yield run
+
+
 def function_environment(handler: str) -> dict[str, str]:
     """The environment moto's Lambda holds for the deployed function running ``handler``."""
     functions = boto3.client("lambda", region_name=REGION).list_functions()["Functions"]
@@ -237,9 +300,9 @@ def drain(sqs: Any, url: str) -> list[dict[str, Any]]:
     return bodies
 
 
-def test_a_user_event_on_the_deployed_bus_reaches_the_trigger_which_publishes_job_events(
+def test_a_user_event_reaches_the_trigger_whose_job_the_stream_relay_publishes_to_the_bus(
         synthesized: Synthesized, deployed: dict[str, str], monkeypatch: pytest.MonkeyPatch,
-        capsys: pytest.CaptureFixture[str]) -> None:
+        capsys: pytest.CaptureFixture[str], relay_in_process: RelayRun) -> None:
     """Bus, trigger rule, archive and the trigger function's environment, as moto created them.
 
     moto cannot deliver to Lambda targets (it raises NotImplementedError), so the test swaps the
@@ -280,6 +343,9 @@ def test_a_user_event_on_the_deployed_bus_reaches_the_trigger_which_publishes_jo
     # QUEUED event shows that the trigger rule does not take job events back.
     assert env["LEASEHOLD_PUBLISH"] == "terminal"
     monkeypatch.setenv("LEASEHOLD_PUBLISH", "all")
+    relay_in_process.overrides["LEASEHOLD_PUBLISH"] = "all"
+    # The trigger publishes nothing itself: the relay publishes from the jobs table's stream.
+    assert env["LEASEHOLD_EVENTS_FROM"] == "stream"
     trigger_handler._app.cache_clear()
     try:
         app = trigger_handler._app()
@@ -299,10 +365,11 @@ def test_a_user_event_on_the_deployed_bus_reaches_the_trigger_which_publishes_jo
     job = app.store.get(job_id)
     assert (job.tenant, job.payload, job.extra["trigger_id"]) == (
         "acme", {"order": 7}, trigger.trigger_id)
-    # The job's own state event went to the bus, and the trigger rule did not take it back.
+    # The job's own state event went to the bus (from the committed row, through the relay),
+    # and the trigger rule did not take it back.
     published = drain(sqs, job_events)
-    assert [(e["detail-type"], e["detail"]["job_id"]) for e in published] == [
-        ("Job Queued", job_id)]
+    assert [(e["detail-type"], e["detail"]["job_id"], e["detail"]["event_id"])
+            for e in published] == [("Job Queued", job_id, f"{job_id}:{job.epoch}:QUEUED")]
     assert drain(sqs, delivered) == []
     # The archive kept the user event only.
     (archive,) = events.list_archives(EventSourceArn=events.describe_event_bus(
@@ -317,8 +384,9 @@ def test_a_user_event_on_the_deployed_bus_reaches_the_trigger_which_publishes_jo
 
 def test_the_deployed_api_function_submits_a_job_publishes_only_outcomes_and_counts_it(
         synthesized: Synthesized, deployed: dict[str, str], monkeypatch: pytest.MonkeyPatch,
-        capsys: pytest.CaptureFixture[str]) -> None:
-    """The API handler in the deployed API function's environment, with a SigV4 caller."""
+        capsys: pytest.CaptureFixture[str], relay_in_process: RelayRun) -> None:
+    """The API handler in the deployed API function's environment, with a SigV4 caller; the
+    relay, as deployed, sees the new row and publishes nothing for it."""
     events = boto3.client("events", region_name=REGION)
     sqs = boto3.client("sqs", region_name=REGION)
     bus = deployed["EventBusName"]
@@ -350,7 +418,64 @@ def test_the_deployed_api_function_submits_a_job_publishes_only_outcomes_and_cou
     assert json.loads(response["body"])["job_id"]
     # As deployed (publish=terminal) a queued job is no event yet; its outcome will be.
     assert function_environment(API_HANDLER)["LEASEHOLD_PUBLISH"] == "terminal"
+    assert relay_in_process.records and relay_in_process.calls == set()  # nothing to put
     assert drain(sqs, observed) == []
     namespace, dimensions, blob = emf_metrics(output)["JobsSubmitted"]
     assert (namespace, blob["service"]) == (NAMESPACE, SERVICE)
     assert ["service"] in dimensions
+
+
+def test_the_deployed_relay_publishes_a_finished_jobs_outcome_once_from_the_stream(
+        synthesized: Synthesized, deployed: dict[str, str], monkeypatch: pytest.MonkeyPatch,
+        relay_in_process: RelayRun) -> None:
+    """A job run by a worker in the deployed worker's environment: its outcome reaches the bus
+    once, made by the relay from the committed row (only the relay sets ``event_id``), and
+    the worker itself published nothing."""
+    lambda_ = boto3.client("lambda", region_name=REGION)
+    sqs = boto3.client("sqs", region_name=REGION)
+    events = boto3.client("events", region_name=REGION)
+    settings = settings_from_outputs(deployed, ("default",))
+    stream = boto3.client("dynamodb", region_name=REGION).describe_table(
+        TableName=settings.jobs_table)["Table"]["LatestStreamArn"]
+    (mapping,) = [m for m in lambda_.list_event_source_mappings()["EventSourceMappings"]
+                  if m["EventSourceArn"] == stream]
+    assert mapping["FunctionArn"].endswith(":" + next(
+        f["FunctionName"] for f in lambda_.list_functions()["Functions"]
+        if f["Handler"] == RELAY_HANDLER))
+    assert (mapping["FunctionResponseTypes"], mapping["BisectBatchOnFunctionError"],
+            mapping["StartingPosition"]) == (["ReportBatchItemFailures"], True, "TRIM_HORIZON")
+    dlq = mapping["DestinationConfig"]["OnFailure"]["Destination"]
+    assert sqs.get_queue_url(QueueName=dlq.rsplit(":", 1)[1])  # the stack created it
+
+    bus = deployed["EventBusName"]
+    observed = sqs.create_queue(QueueName="relay-job-events")["QueueUrl"]
+    events.put_rule(Name="observe-relay-jobs", EventBusName=bus,
+                    EventPattern=json.dumps({"source": [JOB_EVENT_SOURCE]}))
+    events.put_targets(Rule="observe-relay-jobs", EventBusName=bus, Targets=[{
+        "Id": "observer", "Arn": sqs.get_queue_attributes(
+            QueueUrl=observed, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]}])
+    worker_env = function_environment("leasehold.handlers.worker.handler")
+    assert worker_env["LEASEHOLD_EVENTS_FROM"] == "stream"
+    for name, value in worker_env.items():
+        monkeypatch.setenv(name, value)
+    registry = TaskRegistry()
+
+    @registry.task("triple")
+    def triple(payload: dict[str, int], ctx: Any) -> dict[str, int]:
+        return {"value": payload["value"] * 3}
+
+    app = compose(registry=registry)
+    # High priority: the other tests leave their jobs in the normal queue.
+    job = submit(app, JobSpec(task="triple", payload={"value": 5}, priority="high")).job
+    messages = app.queues.receive(app.queues.url("default", "high"))
+    assert consume(Worker(app), messages) == {"processed": 1, "failed": 0}
+    assert app.store.get(job.job_id).state is JobState.SUCCEEDED
+
+    published = drain(sqs, observed)
+    # As deployed (publish=terminal): the outcome only, once, from the relay.
+    assert [(e["detail-type"], e["detail"]["job_id"], e["detail"]["event_id"])
+            for e in published] == [
+        ("Job Succeeded", job.job_id, f"{job.job_id}:{job.epoch}:SUCCEEDED")]
+    # Building its application and relaying take nothing but PutEvents, all its role allows
+    # beyond the stream reads Lambda makes for it (tests/infra/test_relay.py).
+    assert relay_in_process.calls == {"events:PutEvents"}

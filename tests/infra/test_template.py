@@ -15,7 +15,7 @@ pytestmark = pytest.mark.infra
 HANDLERS = {
     "leasehold.handlers.worker.handler", "leasehold.handlers.ticker.handler",
     "leasehold.handlers.sweeper.handler", "leasehold.handlers.api.handler",
-    "leasehold.handlers.trigger.handler",
+    "leasehold.handlers.trigger.handler", "leasehold.handlers.relay.handler",
 }
 
 
@@ -100,6 +100,8 @@ def test_worker_event_sources_report_partial_batch_failures_with_concurrency_per
     seen = {}
     for mapping in synthesized.resources("AWS::Lambda::EventSourceMapping").values():
         props = mapping["Properties"]
+        if props["EventSourceArn"]["Fn::GetAtt"][0] not in queues:
+            continue  # the relay's stream (tests/infra/test_relay.py)
         assert props["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
         assert props["BatchSize"] == pool.batch_size
         name = queues[props["EventSourceArn"]["Fn::GetAtt"][0]]["Properties"]["QueueName"]
@@ -234,8 +236,9 @@ def test_an_ecs_pool_runs_the_polling_worker_on_arm64_scaled_on_queue_depth(
         "Metrics": Match.array_with([Match.object_like({
             "Expression": Match.string_like_regexp(r"^high \+ normal \+ low")})]),
     })
-    # The ECS pool has no Lambda: only the default pool's queues feed event source mappings.
-    synthesized.template.resource_count_is("AWS::Lambda::EventSourceMapping", 3)
+    # The ECS pool has no Lambda: only the default pool's queues feed event source mappings
+    # (and the jobs table's stream feeds the relay).
+    synthesized.template.resource_count_is("AWS::Lambda::EventSourceMapping", 3 + 1)
 
 
 def test_outputs_give_the_api_url_and_the_names_the_cli_needs(

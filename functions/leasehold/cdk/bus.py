@@ -1,8 +1,8 @@
 """The Leasehold event bus: job state events out, user events in (for triggers).
 
-Every function that changes job state publishes a ``leasehold.job`` event per change to this
-bus (:mod:`leasehold.events.publishing`); other systems subscribe with their own rules
-instead of polling.
+The change-stream relay (:mod:`leasehold.cdk.relay`) publishes a ``leasehold.job`` event per
+committed change of a job row to this bus (:mod:`leasehold.streams.relay`); other systems
+subscribe with their own rules instead of polling.
 Users put their own events on the same bus, and the trigger rule delivers those (never
 Leasehold's own) to the trigger function.
 

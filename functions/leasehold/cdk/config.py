@@ -190,6 +190,9 @@ class LeaseholdConfig:
             # The functions publish job state events to the stack's bus by this name.
             event_bus=f"{self.prefix}-events",
             publish=self.publish,
+            # The stack deploys the change-stream relay (leasehold.cdk.relay), which publishes
+            # every event from the committed rows; nothing publishes inline.
+            events_from="stream",
             retention_days=self.retention_days,
             # A job of a Lambda pool must finish within its function's timeout: the API
             # refuses a longer timeout_seconds at submission.

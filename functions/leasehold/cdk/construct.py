@@ -31,6 +31,7 @@ from leasehold.cdk.image import WorkerImage
 from leasehold.cdk.monitoring import NAMESPACE, SERVICE, Monitoring
 from leasehold.cdk.nag import acknowledge
 from leasehold.cdk.queues import Queues
+from leasehold.cdk.relay import Relay
 from leasehold.cdk.scheduling import TickerSweeper
 from leasehold.cdk.tables import Tables
 from leasehold.cdk.triggers import Triggers
@@ -188,12 +189,12 @@ class Leasehold(Construct):
                      api_fn, self.triggers.function)
         for grantee in functions:
             self.tables.acknowledge_index_grants(grantee.role)  # type: ignore[arg-type]
-        # Every process that changes job state publishes the change (LEASEHOLD_EVENT_BUS).
-        publishers: list[iam.IGrantable] = [*functions]
-        publishers += [service.task_definition.task_role
-                       for service in self.workers.services.values()]
-        for publisher in publishers:
-            self.bus.grant_publish(publisher)
+        # Job state events come from the jobs table's change stream (LEASEHOLD_EVENTS_FROM,
+        # set by LeaseholdConfig.settings): the relay is the only process that publishes, so
+        # it alone may put events on the bus; no other function or task is granted it.
+        self.relay = Relay(self, "Relay", table=self.tables.jobs, bus=self.bus,
+                           code=code_asset, environment=environment,
+                           log_retention=log_retention)
         self.api = Api(self, "Api", handler=api_fn, log_retention=log_retention,
                        throttle_rate=config.throttle_rate, throttle_burst=config.throttle_burst,
                        cognito_user_pool_arn=config.cognito_user_pool_arn, waf=config.waf)
@@ -206,8 +207,10 @@ class Leasehold(Construct):
                 **{q.node.id: q for q in self.queues.dead.values()},
                 "scheduling-dlq": self.scheduling.dlq,
                 "trigger-dlq": self.triggers.dlq,
+                "relay-dlq": self.relay.dlq,
             },
             workers=self.workers.functions, ticker=self.scheduling.ticker,
             sweeper=self.scheduling.sweeper, trigger=self.triggers.function,
+            relay=self.relay.function,
             api_function=api_fn, api=self.api.rest_api,
         )

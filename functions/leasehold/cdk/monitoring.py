@@ -32,6 +32,9 @@ JOB_METRICS = ("JobsSubmitted", "JobsSucceeded", "JobsRetried", "JobsDead", "Lea
 LATENESS_METRIC = "ScheduleLatenessMs"  # Milliseconds between a job's run_at and its start
 #: A job waiting this long in a queue means the pool's consumers cannot keep up.
 QUEUE_AGE_ALARM_SECONDS = 15 * 60
+#: The relay reading stream records this old (for 5 minutes) means job state events lag by
+#: as much: it is failing and retrying a batch, or cannot keep up with the table's writes.
+ITERATOR_AGE_ALARM_SECONDS = 5 * 60
 PERIOD = cdk.Duration.minutes(1)
 
 
@@ -46,8 +49,8 @@ class Monitoring(Construct):
                  dead_letter_queues: Mapping[str, sqs.IQueue],
                  workers: Mapping[str, lambda_.IFunction],
                  ticker: lambda_.IFunction, sweeper: lambda_.IFunction,
-                 trigger: lambda_.IFunction, api_function: lambda_.IFunction,
-                 api: apigw.RestApi) -> None:
+                 trigger: lambda_.IFunction, relay: lambda_.IFunction,
+                 api_function: lambda_.IFunction, api: apigw.RestApi) -> None:
         super().__init__(scope, construct_id)
         # Alarm notifications may carry resource names; encrypt them with the stack's CMK.
         self.topic = sns.Topic(self, "Alarms", master_key=key, enforce_ssl=True,
@@ -134,6 +137,12 @@ class Monitoring(Construct):
         alarm("TriggerErrors", trigger.metric_errors(period=cdk.Duration.minutes(5)), 5,
               "The trigger function failed: events are retried, then kept in the trigger DLQ. "
               "See docs/operations.md#triggers-failing.", evaluation_periods=2, datapoints=2)
+        # IteratorAge is in milliseconds: the age of a batch's last record when it is read.
+        alarm("RelayIteratorAge",
+              relay.metric("IteratorAge", period=PERIOD, statistic="Maximum"),
+              ITERATOR_AGE_ALARM_SECONDS * 1000,
+              "The relay is reading stream records 5 minutes old: job state events lag. "
+              "See docs/operations.md#change-stream-relay.", evaluation_periods=5, datapoints=5)
         alarm("Api5xx", api.metric_server_error(period=cdk.Duration.minutes(5)), 5,
               "The API answered 5xx. See docs/operations.md#api-errors.",
               evaluation_periods=2, datapoints=2)
@@ -145,7 +154,12 @@ class Monitoring(Construct):
               "See docs/operations.md#lease-expiries.", evaluation_periods=5, datapoints=3)
 
         self.dashboard = self._dashboard(work_queues, dead_letter_queues,
-                                         [*workers.values(), ticker, sweeper, trigger], api)
+                                         [*workers.values(), ticker, sweeper, trigger, relay],
+                                         api)
+        self.dashboard.add_widgets(cloudwatch.GraphWidget(
+            title="Change-stream relay: iterator age (ms, max), the lag of job state events",
+            left=[relay.metric("IteratorAge", period=PERIOD, statistic="Maximum")],
+            width=8, height=6))
 
     def _dashboard(self, work_queues: Mapping[str, sqs.IQueue],
                    dead_letter_queues: Mapping[str, sqs.IQueue],
