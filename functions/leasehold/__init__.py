@@ -1,11 +1,12 @@
 """Leasehold: a distributed job scheduler built only from AWS managed services."""
 
 from leasehold.core.context import JobContext
+from leasehold.core.enqueueing import enqueue_item
 from leasehold.core.policy import RetryPolicy
 from leasehold.core.registry import task
 from leasehold.core.suspension import CallbackFailed, CallbackTimeout
 from leasehold.errors import LeaseholdError, NonRetryableError
 
 __all__ = ["CallbackFailed", "CallbackTimeout", "JobContext", "LeaseholdError",
-           "NonRetryableError", "RetryPolicy", "task"]
+           "NonRetryableError", "RetryPolicy", "enqueue_item", "task"]
 __version__ = "0.1.0"

@@ -7,10 +7,12 @@ application here, so the features below never import each other to wire themselv
 from __future__ import annotations
 
 import random
+from functools import partial
 
 from leasehold.aws.clients import Clients
 from leasehold.bulk.run import install as install_bulk
 from leasehold.clock import Clock
+from leasehold.core.enqueueing import install_enqueuer
 from leasehold.core.registry import TaskRegistry
 from leasehold.durable import install as install_durable
 from leasehold.events.publishing import install as install_events
@@ -19,6 +21,7 @@ from leasehold.flow import install as install_flow
 from leasehold.lifecycle.app import Leasehold
 from leasehold.metrics.figures import install as install_figures
 from leasehold.settings import Settings
+from leasehold.streams.enqueue import enqueue_item
 from leasehold.streams.once import install as install_once
 from leasehold.tenancy.counters import count_outcomes, slot_writes
 from leasehold.workflows.progress import install as install_workflows
@@ -65,6 +68,9 @@ def compose(
         install_events(app)
     # ctx.once: an external effect's result recorded per (job, name) with the fencing token.
     install_once(app)
+    # leasehold.enqueue_item: a job in the application's own transaction, handed off by the
+    # change-stream relay; it builds its entries with the last application composed.
+    install_enqueuer(partial(enqueue_item, app))
     # Bulk actions run as jobs of the built-in task ``leasehold.bulk``.
     install_bulk(app)
     # Durable execution: ctx.step/sleep/callback/spawn/wait_for, and parents woken by

@@ -124,11 +124,19 @@ def test_the_relay_role_reads_only_the_jobs_stream_and_puts_only_on_the_bus(
         assert granted[action] == [stream], action
     assert by_service["events"] == {"events:PutEvents"}
     assert granted["events:PutEvents"] == [{"Fn::GetAtt": [bus, "Arn"]}]
-    # The on-failure destination is sent to with the function's role: that queue only.
-    assert "sqs:SendMessage" in by_service["sqs"]
-    assert all(granted[action] == [dlq] for action in by_service["sqs"])
-    # Besides: its own log group and X-Ray (LeaseholdFunction), nothing else.
-    assert set(by_service) == {"dynamodb", "events", "sqs", "logs", "xray"}
+    # The on-failure destination is sent to with the function's role, and the work queues
+    # (the hand-off of jobs enqueue_item created): SendMessage only, on those queues only.
+    # and the mapping reads its destination's attributes; nothing is ever received.
+    assert by_service["sqs"] == {"sqs:SendMessage", "sqs:GetQueueAttributes",
+                                 "sqs:GetQueueUrl"}
+    assert granted["sqs:GetQueueAttributes"] == granted["sqs:GetQueueUrl"] == [dlq]
+    work = [{"Fn::GetAtt": [name, "Arn"]} for name, queue in
+            synthesized.resources("AWS::SQS::Queue").items()
+            if "RedrivePolicy" in queue["Properties"]]
+    assert work and dlq in granted["sqs:SendMessage"]
+    assert all(queue in granted["sqs:SendMessage"] for queue in work)
+    # Their key, to encrypt what it sends; besides, its own log group and X-Ray.
+    assert set(by_service) == {"dynamodb", "events", "sqs", "kms", "logs", "xray"}
 
 
 def test_every_function_and_ecs_worker_takes_its_events_from_the_stream(

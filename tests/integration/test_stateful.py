@@ -63,6 +63,8 @@ from leasehold.workflows.progress import step_job_id
 from tests import ddblocal
 from tests.integration.stateful_admission import AdmissionContention
 from tests.integration.stateful_durable import DurableRules
+from tests.integration.stateful_effects import EffectsRules
+from tests.integration.stateful_enqueue import EnqueueRules
 from tests.integration.stateful_flow import FlowRules
 from tests.integration.stateful_flowkeys import FlowKeysRules
 from tests.integration.stateful_retention import RetentionRules
@@ -82,7 +84,7 @@ FAILED = (ClientError, LeaseholdError, BatchProcessingError)
 
 
 class Lifecycle(AdmissionContention, FlowKeysRules, FlowRules, RetentionRules, DurableRules,
-                RuleBasedStateMachine):
+                EffectsRules, EnqueueRules, RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         self.mock = mock_aws()
@@ -136,6 +138,7 @@ class Lifecycle(AdmissionContention, FlowKeysRules, FlowRules, RetentionRules, D
         self.url = self.app.queues.url("default", "normal")
         #: Reads the raw rows (index attributes included) past the injected faults.
         self.inspect = Clients(settings_).dynamodb
+        self.limits, self.failed = LIMITS, FAILED  # for the mixins
 
     def _observe(self, job: Job, source: JobState | None) -> None:
         self.latest[job.job_id] = job

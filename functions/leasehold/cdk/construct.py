@@ -195,6 +195,9 @@ class Leasehold(Construct):
         self.relay = Relay(self, "Relay", table=self.tables.jobs, bus=self.bus,
                            code=code_asset, environment=environment,
                            log_retention=log_retention)
+        # It also hands off the jobs ``enqueue_item`` created in applications' transactions:
+        # the message their submission would have sent, so it may send to the work queues.
+        self.queues.grant_send(self.relay.function)
         self.api = Api(self, "Api", handler=api_fn, log_retention=log_retention,
                        throttle_rate=config.throttle_rate, throttle_burst=config.throttle_burst,
                        cognito_user_pool_arn=config.cognito_user_pool_arn, waf=config.waf)

@@ -69,7 +69,8 @@ class Relay(Construct):
         ).function
         # Read this one stream (not CDK's grant_stream_read, which adds ListStreams on "*"),
         # and put on this one bus. The handler's compose() makes no AWS call of its own: the
-        # store and queues build their clients lazily and the relay uses neither.
+        # store and queues build their clients lazily. The stack grants it the work queues'
+        # send too (it hands off enqueued jobs), and no table access.
         table.grant_stream(self.function, *STREAM_READ_ACTIONS)
         bus.grant_publish(self.function)
         self.mapping = self.function.add_event_source_mapping(

@@ -3,13 +3,14 @@ the jobs table, with ReportBatchItemFailures)."""
 
 from __future__ import annotations
 
-from functools import cache
+from functools import cache, partial
 from typing import Any
 
 from leasehold.compose import compose
 from leasehold.events.publishing import FileSink, Sink, sink_for
 from leasehold.handlers import telemetry
 from leasehold.lifecycle.app import Leasehold
+from leasehold.streams.enqueue import hand_off
 from leasehold.streams.relay import relay
 
 
@@ -27,5 +28,6 @@ def _sink() -> Sink:
 @telemetry.instrumented
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     app = _app()
-    failed = relay(event.get("Records", []), _sink(), app.settings.publish, app.now)
+    failed = relay(event.get("Records", []), _sink(), app.settings.publish, app.now,
+                   hand_off=partial(hand_off, app))
     return {"batchItemFailures": [{"itemIdentifier": number} for number in failed]}

@@ -76,6 +76,7 @@ class JobStore(Protocol):
 
     def create(self, job: Job, *, also: Sequence[Mapping[str, Any]] = ()
                ) -> tuple[Job, bool]: ...
+    def put_request(self, job: Job) -> dict[str, Any]: ...
     def get(self, job_id: str) -> Job: ...
     def lease(self, job_id: str, epoch: int, *, owner: str, expires_at: int, now: int,
               actor: str, gate: Mapping[str, Any] | None = None) -> Job: ...
@@ -127,16 +128,8 @@ class DynamoJobStore(LeaseWrites, IndexQueries):
         takes). If one of their conditions fails, nothing is written and
         :class:`~leasehold.aws.dynamo.Cancelled` is raised for the caller to read.
         """
-        check_initial(job.state)
-        token = secrets.token_hex(8)
-        item = job_to_item(job) | self._index_keys(job.job_id, job.state, job,
-                                                   now=job.created_at) | {
-            WRITE_TOKEN: token,
-            "tenant_shard": tenant_shard(job.tenant,
-                                         shard_of(job.job_id, self.settings.tenant_shards))}
-        put = {"TableName": self.table, "Item": to_av(item),
-               "ConditionExpression": "attribute_not_exists(job_id)",
-               "ReturnValuesOnConditionCheckFailure": "ALL_OLD"}
+        put = self.put_request(job)
+        token = put["Item"][WRITE_TOKEN]["S"]
         try:
             if also:
                 transact_write(self._ddb, [{"Put": put}, *also])
@@ -152,6 +145,19 @@ class DynamoJobStore(LeaseWrites, IndexQueries):
                 raise
             return self._existing(job.job_id, from_av(old) if old else None, token)
         return self._notify(job, None), True
+
+    def put_request(self, job: Job) -> dict[str, Any]:
+        """The conditional ``Put`` that creates ``job``'s row with its index keys (one
+        :meth:`create` makes, or a caller's own transaction carries: ``enqueue_item``)."""
+        check_initial(job.state)
+        item = job_to_item(job) | self._index_keys(job.job_id, job.state, job,
+                                                   now=job.created_at) | {
+            WRITE_TOKEN: secrets.token_hex(8),
+            "tenant_shard": tenant_shard(job.tenant,
+                                         shard_of(job.job_id, self.settings.tenant_shards))}
+        return {"TableName": self.table, "Item": to_av(item),
+                "ConditionExpression": "attribute_not_exists(job_id)",
+                "ReturnValuesOnConditionCheckFailure": "ALL_OLD"}
 
     def _existing(self, job_id: str, item: Mapping[str, Any] | None, token: str
                   ) -> tuple[Job, bool]:

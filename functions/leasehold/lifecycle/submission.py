@@ -125,10 +125,15 @@ def submit(app: Leasehold, spec: JobSpec, *, counted: bool = False, shard: int =
             handoff.send(app.queues, job, now, not_before=due)
         return Submitted(job, created=created)
 
-    chain: Create = create
+    return through_intakes(app, spec, create)(new_job(app, resolved, now, extra=extra), also)
+
+
+def through_intakes(app: Leasehold, spec: JobSpec, create: Create) -> Create:
+    """``create``, behind every intake of ``app`` (the first installed runs first)."""
+    chain = create
     for intake in reversed(app.intakes):
         chain = _through(app, spec, intake, chain)
-    return chain(new_job(app, resolved, now, extra=extra), also)
+    return chain
 
 
 def _through(app: Leasehold, spec: JobSpec, intake: Intake, then: Create) -> Create:

@@ -13,11 +13,13 @@ import json
 import logging
 import os
 import threading
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from leasehold.events.publishing import Sink
 from leasehold.lifecycle.app import Leasehold
+from leasehold.streams.enqueue import hand_off
 from leasehold.streams.relay import relay
 
 log = logging.getLogger(__name__)
@@ -67,7 +69,8 @@ def poll(app: Leasehold, sink: Sink, checkpoint: Checkpoint, *, client: Any | No
             records = response.get("Records", [])
             if not records:
                 break
-            if relay(records, sink, app.settings.publish, app.now):
+            if relay(records, sink, app.settings.publish, app.now,
+                     hand_off=partial(hand_off, app)):
                 log.warning("relay: %d record(s) of shard %s to read again", len(records),
                             shard_id)
                 break

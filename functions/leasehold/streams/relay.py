@@ -10,6 +10,7 @@ redeliveries (:func:`event_id`), so a consumer dedupes on it.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -19,6 +20,7 @@ from leasehold.core.states import JobState
 from leasehold.events.publishing import Sink, job_event, wanted
 
 Record = Mapping[str, Any]
+log = logging.getLogger(__name__)
 
 
 def event_id(job: Job) -> str:
@@ -56,11 +58,20 @@ def events(records: Iterable[Record], publish: str, now: int) -> list[dict[str, 
 
 
 def relay(records: Sequence[Record], sink: Sink, publish: str,
-          now: Callable[[], int]) -> list[str]:
-    """Publish the events of ``records`` (in stream order); returns the sequence numbers to
-    read again (ReportBatchItemFailures: from the first one on, the batch is retried)."""
+          now: Callable[[], int], *,
+          hand_off: Callable[[Sequence[Record]], object] | None = None) -> list[str]:
+    """Hand off the jobs ``enqueue_item`` created (``hand_off``, see
+    :mod:`leasehold.streams.enqueue`), then publish the events of ``records`` (in stream
+    order); returns the sequence numbers to read again (ReportBatchItemFailures: from the
+    first one on, the batch is retried; a repeated hand-off is fenced by the lease)."""
     if not records:
         return []
+    if hand_off is not None:
+        try:
+            hand_off(records)
+        except Exception:
+            log.exception("relay: hand-off failed; the batch is read again")
+            return [sequence_number(records[0])]
     batch = events(records, publish, now())
     lost = sink.publish_all(batch) if batch else 0
     return [sequence_number(records[0])] if lost else []
