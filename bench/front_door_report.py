@@ -176,7 +176,8 @@ def section(r: dict[str, Any]) -> list[str]:
                           f"{p['p50_s']:.3f} s, p99 {p['p99_s']:.3f} s ({p['count']} jobs)."]
         if "idle" in d:
             i = d["idle"]
-            lines += ["", f"Idle: **{i['requests_per_second']:g} requests/s** over "
+            lines += ["", f"Idle, on a fresh substrate: **{i['requests_per_second']:g} "
+                          f"requests/s** over "
                           f"{i['seconds']:g} s after {i['settle_seconds']:g} s settling ("
                           + ", ".join(f"{op} {n:g}"
                                       for op, n in i["by_operation_per_second"].items())
