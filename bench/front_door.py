@@ -34,7 +34,7 @@ from http.client import HTTPConnection
 from typing import Any
 from urllib.parse import urlsplit
 
-from bench import idle, throughput, timing
+from bench import idle, request_cost, throughput, timing
 from bench.local import Runtime, runtime, wait_succeeded
 from bench.metering import Meter
 from bench.substrate import Substrate, grew, started
@@ -57,6 +57,8 @@ class Sizes:
     paced_seconds: float = 10.0
     floor_jobs: int = 200
     celery: bool = True
+    #: Calls per operation timed by bench.request_cost.
+    cost_calls: int = 200
     #: DynamoDB Local only: queue wait and lateness seconds, delayed jobs, idle (settle, count).
     queue_wait_seconds: float = 20.0
     precision_seconds: float = 20.0
@@ -202,6 +204,8 @@ def measure(name: str, sizes: Sizes, *,
                                                          "burst": limits.burst},
                            "workers": WORKERS}
     with started(name) as substrate:
+        out["request_cost_ms"] = timed("request costs", lambda: request_cost.measure(
+            substrate.endpoint, calls=sizes.cost_calls))
         out["floor"] = timed("floor", lambda: throughput.floor(
             sizes.floor_jobs, endpoint=substrate.endpoint))
         if sizes.celery:
@@ -238,6 +242,12 @@ def measure(name: str, sizes: Sizes, *,
                 workers=WORKERS, settle_seconds=sizes.idle[0], seconds=sizes.idle[1],
                 pause_seconds=0.3, endpoint=fresh.endpoint))
     first = out["api"][0]
+    costs = out["request_cost_ms"]
+    out["substrate_ms_per_job"] = {
+        "api": request_cost.per_job(costs, first["requests_by_operation"]),
+        "library": request_cost.per_job(costs, out["library"]["requests_by_operation"]),
+        **({"celery": request_cost.per_job(costs, out["celery"]["requests_by_operation"])}
+           if "celery" in out else {})}
     out["ratios"] = {
         "api_to_floor": round(first["jobs_per_second"] / out["floor"]["jobs_per_second"], 3),
         **({"api_to_celery": round(first["jobs_per_second"]

@@ -106,6 +106,47 @@ def targets_table(r: dict[str, Any]) -> list[str]:
         cells = [c["text"] if c["met"] else f"**{c['text']}**"
                  for c in row["by_substrate"].values()]
         lines.append(_row(row["measure"], row["now"], row["target"], *cells))
+    return lines + why_misses(r)
+
+
+def why_misses(r: dict[str, Any]) -> list[str]:
+    """The misses of the table above, each from what this run measured."""
+    doors = r.get("front_door") or {}
+    lines: list[str] = []
+    for name, d in doors.items():
+        cost, ms = d.get("request_cost_ms"), d.get("substrate_ms_per_job")
+        ratio = d["ratios"].get("api_to_celery")
+        if not cost or not ms or "celery" not in ms or ratio is None or ratio >= 1.0:
+            continue
+        first, library = d["api"][0], d["library"]
+        lines += ["", f"- **Throughput on {SUBSTRATE_NAMES.get(name, name)}.** Serving a job "
+                      f"costs this substrate about {ms['api']:g} ms of its time for "
+                      f"Leasehold via the API and {ms['celery']:g} ms for Celery (each run's "
+                      "requests per job at the cost of one request of that kind, timed "
+                      "serially on this substrate: "
+                      + ", ".join(f"{op} {c:g} ms" for op, c in cost.items())
+                      + "). Leasehold's mix is dearer per job: two transactions and a lease "
+                      "that returns the row, where Celery puts and reads one result item. "
+                      f"The API process shares the same cores: the library, without it, "
+                      f"reached {library['jobs_per_second']:g} jobs/s against the API's "
+                      f"{first['jobs_per_second']:g}."]
+        others = [f"{SUBSTRATE_NAMES.get(n, n)} {o['ratios']['api_to_celery']:.2f}"
+                  for n, o in doors.items() if n != name and "api_to_celery" in o["ratios"]]
+        if others:
+            lines[-1] += (" On a substrate whose DynamoDB is not a Python process the same "
+                          f"code's ratio to Celery is {', '.join(others)}.")
+    for name, d in doors.items():
+        tx = [run["transactions_per_job"] for run in d["api"]]
+        if any(t > 1.1 for t in tx):
+            lines += ["", f"- **Transactions per job on {SUBSTRATE_NAMES.get(name, name)}: "
+                          f"{' and '.join(f'{t:g}' for t in tx)}.** One admits (the job's row "
+                          "with its tenant's slot, so neither exists without the other) and "
+                          "one finishes (the row with the slot given back, and a handler's "
+                          "`ctx.transact` effects): the failure model keeps each pair atomic. "
+                          "Contention adds none (a conflict moves to another admission "
+                          "item); 1.1 would need the slot given back outside the finish, "
+                          "where a crash between the two writes leaks it."]
+            break
     return lines
 
 

@@ -93,7 +93,7 @@ PROFILES = {
                      door=front_door.Sizes(
                          jobs=40, floor_jobs=40, paced_seconds=3.0, queue_wait_seconds=5.0,
                          precision_seconds=6.0, delayed_jobs=3, delays=(1.0, 3.0),
-                         idle=(3.0, 5.0))),
+                         idle=(3.0, 5.0), cost_calls=50)),
     "tiny": Profile(name="tiny", workers=(1,), jobs=8, floor_jobs=10,
                     queue_wait_seconds=2, precision_seconds=5, delayed_jobs=2,
                     stored=(100,), shards=(1,), shard_jobs=8, import_runs=1,
@@ -102,7 +102,8 @@ PROFILES = {
                     idle=(0.0, 1.0), client_jobs=3, on_a_tick=False,
                     # No Celery (the bench extra is not a test dependency), the emulator only.
                     door=front_door.Sizes(jobs=4, clients=(2,), paced_clients=4,
-                                          paced_seconds=0.2, floor_jobs=4, celery=False),
+                                          paced_seconds=0.2, floor_jobs=4, celery=False,
+                                          cost_calls=5),
                     substrates=("emulator",)),
 }
 
