@@ -24,10 +24,12 @@ from leasehold.api.answers import (
 from leasehold.api.models import (
     PAYLOAD_LIMITS,
     ConcurrencyIn,
+    DebounceIn,
     IsoTime,
     JobOut,
     Priority,
     ThrottleIn,
+    UniqueIn,
     _Strict,
 )
 from leasehold.api.workflows import StepIn, WorkflowOut, detail_out
@@ -72,6 +74,12 @@ class ScheduleIn(_Strict):
     labels: dict[str, str] | None = None
     concurrency: ConcurrencyIn | None = None
     throttle: ThrottleIn | None = None
+    unique: UniqueIn | None = Field(default=None, description=(
+        "while the last run with this key is live, an occurrence is answered by it (skipped)"))
+    debounce: DebounceIn | None = None
+    start_within_seconds: float | None = Field(
+        default=None, gt=0, le=366 * 86_400,
+        description="a run not started this long after its time ends EXPIRED")
     workflow: ScheduledWorkflowIn | None = Field(
         default=None, description="start this workflow at each fire time instead of a job")
     misfire_policy: Literal["skip", "fire_once", "catch_up"] | None = None
@@ -97,6 +105,11 @@ class ScheduleOut(BaseModel):
     max_attempts: int | None = None
     timeout_seconds: float | None = None
     labels: dict[str, str] | None = None
+    concurrency: dict[str, Any] | None = None
+    throttle: dict[str, Any] | None = None
+    unique: dict[str, Any] | None = None
+    debounce: dict[str, Any] | None = None
+    start_within_seconds: float | None = None
     #: Each step with its defaults resolved: a body POST /workflows or a schedule accepts.
     workflow: ScheduledWorkflowIn | None = None
     misfire_policy: str

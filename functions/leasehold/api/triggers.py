@@ -16,7 +16,15 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from leasehold.api import context
 from leasehold.api.answers import answers, errors
-from leasehold.api.models import PAYLOAD_LIMITS, Priority, _Strict
+from leasehold.api.models import (
+    PAYLOAD_LIMITS,
+    ConcurrencyIn,
+    DebounceIn,
+    Priority,
+    ThrottleIn,
+    UniqueIn,
+    _Strict,
+)
 from leasehold.events import triggers
 
 router = Router()
@@ -36,6 +44,14 @@ class TriggerIn(_Strict):
     max_attempts: int | None = Field(default=None, ge=1, le=100)
     timeout_seconds: float | None = Field(default=None, ge=1, le=86_400)
     labels: dict[str, str] | None = None
+    concurrency: ConcurrencyIn | None = None
+    throttle: ThrottleIn | None = None
+    unique: UniqueIn | None = Field(default=None, description=(
+        "while a job of this key is live, a matching event is answered by it"))
+    debounce: DebounceIn | None = Field(default=None, description=(
+        "matching events within `seconds` of each other make one run, with the latest "
+        "payload"))
+    start_within_seconds: float | None = Field(default=None, gt=0, le=366 * 86_400)
 
 
 class TriggerOut(BaseModel):
@@ -48,6 +64,11 @@ class TriggerOut(BaseModel):
     input_path: str
     pool: str
     priority: str
+    concurrency: dict[str, Any] | None = None
+    throttle: dict[str, Any] | None = None
+    unique: dict[str, Any] | None = None
+    debounce: dict[str, Any] | None = None
+    start_within_seconds: float | None = None
     created_at: str | None
 
 

@@ -16,9 +16,11 @@ from __future__ import annotations
 
 import fnmatch
 import json
+import logging
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from leasehold.aws.dynamo import from_av, query, to_av
@@ -29,8 +31,10 @@ from leasehold.core.spec import MAX_PAYLOAD_BYTES, check_tenant, check_text, enc
 from leasehold.errors import NotFound, ValidationError
 from leasehold.lifecycle import handoff
 from leasehold.lifecycle.app import Leasehold
-from leasehold.lifecycle.submission import new_job
+from leasehold.lifecycle.submission import Submitted, new_job, through_intakes
 from leasehold.time.templates import JobTemplate
+
+log = logging.getLogger(__name__)
 
 _OPERATORS = {"prefix", "suffix", "equals-ignore-case", "wildcard", "anything-but", "numeric",
               "exists"}
@@ -177,7 +181,7 @@ class Trigger:
                 "pattern": self.pattern, "task": self.template.task,
                 "payload": self.template.payload, "input_path": self.input_path,
                 "pool": self.template.pool, "priority": self.template.priority,
-                "created_at": iso(self.created_at)}
+                **dict(self.template.options), "created_at": iso(self.created_at)}
 
 
 def _key(trigger_id: str) -> dict[str, Any]:
@@ -187,7 +191,9 @@ def _key(trigger_id: str) -> dict[str, Any]:
 def create(app: Leasehold, body: Mapping[str, Any], *, tenant: str) -> Trigger:
     now = app.now()
     unknown = set(body) - {"name", "pattern", "task", "payload", "input_path", "pool",
-                           "priority", "max_attempts", "timeout_seconds", "labels"}
+                           "priority", "max_attempts", "timeout_seconds", "labels",
+                           "concurrency", "throttle", "unique", "debounce",
+                           "start_within_seconds"}
     if unknown:
         raise ValidationError(sorted(unknown)[0], "is not a trigger field")
     pattern = body.get("pattern")
@@ -200,7 +206,9 @@ def create(app: Leasehold, body: Mapping[str, Any], *, tenant: str) -> Trigger:
         payload=body.get("payload"), tenant=check_tenant(tenant), pool=body.get("pool"),
         priority=body.get("priority"), max_attempts=body.get("max_attempts"),
         timeout_seconds=body.get("timeout_seconds"), labels=body.get("labels"),
-        timeout_limits=app.settings.job_timeout_limits())
+        timeout_limits=app.settings.job_timeout_limits(), concurrency=body.get("concurrency"),
+        throttle=body.get("throttle"), unique=body.get("unique"),
+        debounce=body.get("debounce"), start_within_seconds=body.get("start_within_seconds"))
     trigger = Trigger(trigger_id=new_id(now), tenant=tenant,
                       name=check_text("name", body.get("name") or "", limit=128, empty_ok=True),
                       pattern=pattern, template=template,  # type: ignore[arg-type]
@@ -261,8 +269,22 @@ def dispatch(app: Leasehold, event: Mapping[str, Any], *, tenant: str | None = N
         job = new_job(app, trigger.template.to_resolved(now, payload_json=payload_json), now,
                       job_id=job_id, actor="trigger",
                       extra={"trigger_id": trigger.trigger_id})
-        stored, created = app.store.create(job)
-        if created:  # also when our put's response was lost (the store recognised its row)
-            handoff.send(app.queues, stored, now)
-        jobs.append(stored)
+        try:
+            made = through_intakes(app, trigger.template.intake_spec(payload_json),
+                                   partial(_create, app, now))(job, ())
+        except ValidationError as exc:
+            # A key template naming a field this event's payload lacks: this trigger makes
+            # no job for it; the others still do (logged, and counted by the caller's log).
+            log.error("trigger %s made no job for event %s: %s", trigger.trigger_id,
+                      event["id"], exc)
+            continue
+        jobs.append(made.job)
     return jobs
+
+
+def _create(app: Leasehold, now: int, row: Job, writes: Sequence[Mapping[str, Any]]
+            ) -> Submitted:
+    stored, created = app.store.create(row, also=writes)
+    if created:  # also when our put's response was lost (the store recognised its row)
+        handoff.send(app.queues, stored, now)
+    return Submitted(stored, created=created)

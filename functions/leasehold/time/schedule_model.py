@@ -26,7 +26,9 @@ MAX_CATCH_UP = 1000
 TIMING_FIELDS = frozenset({"cron", "timezone", "start_at", "end_at"})
 TEMPLATE_FIELDS = frozenset({"task", "payload", "pool", "priority", "max_attempts",
                              "timeout_seconds", "labels",
-                             "concurrency", "throttle"})  # flow control (leasehold.flow)
+                             # flow control (leasehold.flow)
+                             "concurrency", "throttle", "unique", "debounce",
+                             "start_within_seconds"})
 #: What the schedule fires: a job (the template fields) or a whole workflow, not both.
 TARGET_FIELDS = TEMPLATE_FIELDS | {"workflow"}
 POLICY_FIELDS = frozenset({"misfire_policy", "overlap_policy", "starting_deadline_seconds",
@@ -97,6 +99,8 @@ class Schedule:
             "labels": dict(job.labels) if job else None,
             "concurrency": job.options.get("concurrency") if job else None,
             "throttle": job.options.get("throttle") if job else None,
+            **{name: job.options.get(name) if job else None
+               for name in ("unique", "debounce", "start_within_seconds")},
             "workflow": self.workflow.view() if self.workflow else None,
             "misfire_policy": self.misfire_policy.value,
             "overlap_policy": self.overlap_policy.value,

@@ -8,7 +8,7 @@ write replaces the whole item on the condition of its ``version``.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
 from enum import StrEnum
@@ -22,7 +22,7 @@ from leasehold.core.states import JobState
 from leasehold.errors import Conflict, NotFound, ValidationError
 from leasehold.lifecycle import handoff
 from leasehold.lifecycle.app import Leasehold
-from leasehold.lifecycle.submission import new_job
+from leasehold.lifecycle.submission import Submitted, new_job, through_intakes
 from leasehold.time.cron import parse, zone
 from leasehold.time.firing import MisfirePolicy, OverlapPolicy
 from leasehold.time.schedule_model import (
@@ -312,10 +312,18 @@ def fire_job(app: Leasehold, schedule: Schedule, fire_at: int, run_at: int, now:
                   job_id=run_id(schedule, fire_at, manual=manual),
                   actor="scheduler", extra={"schedule_id": schedule.schedule_id,
                                             "scheduled_for": iso(fire_at)})
-    stored, created = app.store.create(job)
-    if created or (stored.state is JobState.QUEUED and stored.first_started_at is None):
-        # Not created: another tick made it, or we did before a crash and may have died
-        # before the send. Sending again is safe: both messages carry one epoch, and the
-        # lease condition lets only one of them start the job.
-        handoff.send(app.queues, stored, now)
-    return stored, created
+
+    def create(row: Job, writes: Sequence[Mapping[str, Any]]) -> Submitted:
+        stored, created = app.store.create(row, also=writes)
+        if created or (stored.state is JobState.QUEUED and stored.first_started_at is None):
+            # Not created: another tick made it, or we did before a crash and may have died
+            # before the send. Sending again is safe: both messages carry one epoch, and the
+            # lease condition lets only one of them start the job.
+            handoff.send(app.queues, stored, now)
+        return Submitted(stored, created=created)
+
+    # The submission's intakes, as for POST /jobs: a unique key answers with the live job
+    # (the occurrence is skipped while it runs), a debounce window takes it in, a start
+    # window is set; the task's own defaults apply the same way.
+    made = through_intakes(app, schedule.template.intake_spec(), create)(job, ())
+    return made.job, made.created

@@ -15,9 +15,10 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
+from leasehold.core.flowcontrol import fields, render_key
 from leasehold.core.policy import RetryPolicy
 from leasehold.core.registry import TaskRegistry
-from leasehold.core.spec import JobSpec, ResolvedSpec, resolve
+from leasehold.core.spec import JobSpec, ResolvedSpec, check_number, resolve
 from leasehold.errors import PayloadTooLarge, ValidationError
 from leasehold.workflows.graph import check_graph
 from leasehold.workflows.model import (
@@ -52,14 +53,33 @@ class JobTemplate:
                 max_attempts: Any = None, timeout_seconds: Any = None,
                 labels: Any = None,
                 timeout_limits: Mapping[str, float] | None = None,
-                concurrency: Any = None, throttle: Any = None) -> JobTemplate:
-        """Validate as a submission would (errors name the field) and keep the result."""
+                concurrency: Any = None, throttle: Any = None, unique: Any = None,
+                debounce: Any = None, start_within_seconds: Any = None) -> JobTemplate:
+        """Validate as a submission would (errors name the field) and keep the result.
+
+        ``unique``, ``debounce`` and ``start_within_seconds`` are applied when a job is made
+        from the template, by the same intakes as a submission's (:meth:`intake_spec`); their
+        shape is checked here, and a key template over a fixed payload is rendered once, so
+        a field the payload lacks is a 422 now, not a failure at every fire."""
         resolved = resolve(JobSpec(task=task, payload=payload, tenant=tenant, pool=pool,
                                    priority=priority, max_attempts=max_attempts,
                                    timeout_seconds=timeout_seconds, labels=labels or {},
                                    concurrency=concurrency, throttle=throttle),
                            registry, pools=pools, now_ms=now, timeout_limits=timeout_limits)
-        options = {k: v for k, v in (("concurrency", concurrency), ("throttle", throttle))
+        for name, value, allowed, required in (
+                ("unique", unique, {"key"}, {"key"}),
+                ("debounce", debounce, {"key", "seconds", "max_wait_seconds"},
+                 {"key", "seconds"})):
+            if value is not None:
+                fields(name, value, allowed, required)
+                if payload is not None:
+                    render_key(f"{name}.key", value["key"], payload)
+        if start_within_seconds is not None:
+            check_number("start_within_seconds", start_within_seconds, low=0.001,
+                         high=366 * 86_400)
+        options = {k: v for k, v in (("concurrency", concurrency), ("throttle", throttle),
+                                     ("unique", unique), ("debounce", debounce),
+                                     ("start_within_seconds", start_within_seconds))
                    if v is not None}
         return cls(task=resolved.task, payload_json=resolved.payload_json,
                    tenant=resolved.tenant, pool=resolved.pool, priority=resolved.priority,
@@ -82,6 +102,14 @@ class JobTemplate:
             spec_hash=self.fingerprint(payload), gate=self.gate,
         )
 
+    def intake_spec(self, payload_json: str | None = None) -> JobSpec:
+        """What the submission intakes read of a job made from this template (its unique
+        key, debounce window and start window; the task's defaults apply where it has none)."""
+        payload = self.payload_json if payload_json is None else payload_json
+        return JobSpec(task=self.task, payload=json.loads(payload), tenant=self.tenant,
+                       unique=self.options.get("unique"), debounce=self.options.get("debounce"),
+                       start_within_seconds=self.options.get("start_within_seconds"))
+
     def fingerprint(self, payload_json: str | None = None) -> str:
         item = self.to_item()
         if payload_json is not None:
@@ -97,8 +125,8 @@ class JobTemplate:
             "pool": self.pool, "priority": self.priority, "max_attempts": self.max_attempts,
             "retry": retry, "timeout_seconds": Decimal(str(self.timeout_seconds)),
             "labels": dict(self.labels),
-        } | ({"options": _decimals(dict(self.options)), "gate": dict(self.gate)}
-             if self.gate else {})
+        } | ({"options": _decimals(dict(self.options))} if self.options else {}) \
+          | ({"gate": dict(self.gate)} if self.gate else {})
 
     @classmethod
     def from_item(cls, item: Mapping[str, Any]) -> JobTemplate:
@@ -252,7 +280,9 @@ def resolve_target(registry: TaskRegistry, *, pools: tuple[str, ...], now: int, 
         tenant=tenant, pool=values.get("pool"), priority=values.get("priority"),
         max_attempts=values.get("max_attempts"), timeout_seconds=values.get("timeout_seconds"),
         labels=values.get("labels"), timeout_limits=timeout_limits,
-        concurrency=values.get("concurrency"), throttle=values.get("throttle")), None
+        concurrency=values.get("concurrency"), throttle=values.get("throttle"),
+        unique=values.get("unique"), debounce=values.get("debounce"),
+        start_within_seconds=values.get("start_within_seconds")), None
 
 
 def _number(value: Any) -> Any:
