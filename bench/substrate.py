@@ -133,7 +133,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         self.server.count(CountedRequests.operation({
             "HTTP_X_AMZ_TARGET": target, "REQUEST_METHOD": self.command,
             "HTTP_AUTHORIZATION": self.headers.get("Authorization", "")}))
-        dynamodb = target.startswith("DynamoDB_")
+        dynamodb = target.startswith("DynamoDB")
         headers = dict(self.headers.items())
         for attempt in (1, 2):
             connection = self._upstream(dynamodb)

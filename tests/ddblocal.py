@@ -209,7 +209,7 @@ class _Router(http.server.BaseHTTPRequestHandler):
     def _forward(self) -> None:
         length = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(length) if length else None
-        dynamodb = self.headers.get("X-Amz-Target", "").startswith("DynamoDB_")
+        dynamodb = self.headers.get("X-Amz-Target", "").startswith("DynamoDB")
         upstream = urllib.parse.urlsplit(self.server.dynamodb if dynamodb else self.server.rest)
         connection = http.client.HTTPConnection(upstream.netloc, timeout=60)
         try:

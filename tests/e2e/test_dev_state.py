@@ -57,6 +57,11 @@ def test_state_survives_a_restart_and_fresh_starts_empty(tmp_path: Path) -> None
         assert (ran["state"], ran["result"]) == ("SUCCEEDED", "later")
 
         log = Path(banner(second, "events").split()[1])
+        # The change-stream relay publishes within a pass or two (its idle back-off is 2 s).
+        deadline = time.monotonic() + 15
+        while f"{later['job_id']}  echo  RUNNING -> SUCCEEDED" not in tail(log).stdout:
+            assert time.monotonic() < deadline, tail(log).stdout
+            time.sleep(0.2)
         shown = tail(log)
         assert shown.returncode == 0, shown.stderr
         assert done not in shown.stdout and dead not in shown.stdout  # an earlier run's

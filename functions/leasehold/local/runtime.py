@@ -34,7 +34,7 @@ from leasehold.compose import compose
 from leasehold.events.publishing import FILE_PREFIX, FileSink, runtime_started
 from leasehold.lifecycle import sweeper
 from leasehold.lifecycle.app import Leasehold
-from leasehold.local import emulator, hints, reload, state
+from leasehold.local import emulator, hints, relay, reload, state
 from leasehold.local.gateway import Gateway
 from leasehold.local.keeper import StateKeeper
 from leasehold.local.leadership import AnnouncedLease
@@ -131,6 +131,7 @@ class Runtime:
         self.lease: AnnouncedLease | None = None
         self.loaded = 0
         self.keeper: StateKeeper | None = None
+        self.relay: relay.LocalRelay | None = None
         #: Set when the API accepts a write: the ticker and the sweeper look at once.
         self.tick_wake = threading.Event()
         self.sweep_wake = threading.Event()
@@ -168,6 +169,9 @@ class Runtime:
         # Every state change by default: a laptop's event log costs nothing, and its reader
         # (`leasehold events tail`) is there to watch jobs move. LEASEHOLD_PUBLISH overrides.
         publish = os.environ.get("LEASEHOLD_PUBLISH") or "all"
+        # Events from the jobs table's change stream, as the deployed stack publishes them
+        # (the relay thread below; the workers, which inherit this, publish nothing).
+        os.environ.setdefault("LEASEHOLD_EVENTS_FROM", "stream")
         settings = Settings.from_env(
             endpoint_url=endpoint, task_modules=opts.tasks, pools=opts.pools,
             lease_seconds=opts.lease_seconds, event_bus=event_bus, publish=publish)
@@ -186,6 +190,9 @@ class Runtime:
             # an earlier run's, never as live.
             FileSink(event_bus[len(FILE_PREFIX):]).publish(
                 runtime_started(self.app.now(), os.getpid()))
+        if settings.events_from == "stream":
+            self.relay = relay.start(
+                self.app, self._state() or Path(opts.state_dir or ".leasehold"), self._thread)
         self.api_config = ApiConfig.from_env({**os.environ, "LEASEHOLD_TRUST_TENANT_HEADER": "1"})
         for pool in opts.pools:
             for _ in range(opts.workers):
@@ -369,6 +376,8 @@ class Runtime:
             except subprocess.TimeoutExpired:
                 child.process.kill()
                 child.process.wait()
+        if self.relay is not None:
+            self.relay.finish()  # the workers are gone: publish what they wrote last
         for thread in self.threads:
             thread.join(2)
         if self.keeper is not None:

@@ -1,10 +1,17 @@
-"""The relay run locally: ``GetRecords`` over the emulator's ``dynamodbstreams``, from a
-checkpoint kept with the local state.
+"""The relay run locally: ``GetRecords`` over a ``dynamodbstreams`` endpoint (the embedded
+emulator's, or DynamoDB Local's), from a checkpoint.
 
-The checkpoint (shard id -> last sequence number relayed) is written only after a batch's
-events were published, so a relay killed mid-batch reads that batch again when it restarts:
-nothing is lost, and the repeats carry the same ``event_id``. On AWS the same
-:func:`leasehold.streams.relay.relay` runs behind a Lambda event source mapping instead.
+The checkpoint (the stream's ARN, and per shard the last sequence number relayed) is written
+only after a batch's hand-offs and events went out, so a relay killed mid-batch reads that
+batch again when it restarts: nothing is lost, and the repeats carry the same ``event_id``
+(a repeated hand-off is fenced by the lease). A checkpoint of another stream (the embedded
+emulator makes its tables, and so its stream, anew at every start) is ignored. On AWS the
+same :func:`leasehold.streams.relay.relay` runs behind a Lambda event source mapping.
+
+Idle, it costs one ``GetRecords`` per shard per pass, and passes back off to
+:data:`IDLE_SECONDS` while they find nothing: iterators are kept from pass to pass, and the
+stream is described again only every :data:`DESCRIBE_SECONDS` (new shards) or when an
+iterator is gone.
 """
 
 from __future__ import annotations
@@ -13,9 +20,12 @@ import json
 import logging
 import os
 import threading
+import time
 from functools import partial
 from pathlib import Path
 from typing import Any
+
+from botocore.exceptions import ClientError
 
 from leasehold.events.publishing import Sink
 from leasehold.lifecycle.app import Leasehold
@@ -24,22 +34,33 @@ from leasehold.streams.relay import relay
 
 log = logging.getLogger(__name__)
 
+#: The longest wait between two passes that found nothing, and the first one.
+IDLE_SECONDS, BUSY_SECONDS = 2.0, 0.1
+#: How often the stream's shards are listed again.
+DESCRIBE_SECONDS = 60.0
+
 
 class Checkpoint:
-    """Shard id -> the last sequence number relayed, persisted atomically in a JSON file."""
+    """The stream relayed and, per shard, the last sequence number relayed, in a JSON file
+    replaced atomically."""
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
 
-    def load(self) -> dict[str, str]:
+    def load(self, stream: str | None = None) -> dict[str, str]:
+        """The positions saved for ``stream`` (any stream, if None); {} for another one."""
         if not self.path.exists():
             return {}
-        return dict(json.loads(self.path.read_text(encoding="utf-8")))
+        saved = json.loads(self.path.read_text(encoding="utf-8"))
+        if stream is not None and saved.get("stream") not in (None, stream):
+            return {}
+        return dict(saved.get("shards", {}))
 
-    def save(self, positions: dict[str, str]) -> None:
+    def save(self, positions: dict[str, str], stream: str | None = None) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         temporary = self.path.with_suffix(".tmp")
-        temporary.write_text(json.dumps(positions, sort_keys=True), encoding="utf-8")
+        temporary.write_text(json.dumps({"stream": stream, "shards": positions},
+                                        sort_keys=True), encoding="utf-8")
         os.replace(temporary, self.path)
 
 
@@ -48,45 +69,108 @@ def stream_arn(app: Leasehold) -> str:
     return str(table["LatestStreamArn"])
 
 
+class StreamReader:
+    """One relay's position in the jobs table's stream: its shards' iterators, kept."""
+
+    def __init__(self, app: Leasehold, sink: Sink, checkpoint: Checkpoint, *,
+                 client: Any | None = None, start: str = "TRIM_HORIZON",
+                 limit: int = 100) -> None:
+        self.app, self.sink, self.checkpoint, self.limit = app, sink, checkpoint, limit
+        self.client = client or app.clients.client("dynamodbstreams")
+        self.start = start
+        self.arn = stream_arn(app)
+        self.positions = checkpoint.load(self.arn)
+        self.iterators: dict[str, str] = {}
+        self.described = 0.0
+
+    def open(self) -> None:
+        """List the stream's shards and take an iterator for each new one."""
+        shards = self.client.describe_stream(StreamArn=self.arn)["StreamDescription"]["Shards"]
+        for shard in shards:
+            shard_id = shard["ShardId"]
+            if shard_id in self.iterators:
+                continue
+            self.iterators[shard_id] = self._iterator(shard_id)
+        self.described = time.monotonic()
+
+    def _iterator(self, shard_id: str) -> str:
+        start: dict[str, Any] = (
+            {"ShardIteratorType": "AFTER_SEQUENCE_NUMBER",
+             "SequenceNumber": self.positions[shard_id]}
+            if shard_id in self.positions else {"ShardIteratorType": self.start})
+        return str(self.client.get_shard_iterator(StreamArn=self.arn, ShardId=shard_id,
+                                                  **start)["ShardIterator"])
+
+    def step(self) -> int:
+        """Relay what each shard has now; how many records. A batch whose hand-offs or
+        events did not all go out stops its shard, unsaved: it is read again."""
+        if not self.iterators or time.monotonic() - self.described > DESCRIBE_SECONDS:
+            self.open()
+        relayed = 0
+        for shard_id in list(self.iterators):
+            while True:
+                try:
+                    response = self.client.get_records(ShardIterator=self.iterators[shard_id],
+                                                       Limit=self.limit)
+                except ClientError as exc:
+                    if exc.response["Error"]["Code"] not in ("ExpiredIteratorException",
+                                                             "TrimmedDataAccessException"):
+                        raise
+                    self.iterators[shard_id] = self._iterator(shard_id)
+                    break
+                records = response.get("Records", [])
+                if records and relay(records, self.sink, self.app.settings.publish,
+                                     self.app.now, hand_off=partial(hand_off, self.app)):
+                    log.warning("relay: %d record(s) of shard %s to read again",
+                                len(records), shard_id)
+                    self.iterators[shard_id] = self._iterator(shard_id)
+                    break
+                following = response.get("NextShardIterator")
+                if records:
+                    self.positions[shard_id] = str(records[-1]["dynamodb"]["SequenceNumber"])
+                    self.checkpoint.save(self.positions, self.arn)
+                    relayed += len(records)
+                if following is None:  # a closed shard, read to its end
+                    del self.iterators[shard_id]
+                    break
+                self.iterators[shard_id] = following
+                if not records:
+                    break
+        return relayed
+
+
 def poll(app: Leasehold, sink: Sink, checkpoint: Checkpoint, *, client: Any | None = None,
          limit: int = 100) -> int:
-    """Relay every record after the checkpoint, shard by shard; returns how many records were
-    relayed. A batch whose events were not all published stops its shard, unsaved."""
-    client = client or app.clients.client("dynamodbstreams")
-    arn = stream_arn(app)
-    positions = checkpoint.load()
-    relayed = 0
-    shards = client.describe_stream(StreamArn=arn)["StreamDescription"]["Shards"]
-    for shard in shards:
-        shard_id = shard["ShardId"]
-        start: dict[str, Any] = (
-            {"ShardIteratorType": "AFTER_SEQUENCE_NUMBER", "SequenceNumber": positions[shard_id]}
-            if shard_id in positions else {"ShardIteratorType": "TRIM_HORIZON"})
-        iterator = client.get_shard_iterator(StreamArn=arn, ShardId=shard_id,
-                                             **start)["ShardIterator"]
-        while iterator:
-            response = client.get_records(ShardIterator=iterator, Limit=limit)
-            records = response.get("Records", [])
-            if not records:
-                break
-            if relay(records, sink, app.settings.publish, app.now,
-                     hand_off=partial(hand_off, app)):
-                log.warning("relay: %d record(s) of shard %s to read again", len(records),
-                            shard_id)
-                break
-            positions[shard_id] = str(records[-1]["dynamodb"]["SequenceNumber"])
-            checkpoint.save(positions)
-            relayed += len(records)
-            iterator = response.get("NextShardIterator")
-    return relayed
+    """One pass over every shard from the checkpoint (from the stream's start without one);
+    how many records were relayed."""
+    return StreamReader(app, sink, checkpoint, client=client, limit=limit).step()
 
 
 def run(app: Leasehold, sink: Sink, checkpoint: Checkpoint, stop: threading.Event, *,
-        interval_seconds: float = 0.5) -> None:
-    """Relay until ``stop`` is set (``leasehold dev``'s relay thread)."""
+        start: str = "TRIM_HORIZON", ready: threading.Event | None = None) -> None:
+    """Relay until ``stop`` is set (``leasehold dev``'s relay thread). ``start``: where a
+    shard with no checkpoint begins (``LATEST``: only what changes from now on); ``ready``
+    is set once every shard has its iterator, so nothing written afterwards is missed."""
+    reader: StreamReader | None = None
+    wait = BUSY_SECONDS
     while not stop.is_set():
         try:
-            poll(app, sink, checkpoint)
+            if reader is None:
+                reader = StreamReader(app, sink, checkpoint, start=start)
+                reader.open()
+                if ready is not None:
+                    ready.set()
+                # A reader made again after a failure starts a shard it never checkpointed
+                # from the stream's start: repeats (same event ids, fenced hand-offs)
+                # rather than a gap.
+                start = "TRIM_HORIZON"
+            wait = BUSY_SECONDS if reader.step() else min(IDLE_SECONDS, wait * 2)
         except Exception:
             log.exception("relay pass failed; the checkpoint holds, the next pass reads again")
-        stop.wait(interval_seconds)
+            reader, wait = None, IDLE_SECONDS
+        stop.wait(wait)
+    if reader is not None:  # a last pass: what was written before the stop goes out
+        try:
+            reader.step()
+        except Exception:
+            log.exception("the relay's last pass failed; its checkpoint holds")
