@@ -67,3 +67,16 @@ def flaky(payload: Any, ctx: JobContext) -> dict[str, int]:
     if ctx.attempt <= failures:
         raise ExampleFailure(f"attempt {ctx.attempt} of {failures} planned failures")
     return {"attempts": ctx.attempt}
+
+
+@task("count", timeout_seconds=60)
+def count(payload: Any, ctx: JobContext) -> dict[str, Any]:
+    """Adds 1 to ``payload["key"]``'s counter in the DynamoDB table ``payload["table"]``, in
+    the transaction that records the job's success (``ctx.transact``): exactly once per job,
+    however often it runs. ``payload["seconds"]``: how long it works first."""
+    if ctx.wait_cancelled(float(payload.get("seconds", 0))):
+        return {"cancelled": True}
+    ctx.transact([{"Update": {
+        "TableName": payload["table"], "Key": {"key": {"S": payload["key"]}},
+        "UpdateExpression": "ADD n :one", "ExpressionAttributeValues": {":one": {"N": "1"}}}}])
+    return {"counted": payload["key"]}

@@ -8,9 +8,12 @@ per-tenant cap and retries on 5xx and 429 with the same keys, as the API asks it
 
 from __future__ import annotations
 
+import os
+import signal
 import time
 from collections.abc import Iterator
 
+import boto3
 import pytest
 
 from .conftest import Reply, Runtime, start_runtime
@@ -19,6 +22,8 @@ pytestmark = pytest.mark.e2e
 
 CAP = 8
 JOBS = 120
+#: Jobs of the effects test (each adds 1 to one counter).
+COUNTED = 30
 WRITES = "dynamodb.PutItem|dynamodb.UpdateItem|dynamodb.TransactWriteItems"
 FAULTS = ",".join([
     f"{WRITES}:lose:0.08",
@@ -86,3 +91,41 @@ def test_jobs_survive_injected_faults_exactly_once_and_no_slot_leaks(faulty: Run
     print(f"\n{JOBS} jobs, {retried} client retries, {injected} faults injected, "
           f"{reruns} re-runs, 0 lost, 0 leaked slots")
     assert injected > 0
+
+
+def test_effects_in_the_finish_commit_once_per_job_under_faults_and_killed_workers(
+        faulty: Runtime) -> None:
+    """N jobs add 1 to one counter through ``ctx.transact``: lost responses, throttles and
+    failures on every write, lost sends, and a worker killed while it runs them; the counter
+    ends at exactly N (issue 24)."""
+    endpoint = next(line.split()[1] for line in faulty.output
+                    if line.strip().startswith("AWS:"))
+    ddb = boto3.client("dynamodb", endpoint_url=endpoint, region_name="us-east-1")
+    table = "effects-counter"
+    ddb.create_table(TableName=table, BillingMode="PAY_PER_REQUEST",
+                     KeySchema=[{"AttributeName": "key", "KeyType": "HASH"}],
+                     AttributeDefinitions=[{"AttributeName": "key", "AttributeType": "S"}])
+    deadline = time.monotonic() + 120
+    ids = []
+    for i in range(COUNTED):
+        reply, _ = submit_until_accepted(faulty, {
+            "task": "count", "payload": {"table": table, "key": "n", "seconds": 1.0},
+            "idempotency_key": f"count-{i}"}, "effects", deadline, retry=(429, 500, 503))
+        assert reply.status in (200, 201), reply.body
+        ids.append(reply.body["job_id"])
+    victims: set[int] = set()
+    while len(victims) < 1 and time.monotonic() < deadline:
+        for worker in faulty.call("GET", "/workers", tenant="effects").body["workers"]:
+            if set(worker["current_jobs"]) & set(ids):
+                victims.add(worker["pid"])
+                os.kill(worker["pid"], signal.SIGKILL)  # between its writes, somewhere
+                break
+        time.sleep(0.05)
+    done = faulty.wait_for(ids, tenant="effects", timeout=180)
+    assert {job["state"] for job in done.values()} == {"SUCCEEDED"}
+    item = ddb.get_item(TableName=table, Key={"key": {"S": "n"}}, ConsistentRead=True)["Item"]
+    recovered = sum(job["crash_recoveries"] for job in done.values())
+    print(f"\n{COUNTED} jobs, {len(victims)} worker killed, {recovered} jobs recovered "
+          f"from it: counter {item['n']['N']}")
+    assert int(item["n"]["N"]) == COUNTED
+    assert victims and recovered > 0  # the kill really made jobs run again
