@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench import cost, durable, front_door_report
+from bench import cost, durable, flow, front_door_report, relay_cost
 
 MB = 1024 * 1024
 
@@ -431,6 +431,8 @@ def markdown(r: dict[str, Any]) -> str:
     lines += ["Assumptions:", ""] + [f"- {a}" for a in c["assumptions"]]
     lines += ["", "Prices: " + ", ".join(f"{k} {v:g}" for k, v in c["prices"].items()) + "."]
     lines += front_door_report.cost_table(r)
+    if r.get("relay_cost"):
+        lines += relay_cost.markdown(r["relay_cost"])
 
     sc = r["scaling"]
     lines += [
@@ -514,6 +516,7 @@ def markdown(r: dict[str, Any]) -> str:
         lines += _idle_section(r["idle"])
     lines += front_door_report.section(r)
     lines += durable.markdown(r.get("durable"))
+    lines += flow.markdown(r.get("flow"))
     return "\n".join(lines)
 
 

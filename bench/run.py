@@ -32,6 +32,7 @@ from bench import (
     front_door_report,
     idle,
     per_job,
+    relay_cost,
     report,
     scaling,
     sweep_index,
@@ -109,6 +110,8 @@ PROFILES = {
 
 #: Durable jobs whose resume after a sleep and after a callback is timed (bench.durable).
 DURABLE_RESUMES = {"full": 20, "quick": 5, "tiny": 0}
+#: Jobs whose stream records the relay's cost is measured over (bench.relay_cost).
+RELAY_JOBS = {"full": 300, "quick": 50, "tiny": 5}
 #: Jobs one big tenant submits per layout (bench.tenant_shards), within each profile's budget.
 TENANT_JOBS = {"full": 400, "quick": 20, "tiny": 0}
 
@@ -230,6 +233,8 @@ def main(argv: list[str] | None = None) -> int:
         wakes=40 if profile.name == "full" else 10))
     results["sweep_index"] = run.section("sweep index", lambda: sweep_index.long_jobs(
         profile.heartbeats, batch=3 if profile.name == "full" else 2))
+    results["relay_cost"] = run.section("relay cost", lambda: relay_cost.measure(
+        RELAY_JOBS[profile.name]))
     results["durable"] = run.section("durable execution", lambda: durable.measure(
         steps=10, jobs=profile.metered, resumes=DURABLE_RESUMES[profile.name]))
     (results["throughput"], results["queue_wait"], results["precision"],

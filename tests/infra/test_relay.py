@@ -154,3 +154,13 @@ def test_every_function_and_ecs_worker_takes_its_events_from_the_stream(
     assert containers
     for container in containers:
         assert {"Name": "LEASEHOLD_EVENTS_FROM", "Value": "stream"} in container["Environment"]
+
+
+def test_the_benchmarks_relay_cost_uses_the_deployed_batch_size_and_memory(
+        synthesized: Synthesized) -> None:
+    from bench import relay_cost
+
+    assert relay_cost.BATCH_SIZE == relay.BATCH_SIZE
+    (function,) = [f for f in synthesized.resources("AWS::Lambda::Function").values()
+                   if f["Properties"]["Handler"].endswith("relay.handler")]
+    assert function["Properties"]["MemorySize"] == relay_cost.RELAY_MEMORY_GB * 1024
