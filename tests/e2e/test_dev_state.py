@@ -57,7 +57,7 @@ def test_state_survives_a_restart_and_fresh_starts_empty(tmp_path: Path) -> None
         assert (ran["state"], ran["result"]) == ("SUCCEEDED", "later")
 
         log = Path(banner(second, "events").split()[1])
-        # The change-stream relay publishes within a pass or two (its idle back-off is 2 s).
+        # The change-stream relay publishes within a pass or two (its idle back-off is 3 s).
         deadline = time.monotonic() + 15
         while f"{later['job_id']}  echo  RUNNING -> SUCCEEDED" not in tail(log).stdout:
             assert time.monotonic() < deadline, tail(log).stdout

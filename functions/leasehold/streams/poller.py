@@ -35,7 +35,7 @@ from leasehold.streams.relay import relay
 log = logging.getLogger(__name__)
 
 #: The longest wait between two passes that found nothing, and the first one.
-IDLE_SECONDS, BUSY_SECONDS = 2.0, 0.1
+IDLE_SECONDS, BUSY_SECONDS = 3.0, 0.1
 #: How often the stream's shards are listed again.
 DESCRIBE_SECONDS = 60.0
 
