@@ -1,11 +1,12 @@
 // The page's router: #/, #/jobs, #/jobs/<id>, #/schedules, #/workflows, #/workflows/<id>,
-// #/dead-letters, #/triggers, #/workers, #/tasks. Each page renders into <main> and may ask
+// #/dead-letters, #/triggers, #/workers, #/tasks, #/keys. Each page renders into <main> and may ask
 // to be refreshed every few seconds.
 
 import { api, recentTenants, setTenant, tenant } from "./api.js";
 import { h, link, notify, replace } from "./dom.js";
 import * as deadLetters from "./deadletters.js";
 import * as jobs from "./jobs.js";
+import * as keys from "./keys.js";
 import * as overview from "./overview.js";
 import * as schedules from "./schedules.js";
 import * as tasks from "./tasks.js";
@@ -24,6 +25,7 @@ const ROUTES = [
   [/^triggers$/, "triggers", (main) => triggers.render(main)],
   [/^workers$/, "workers", (main) => workers.render(main)],
   [/^tasks$/, "tasks", (main) => tasks.render(main)],
+  [/^keys$/, "keys", (main) => keys.render(main)],
 ];
 
 let current = null; // { timer, generation }

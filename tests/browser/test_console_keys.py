@@ -1,0 +1,60 @@
+"""The console's Keys page in a real Chromium over a real ``leasehold dev`` (issue 22): a
+concurrency key in use of its limit, the job waiting for its slot (and why, on the job's
+page), and Pause and Resume that the API then reports."""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.parse
+import uuid
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import Page, expect
+
+from tests.e2e.conftest import Runtime
+
+pytestmark = pytest.mark.browser
+
+KEY = "acct/1"  # a slash: the key is one path segment, percent-encoded
+
+
+def test_a_key_shows_its_slot_and_waiting_job_and_pauses_and_resumes(
+        page: Page, console_runtime: Runtime, screenshots: Path) -> None:
+    tenant = f"keys-{uuid.uuid4().hex[:8]}"
+    body = {"task": "sleep", "payload": {"seconds": 6},
+            "concurrency": {"key": KEY, "limit": 1}}
+    first = console_runtime.submit(body, tenant)["job_id"]
+    second = console_runtime.submit(body, tenant)["job_id"]
+    deadline = time.monotonic() + 30
+    while {console_runtime.job(j, tenant)["state"] for j in (first, second)} != \
+            {"RUNNING", "QUEUED"}:
+        assert time.monotonic() < deadline, "one job should run and the other wait"
+        time.sleep(0.2)
+    waiting = first if console_runtime.job(first, tenant)["state"] == "QUEUED" else second
+    page.add_init_script(f"localStorage.setItem('leasehold.tenant', {json.dumps(tenant)})")
+    page.goto(console_runtime.url + "/#/keys")
+    row = page.get_by_role("row").filter(has_text=KEY)
+    expect(row).to_contain_text("1 of 1")
+    expect(row.get_by_role("link", name=waiting)).to_be_visible()
+    page.screenshot(path=screenshots / "keys.png", full_page=True)
+
+    row.get_by_role("link", name=waiting).click()
+    expect(page.locator(".waiting")).to_contain_text(KEY)
+
+    page.goto(console_runtime.url + "/#/keys")
+    page.get_by_role("button", name=f"pause {KEY}").click()
+    dialog = page.locator("dialog.confirm")
+    expect(dialog).to_be_visible()
+    dialog.get_by_role("button", name="Pause").click()
+    expect(page.get_by_role("status")).to_have_text(f"Key {KEY} paused.")
+    path = f"/flow/keys/{urllib.parse.quote(KEY, safe='')}"
+    assert console_runtime.call("GET", path, tenant=tenant).body["paused"] is True
+    # Another tenant's key of the same name is its own.
+    assert console_runtime.call("GET", path, tenant=tenant + "-other").body["paused"] is False
+
+    page.get_by_role("button", name=f"resume {KEY}").click()
+    expect(page.get_by_role("status")).to_have_text(f"Key {KEY} resumed.")
+    assert console_runtime.call("GET", path, tenant=tenant).body["paused"] is False
+    page.goto("about:blank")  # no refresh left running when the runtime is shared on
