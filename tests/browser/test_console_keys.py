@@ -33,7 +33,13 @@ def test_a_key_shows_its_slot_and_waiting_job_and_pauses_and_resumes(
         assert time.monotonic() < deadline, "one job should run and the other wait"
         time.sleep(0.2)
     waiting = first if console_runtime.job(first, tenant)["state"] == "QUEUED" else second
-    page.add_init_script(f"localStorage.setItem('leasehold.tenant', {json.dumps(tenant)})")
+    path = f"/flow/keys/{urllib.parse.quote(KEY, safe='')}"
+    while waiting not in console_runtime.call("GET", path, tenant=tenant).body["waiting_jobs"]:
+        assert time.monotonic() < deadline, "the second job should park for the slot"
+        time.sleep(0.2)
+    # (about:blank, at the end, has no storage: the script must not throw there)
+    page.add_init_script("try { localStorage.setItem('leasehold.tenant', "
+                         f"{json.dumps(tenant)}) }} catch {{}}")
     page.goto(console_runtime.url + "/#/keys")
     row = page.get_by_role("row").filter(has_text=KEY)
     expect(row).to_contain_text("1 of 1")
@@ -49,7 +55,6 @@ def test_a_key_shows_its_slot_and_waiting_job_and_pauses_and_resumes(
     expect(dialog).to_be_visible()
     dialog.get_by_role("button", name="Pause").click()
     expect(page.get_by_role("status")).to_have_text(f"Key {KEY} paused.")
-    path = f"/flow/keys/{urllib.parse.quote(KEY, safe='')}"
     assert console_runtime.call("GET", path, tenant=tenant).body["paused"] is True
     # Another tenant's key of the same name is its own.
     assert console_runtime.call("GET", path, tenant=tenant + "-other").body["paused"] is False

@@ -158,6 +158,19 @@ def settings_from_outputs(outputs: dict[str, str], pools: tuple[str, ...]) -> Se
     return Settings(**values)
 
 
+
+def observe_job_events(bus: str, name: str) -> str:
+    """A queue that receives every job event put on ``bus`` (a rule named ``name`` too)."""
+    events = boto3.client("events", region_name=REGION)
+    sqs = boto3.client("sqs", region_name=REGION)
+    observed = sqs.create_queue(QueueName=name)["QueueUrl"]
+    events.put_rule(Name=name, EventBusName=bus,
+                    EventPattern=json.dumps({"source": [JOB_EVENT_SOURCE]}))
+    events.put_targets(Rule=name, EventBusName=bus, Targets=[{
+        "Id": "observer", "Arn": sqs.get_queue_attributes(
+            QueueUrl=observed, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]}])
+    return str(observed)
+
 def test_the_deployed_stack_carries_a_job_from_submission_to_success(
         synthesized: Synthesized, deployed: dict[str, str]) -> None:
     lambda_ = boto3.client("lambda", region_name=REGION)
@@ -387,15 +400,9 @@ def test_the_deployed_api_function_submits_a_job_publishes_only_outcomes_and_cou
         capsys: pytest.CaptureFixture[str], relay_in_process: RelayRun) -> None:
     """The API handler in the deployed API function's environment, with a SigV4 caller; the
     relay, as deployed, sees the new row and publishes nothing for it."""
-    events = boto3.client("events", region_name=REGION)
     sqs = boto3.client("sqs", region_name=REGION)
     bus = deployed["EventBusName"]
-    observed = sqs.create_queue(QueueName="api-job-events")["QueueUrl"]
-    events.put_rule(Name="observe-api-jobs", EventBusName=bus,
-                    EventPattern=json.dumps({"source": [JOB_EVENT_SOURCE]}))
-    events.put_targets(Rule="observe-api-jobs", EventBusName=bus, Targets=[{
-        "Id": "observer", "Arn": sqs.get_queue_attributes(
-            QueueUrl=observed, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]}])
+    observed = observe_job_events(bus, "api-job-events")
     for name, value in function_environment(API_HANDLER).items():
         monkeypatch.setenv(name, value)
     request = {
@@ -433,7 +440,6 @@ def test_the_deployed_relay_publishes_a_finished_jobs_outcome_once_from_the_stre
     the worker itself published nothing."""
     lambda_ = boto3.client("lambda", region_name=REGION)
     sqs = boto3.client("sqs", region_name=REGION)
-    events = boto3.client("events", region_name=REGION)
     settings = settings_from_outputs(deployed, ("default",))
     stream = boto3.client("dynamodb", region_name=REGION).describe_table(
         TableName=settings.jobs_table)["Table"]["LatestStreamArn"]
@@ -448,12 +454,7 @@ def test_the_deployed_relay_publishes_a_finished_jobs_outcome_once_from_the_stre
     assert sqs.get_queue_url(QueueName=dlq.rsplit(":", 1)[1])  # the stack created it
 
     bus = deployed["EventBusName"]
-    observed = sqs.create_queue(QueueName="relay-job-events")["QueueUrl"]
-    events.put_rule(Name="observe-relay-jobs", EventBusName=bus,
-                    EventPattern=json.dumps({"source": [JOB_EVENT_SOURCE]}))
-    events.put_targets(Rule="observe-relay-jobs", EventBusName=bus, Targets=[{
-        "Id": "observer", "Arn": sqs.get_queue_attributes(
-            QueueUrl=observed, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]}])
+    observed = observe_job_events(bus, "relay-job-events")
     worker_env = function_environment("leasehold.handlers.worker.handler")
     assert worker_env["LEASEHOLD_EVENTS_FROM"] == "stream"
     for name, value in worker_env.items():

@@ -83,8 +83,8 @@ WRITES = "|".join(f"dynamodb.{op}" for op in (
 FAILED = (ClientError, LeaseholdError, BatchProcessingError)
 
 
-class Lifecycle(AdmissionContention, FlowKeysRules, FlowRules, RetentionRules, DurableRules,
-                EffectsRules, EnqueueRules, RuleBasedStateMachine):
+class Lifecycle(EffectsRules, AdmissionContention, FlowKeysRules, FlowRules, RetentionRules,
+                DurableRules, EnqueueRules, RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         self.mock = mock_aws()

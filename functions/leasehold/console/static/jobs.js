@@ -205,9 +205,9 @@ function facts(job) {
   ];
   if (job.state === "SLEEPING") {
     pairs.push(["sleeping", h("span", {}, `until `, when(job.sleeping_until), ` (${job.waiting})`)]);
-  } else if (job.waiting) {
-    // Why it has not started: a key's slot, a throttle, a debounce window, a pause.
-    pairs.push(["waiting", h("span", { class: "waiting" }, job.waiting)]);
+  } else if (job.waiting_for) {
+    // Why it has not started: a key's slot, a throttle, a pause (leasehold.flow).
+    pairs.push(["waiting", h("span", { class: "waiting" }, job.waiting_for)]);
   }
   if (job.idempotency_key) pairs.push(["idempotency key", job.idempotency_key]);
   if (Object.keys(job.labels || {}).length) {
