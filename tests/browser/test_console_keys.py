@@ -23,11 +23,11 @@ KEY = "acct/1"  # a slash: the key is one path segment, percent-encoded
 def test_a_key_shows_its_slot_and_waiting_job_and_pauses_and_resumes(
         page: Page, console_runtime: Runtime, screenshots: Path) -> None:
     tenant = f"keys-{uuid.uuid4().hex[:8]}"
-    body = {"task": "sleep", "payload": {"seconds": 6},
+    body = {"task": "sleep", "payload": {"seconds": 20},
             "concurrency": {"key": KEY, "limit": 1}}
     first = console_runtime.submit(body, tenant)["job_id"]
     second = console_runtime.submit(body, tenant)["job_id"]
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 60
     while {console_runtime.job(j, tenant)["state"] for j in (first, second)} != \
             {"RUNNING", "QUEUED"}:
         assert time.monotonic() < deadline, "one job should run and the other wait"

@@ -79,7 +79,8 @@ def test_jobs_survive_injected_faults_exactly_once_and_no_slot_leaks(faulty: Run
 
     # Every slot came back: CAP new jobs are admitted without one 429, the next is refused.
     for i in range(CAP):
-        body = {"task": "sleep", "payload": {"seconds": 5}, "idempotency_key": f"burst-{i}"}
+        # Long enough that none ends (and gives its slot back) before the one more below.
+        body = {"task": "sleep", "payload": {"seconds": 30}, "idempotency_key": f"burst-{i}"}
         reply, tries = submit_until_accepted(faulty, body, "shop", deadline, retry=(500, 503))
         assert reply.status == 201, reply.body
         retried += tries - 1
