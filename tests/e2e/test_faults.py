@@ -78,15 +78,19 @@ def test_jobs_survive_injected_faults_exactly_once_and_no_slot_leaks(faulty: Run
     assert sorted(job["job_id"] for job in listed) == sorted(ids.values())  # no stray job
 
     # Every slot came back: CAP new jobs are admitted without one 429, the next is refused.
+    burst: list[str] = []
     for i in range(CAP):
         # Long enough that none ends (and gives its slot back) before the one more below.
         body = {"task": "sleep", "payload": {"seconds": 30}, "idempotency_key": f"burst-{i}"}
         reply, tries = submit_until_accepted(faulty, body, "shop", deadline, retry=(500, 503))
         assert reply.status == 201, reply.body
+        burst.append(reply.body["job_id"])
         retried += tries - 1
     over, _ = submit_until_accepted(faulty, {"task": "echo", "idempotency_key": "one-more"},
                                     "shop", deadline, retry=(500, 503))
     assert over.status == 429 and over.body["error"]["code"] == "rate_limited"
+    for job_id in burst:  # free the workers' threads for the module's other tests
+        faulty.call("DELETE", f"/jobs/{job_id}", tenant="shop")
     injected = sum(1 for line in faulty.output if "injected fault" in line)
     reruns = sum(job["attempts"] - 1 for job in done.values())
     print(f"\n{JOBS} jobs, {retried} client retries, {injected} faults injected, "
