@@ -487,9 +487,13 @@ class Lifecycle(EffectsRules, AdmissionContention, FlowKeysRules, FlowRules, Ret
                 consume(Worker(self.app), batch)
         jobs = self.app.store.batch_get(self.jobs)
         assert all(job.state.terminal for job in jobs), [(j.job_id, j.state) for j in jobs]
-        # What the observers saw is what the table holds.
-        assert {j.job_id: (j.state, j.epoch) for j in jobs} == {
-            j.job_id: (j.state, j.epoch) for j in self.latest.values()}
+        # What the observers saw is what the table holds, or an earlier state of the same
+        # job: a process killed while botocore retried a write that had landed never told its
+        # observers (as a real process's observers die with it). Never a state that was not.
+        for job in jobs:
+            seen = self.latest[job.job_id]
+            if (seen.state, seen.epoch) != (job.state, job.epoch):
+                assert not seen.state.terminal and seen.epoch <= job.epoch, (seen, job)
         for job in jobs:
             self._check(job)
             if job.state is JobState.SUCCEEDED:
