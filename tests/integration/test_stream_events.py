@@ -11,6 +11,7 @@ so DynamoDB here is the embedded emulator's (SQS and EventBridge stay in-process
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections import Counter
 from pathlib import Path
 
@@ -21,6 +22,7 @@ from leasehold.clock import FakeClock
 from leasehold.core.registry import TaskRegistry
 from leasehold.core.states import JobState
 from leasehold.events.publishing import FileSink, sink_for, tail
+from leasehold.handlers import telemetry
 from leasehold.lifecycle import sweeper
 from leasehold.lifecycle.app import Leasehold
 from leasehold.streams.poller import Checkpoint, poll, stream_arn
@@ -90,7 +92,11 @@ def test_the_lambda_handler_publishes_a_stream_batch_with_stable_event_ids(
 
     app = stream_app
     log = tmp_path / "events.jsonl"
-    monkeypatch.setattr(handler, "_app", lambda: app)
+    # As deployed: the stack sets the namespace, and the cold start installs the telemetry
+    # (Powertools refuses to flush metrics without a namespace).
+    monkeypatch.setenv("POWERTOOLS_METRICS_NAMESPACE", "Leasehold")
+    installed = functools.cache(lambda: telemetry.install(app))
+    monkeypatch.setattr(handler, "_app", installed)
     monkeypatch.setattr(handler, "_sink", lambda: FileSink(log))
     jobs = _submit(app, 2)
     deliver(app)
