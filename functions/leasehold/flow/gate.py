@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import logging
+import random
 from collections.abc import Mapping
 from typing import Any
 
 from leasehold.aws.dynamo import Cancelled
 from leasehold.clock import iso
+from leasehold.core.jobs import Job
 from leasehold.core.states import JobState
 from leasehold.errors import Conflict, NotFound
 from leasehold.flow import slots, throttle, waking
@@ -42,12 +44,9 @@ class FlowGate:
     def refused(self, gate: Mapping[str, Any], job_id: str, epoch: int,
                 cancelled: Cancelled | Refusal, now: int) -> bool:
         app = self.app
-        try:
-            job = app.store.get(job_id)
-        except NotFound:
+        job = self._waiting(job_id, epoch)
+        if job is None:
             return True
-        if job.state is not JobState.QUEUED or job.epoch != epoch:
-            return True  # another message or a cancel moved it on: nothing to wait for
         concurrency = gate.get("concurrency")
         if isinstance(cancelled, Cancelled):
             if concurrency is not None and cancelled.failed(1):
@@ -55,7 +54,29 @@ class FlowGate:
             return False  # the throttle's turn was taken under us: read it again
         return self._delay(job, cancelled.until, now)
 
-    def _delay(self, job: Any, until: int, now: int) -> bool:
+    def contended(self, gate: Mapping[str, Any], job_id: str, epoch: int, now: int) -> bool:
+        """Other leases took the key's turns in every try (a burst of jobs on one key, woken
+        at the same turn). Leaving the message to come back would delay the job by the
+        queue's visibility timeout; hand it off again between one and two of the key's
+        intervals from now instead, spread so that the losers do not meet again."""
+        if (t := gate.get("throttle")) is None:
+            return False
+        job = self._waiting(job_id, epoch)
+        if job is None:
+            return True
+        step = throttle.interval_ms(t)
+        return self._delay(job, now + int(step * (1 + random.random())), now)
+
+    def _waiting(self, job_id: str, epoch: int) -> Job | None:
+        """The job if it still waits for this message's lease; None if another message or a
+        cancel moved it on (nothing to wait for)."""
+        try:
+            job = self.app.store.get(job_id)
+        except NotFound:
+            return None
+        return job if job.state is JobState.QUEUED and job.epoch == epoch else None
+
+    def _delay(self, job: Job, until: int, now: int) -> bool:
         """Over its key's rate: hand the job off again at its turn (a new epoch fences any
         other message of it). Never dropped: late, at worst."""
         reason = f"throttled until {iso(until)}"

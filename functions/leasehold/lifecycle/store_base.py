@@ -43,6 +43,12 @@ class LeaseGate(Protocol):
         return True, or return False to try the lease again (the refusal no longer holds)."""
         ...
 
+    def contended(self, gate: Mapping[str, Any], job_id: str, epoch: int, now: int) -> bool:
+        """Every try of the lease lost a race for the gate's entries (other leases kept
+        taking the throttle's turns): hand the job off again shortly and return True, or
+        return False to leave the message to come back when its visibility runs out."""
+        ...
+
 
 class Refusal(Exception):
     """Raised by :meth:`LeaseGate.take` when it refuses the lease without writing (a

@@ -17,7 +17,8 @@ from leasehold.lifecycle.store_base import Refusal, StoreBase
 #: lease refuses it past that, and the first lease removes it (a started job never expires).
 START_BY = "start_by"
 
-#: Leases a gate may refuse in a row before the message is left to come back.
+#: Leases a gate may refuse in a row before the gate hands the job off again (or, if it
+#: cannot, the message is left to come back).
 GATE_TRIES = 5
 
 
@@ -66,6 +67,9 @@ class LeaseWrites(StoreBase):
                 assert self.lease_gate is not None and gate is not None
                 if self.lease_gate.refused(gate, job_id, epoch, refused.cancelled, now):
                     raise Gated(f"job {job_id} waits (flow control)", job_id=job_id) from None
+        if self.lease_gate is not None and gate is not None and \
+                self.lease_gate.contended(gate, job_id, epoch, now):
+            raise Gated(f"job {job_id} waits (its gate is contended)", job_id=job_id)
         raise Conflict(f"job {job_id}: its gate kept changing; the message comes back",
                        job_id=job_id)
 
