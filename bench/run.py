@@ -231,6 +231,9 @@ def main(argv: list[str] | None = None) -> int:
         batch=profile.metered, timed=profile.timed))
     results["flow"] = run.section("flow control", lambda: flow.measure_all(
         wakes=40 if profile.name == "full" else 10))
+    if results["flow"]:
+        results["flow"]["throttle"] = run.section("throttle accuracy", lambda: (
+            flow.throttle_accuracy(jobs=60 if profile.name == "full" else 30)))
     results["sweep_index"] = run.section("sweep index", lambda: sweep_index.long_jobs(
         profile.heartbeats, batch=3 if profile.name == "full" else 2))
     results["relay_cost"] = run.section("relay cost", lambda: relay_cost.measure(
