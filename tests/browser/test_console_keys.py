@@ -59,3 +59,47 @@ def test_a_key_shows_its_slot_and_waiting_job_and_pauses_and_resumes(
     expect(page.get_by_role("status")).to_have_text(f"Key {KEY} resumed.")
     assert console_runtime.call("GET", path, tenant=tenant).body["paused"] is False
     page.goto("about:blank")  # no refresh left running when the runtime is shared on
+
+
+def test_the_submit_form_takes_flow_options_and_says_when_a_unique_key_answers(
+        page: Page, console_runtime: Runtime, screenshots: Path) -> None:
+    """Flow control from the Jobs page's form: a concurrency key and a unique key reach the
+    job (its key's slot is taken while it runs), and the same unique key submitted again is
+    answered by the live job, which the form says instead of "Submitted"."""
+    tenant = f"form-{uuid.uuid4().hex[:8]}"
+    page.add_init_script("try { localStorage.setItem('leasehold.tenant', "
+                         f"{json.dumps(tenant)}) }} catch {{}}")
+    page.goto(console_runtime.url + "/#/jobs")
+    page.get_by_text("Submit a job").click()
+    form = page.get_by_role("form", name="submit a job")
+
+    def fill() -> None:
+        form.get_by_label("Task").fill("sleep")
+        form.get_by_label("Payload (JSON)").fill('{"seconds": 20}')
+        if not form.get_by_label("Concurrency key").is_visible():
+            form.get_by_text("Flow control").click()
+        form.get_by_label("Concurrency key").fill("acct-9")
+        form.get_by_label("Concurrency limit").fill("1")
+        form.get_by_label("Unique key").fill("import:file-1")
+        form.get_by_label("Start within (s)").fill("600")
+
+    fill()
+    page.screenshot(path=screenshots / "submit-flow.png", full_page=True)
+    form.get_by_role("button", name="Submit").click()
+    status = page.get_by_role("status")
+    expect(status).to_contain_text("Submitted")
+    job_id = status.get_by_role("link").inner_text()
+    try:
+        console_runtime.wait_for([job_id], {"RUNNING"}, tenant=tenant)
+        usage = console_runtime.call("GET", "/flow/keys/acct-9", tenant=tenant).body
+        assert usage["in_use"] == 1 and usage["limit"] == 1, usage
+
+        fill()
+        form.get_by_role("button", name="Submit").click()
+        expect(status).to_contain_text("is live with that unique key")
+        assert status.get_by_role("link").inner_text() == job_id
+        listed = console_runtime.call("GET", "/jobs", tenant=tenant).body["jobs"]
+        assert [j["job_id"] for j in listed] == [job_id]  # no second job
+    finally:
+        console_runtime.call("DELETE", f"/jobs/{job_id}", tenant=tenant)
+        page.goto("about:blank")

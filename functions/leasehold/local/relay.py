@@ -24,7 +24,8 @@ READY_SECONDS = 30.0
 
 
 class LocalRelay:
-    """The relay thread; :meth:`finish` makes its last pass once the workers have stopped."""
+    """The relay thread, started (through ``thread``) and returned once it holds its place in
+    the stream; :meth:`finish` makes its last pass once the workers have stopped."""
 
     def __init__(self, app: Leasehold, directory: Path,
                  thread: Callable[[Callable[[], None], str], None]) -> None:
@@ -50,9 +51,3 @@ class LocalRelay:
         """Stop after one last pass (call it once no worker writes any more)."""
         self.done.set()
         self.stopped.wait(timeout)
-
-
-def start(app: Leasehold, directory: Path,
-          thread: Callable[[Callable[[], None], str], None]) -> LocalRelay:
-    """Start the relay thread (through ``thread``) once it holds its place in the stream."""
-    return LocalRelay(app, directory, thread)

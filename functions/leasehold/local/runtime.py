@@ -191,7 +191,7 @@ class Runtime:
             FileSink(event_bus[len(FILE_PREFIX):]).publish(
                 runtime_started(self.app.now(), os.getpid()))
         if settings.events_from == "stream":
-            self.relay = relay.start(
+            self.relay = relay.LocalRelay(
                 self.app, self._state() or Path(opts.state_dir or ".leasehold"), self._thread)
         self.api_config = ApiConfig.from_env({**os.environ, "LEASEHOLD_TRUST_TENANT_HEADER": "1"})
         for pool in opts.pools:

@@ -51,7 +51,7 @@ from leasehold.lifecycle.submission import (
     through_intakes,
 )
 from leasehold.tenancy.counters import slot_item
-from leasehold.tenancy.limits import Limits
+from leasehold.tenancy.limits import SLOT_FREE, Limits
 
 #: Marks a row written by :func:`enqueue_item`: its hand-off is the relay's.
 HANDOFF = "handoff"
@@ -111,7 +111,7 @@ def enqueue_item(app: Leasehold, task: Any, payload: Any = None, *, tenant: str,
     slot = {"TableName": app.settings.tenants_table,
             "Key": {"tenant": {"S": slot_item(tenant, shard)}},
             "UpdateExpression": "ADD #live :one",
-            "ConditionExpression": "attribute_not_exists(#live) OR #live < :cap",
+            "ConditionExpression": SLOT_FREE,
             "ExpressionAttributeNames": {"#live": "live"},
             "ExpressionAttributeValues": to_av({":one": 1, ":cap": cap})}
     return [{"Put": put}, {"Update": slot}]

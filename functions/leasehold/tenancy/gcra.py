@@ -15,7 +15,7 @@ from botocore.exceptions import ClientError
 
 from leasehold.aws.dynamo import condition_failed, contended, from_av, to_av
 from leasehold.lifecycle.app import Leasehold
-from leasehold.tenancy.limits import Limits
+from leasehold.tenancy.limits import SLOT_FREE, Limits
 
 #: The GCRA's state on an admission item: the *theoretical arrival time* (ms) of the next
 #: submission at the item's rate. Written only by an admission
@@ -78,7 +78,7 @@ def rate_update(app: Leasehold, key: str, limits: Limits, gcra: Gcra, now: int, 
     return {
         "TableName": app.settings.tenants_table, "Key": {"tenant": {"S": key}},
         "UpdateExpression": expression,
-        "ConditionExpression": f"{rate} AND (attribute_not_exists(#live) OR #live < :cap)",
+        "ConditionExpression": f"{rate} AND {SLOT_FREE}",
         "ExpressionAttributeNames": names, "ExpressionAttributeValues": to_av(values),
         "ReturnValuesOnConditionCheckFailure": "ALL_OLD"}
 

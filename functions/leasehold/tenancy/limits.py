@@ -9,6 +9,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+#: The condition a live slot is taken under, on an admission item (names ``#live`` the
+#: item's count of live jobs; ``:cap`` is the item's share of the live cap). Admission's rate
+#: update and ``enqueue_item``'s slot entry both take it.
+SLOT_FREE = "(attribute_not_exists(#live) OR #live < :cap)"
+
 
 @dataclass(frozen=True, kw_only=True)
 class Limits:

@@ -92,6 +92,40 @@ function labelsOf(text) {
   return out;
 }
 
+/** The flow-control options as the API nests them: ``[option, field, label, number?]``. */
+const FLOW = [
+  ["concurrency", "key", "Concurrency key"], ["concurrency", "limit", "Concurrency limit", true],
+  ["throttle", "key", "Throttle key"], ["throttle", "limit", "Throttle limit", true],
+  ["throttle", "period_seconds", "Throttle period (s)", true],
+  ["throttle", "burst", "Throttle burst", true],
+  ["debounce", "key", "Debounce key"], ["debounce", "seconds", "Debounce (s)", true],
+  ["debounce", "max_wait_seconds", "Debounce max wait (s)", true],
+  ["unique", "key", "Unique key"],
+];
+
+/** Flow control, folded away: per-job keys (a task's templates apply when left empty). */
+function flowFields() {
+  return h("details", { class: "flow" }, h("summary", {}, "Flow control"),
+    FLOW.map(([option, name, label, number]) => field(label, {
+      name: `${option}.${name}`,
+      ...(number ? { type: "number", min: 0, step: "any" } : { placeholder: "e.g. customer:42" }),
+    })),
+    field("Start within (s)", { name: "start_within_seconds", type: "number", min: 0, step: "any" }));
+}
+
+/** ``{"throttle.key": "k", ...}`` -> ``{throttle: {key: "k"}}``; numbers as numbers. The API
+ * says what a partial option lacks (a limit without its key is a 422 naming the field). */
+function flowOptions(body) {
+  for (const [option, name, , number] of FLOW) {
+    const flat = `${option}.${name}`;
+    if (!(flat in body)) continue;
+    body[option] = { ...body[option], [name]: number ? Number(body[flat]) : body[flat] };
+    delete body[flat];
+  }
+  if ("start_within_seconds" in body) body.start_within_seconds = Number(body.start_within_seconds);
+  return body;
+}
+
 function submitForm() {
   const form = h("form", { class: "filters", "aria-label": "submit a job" },
     field("Task", { name: "task", placeholder: "e.g. echo", required: true }),
@@ -101,17 +135,21 @@ function submitForm() {
     field("Delay (s)", { name: "delay_seconds", type: "number", min: 0, step: "any" }),
     field("Max attempts", { name: "max_attempts", type: "number", min: 1, max: 100 }),
     field("Labels", { name: "labels", placeholder: "env:prod, team:ops" }),
+    flowFields(),
     h("button", { type: "submit" }, "Submit"));
   form.addEventListener("submit", async (event) => {
     event.preventDefault();
     try {
-      const body = values(form);
+      const body = flowOptions(values(form));
       if ("payload" in body) body.payload = parseJson(body.payload, "the payload");
       if ("delay_seconds" in body) body.delay_seconds = Number(body.delay_seconds);
       if ("max_attempts" in body) body.max_attempts = Number(body.max_attempts);
       if ("labels" in body) body.labels = labelsOf(body.labels);
       const job = await api("POST", "/jobs", { body });
-      notify(h("span", {}, "Submitted ", link(`#/jobs/${job.job_id}`, job.job_id), "."));
+      const linked = link(`#/jobs/${job.job_id}`, job.job_id);
+      notify(job.duplicate ? h("span", {}, "Not submitted: ", linked, " is live with that unique key.")
+        : job.coalesced ? h("span", {}, "Debounced into ", linked, ", with this payload.")
+          : h("span", {}, "Submitted ", linked, "."));
       form.reset();
     } catch (error) {
       notify(error.message, "error");
