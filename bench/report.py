@@ -517,7 +517,7 @@ def markdown(r: dict[str, Any]) -> str:
     lines += front_door_report.section(r)
     lines += durable.markdown(r.get("durable"))
     lines += flow.markdown(r.get("flow"))
-    return "\n".join(lines)
+    return "\n".join(lines) + "\n"
 
 
 def _sweep_index(rows: list[dict[str, Any]]) -> list[str]:
