@@ -42,57 +42,23 @@ from leasehold.lifecycle import fleet
 from leasehold.lifecycle.app import Leasehold
 from leasehold.lifecycle.consumer import consume
 from leasehold.lifecycle.worker import Worker
+from leasehold.local import fair_queues
+from leasehold.local.priorities import DEFAULT_WEIGHTS, PriorityPicker
 from leasehold.local.task_protection import TaskProtection
 from leasehold.settings import PRIORITIES
 
 log = logging.getLogger(__name__)
 
-DEFAULT_WEIGHTS: Mapping[str, int] = {"high": 6, "normal": 3, "low": 1}
 #: A long poll receives for this long only; the batch gets the full visibility when it is
 #: taken to run. A process that dies while its long poll waits (the server does not know)
 #: would otherwise hide what that poll still receives for a whole visibility timeout.
 LISTEN_VISIBILITY_SECONDS = 2
 
 
-class PriorityPicker:
-    """Smooth weighted round-robin (as nginx balances upstreams): deterministic, fair."""
-
-    def __init__(self, weights: Mapping[str, int] = DEFAULT_WEIGHTS,
-                 priorities: Sequence[str] = PRIORITIES) -> None:
-        if any(weights.get(p, 0) < 1 for p in priorities):
-            raise ValueError("every priority needs a weight of at least 1, or it could starve")
-        self._weights = {p: weights[p] for p in priorities}
-        self._current = dict.fromkeys(priorities, 0)
-        self._total = sum(self._weights.values())
-        self._lock = threading.Lock()
-
-    def order(self) -> list[str]:
-        """The queue to poll first this time, then the others by priority."""
-        with self._lock:
-            for priority, weight in self._weights.items():
-                self._current[priority] += weight
-            first = max(self._current, key=lambda p: self._current[p])
-            self._current[first] -= self._total
-        return [first, *(p for p in self._weights if p != first)]
-
-
 def fair_order(batch: Sequence[Received], in_flight: Mapping[str, int]) -> list[Received]:
-    """The batch with the least busy tenants first.
-
-    Greedy: each next message is the first one whose tenant has the fewest jobs in flight,
-    counting the ones already placed before it, so tenants alternate in proportion to how
-    idle they are. As in SQS, a message without a group is a tenant of its own.
-    Deterministic.
-    """
-    load = Counter({tenant: count for tenant, count in in_flight.items()})
-    rest = list(batch)
-    ordered = []
-    while rest:
-        chosen = min(rest, key=lambda m: load[_tenant(m)])  # first of the least loaded
-        rest.remove(chosen)
-        load[_tenant(chosen)] += 1
-        ordered.append(chosen)
-    return ordered
+    """The batch with the least busy tenants first, in the order an SQS fair queue hands
+    messages out (a message's group is its tenant): each tenant's messages keep their order."""
+    return fair_queues.fair_order(batch, lambda message: message.group, in_flight)
 
 
 def _tenant(message: Received) -> str:
