@@ -100,6 +100,12 @@ def test_the_submit_form_takes_flow_options_and_says_when_a_unique_key_answers(
         assert status.get_by_role("link").inner_text() == job_id
         listed = console_runtime.call("GET", "/jobs", tenant=tenant).body["jobs"]
         assert [j["job_id"] for j in listed] == [job_id]  # no second job
+        status.get_by_role("link").click()  # the job's page says what it runs under
+        flow = page.locator("span.flow")
+        expect(flow).to_contain_text("concurrency acct-9 (limit 1)")
+        expect(flow).to_contain_text("unique import:file-1")
+        expect(flow).not_to_contain_text("start by")  # a started job never expires
+        page.screenshot(path=screenshots / "job-flow.png", full_page=True)
     finally:
         console_runtime.call("DELETE", f"/jobs/{job_id}", tenant=tenant)
         page.goto("about:blank")

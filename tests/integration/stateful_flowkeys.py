@@ -19,11 +19,11 @@ from hypothesis import strategies as st
 from hypothesis.stateful import invariant, rule
 
 from leasehold.aws.dynamo import from_av
+from leasehold.core.flowcontrol import DEBOUNCE_KEY, UNIQUE_KEY
 from leasehold.core.spec import JobSpec
 from leasehold.core.states import JobState
 from leasehold.errors import LeaseholdError, RateLimited
-from leasehold.flow.debounce import DEBOUNCE_KEY
-from leasehold.flow.unique import UNIQUE_KEY, claim_item
+from leasehold.flow.unique import claim_item
 from leasehold.lifecycle.submission import submit
 from leasehold.tenancy.admission import Limits, submit_admitted
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 import pytest
@@ -160,3 +161,23 @@ def test_a_lease_that_loses_every_race_for_a_turn_is_handed_off_again_not_left_t
     clock.advance(2 * interval_s)
     deliver(app)
     assert app.store.get(job.job_id).state is JobState.SUCCEEDED
+
+
+def test_the_job_view_shows_the_flow_control_it_runs_under_and_a_plain_job_shows_none(
+        app: Leasehold, registry: TaskRegistry) -> None:
+    registry.task("plain")(lambda payload, ctx: payload)
+    api = ApiClient(app, ApiConfig(trust_tenant_header=True))
+    job = api.post("/jobs", {
+        "task": "sync", "payload": {"account": "a"},
+        "concurrency": {"key": "acct:{payload.account}", "limit": 3},
+        "throttle": {"key": "api", "limit": 5, "period_seconds": 2},
+        "unique": {"key": "import:{payload.account}"},
+        "start_within_seconds": 60}, tenant="t1").body
+    flow = api.get(f"/jobs/{job['job_id']}", tenant="t1").body["flow"]
+    assert flow["concurrency"] == {"key": "acct:a", "limit": 3}  # the tenant's key, not the item
+    assert flow["throttle"] == {"key": "api", "limit": 5, "period_seconds": 2, "burst": 5}
+    assert flow["unique"] == {"key": "import:a"}
+    start_by = datetime.fromisoformat(flow["start_by"].replace("Z", "+00:00"))
+    assert start_by.timestamp() * 1000 == app.now() + 60_000
+    plain = api.post("/jobs", {"task": "plain", "payload": 1}, tenant="t1").body
+    assert api.get(f"/jobs/{plain['job_id']}", tenant="t1").body.get("flow") is None

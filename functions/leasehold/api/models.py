@@ -175,6 +175,14 @@ class JobOut(BaseModel):
                                           "first; kept after a retry succeeds")
     progress: Any = None
     history: list[TransitionOut] = Field(default_factory=list)
+    flow: dict[str, Any] | None = Field(
+        default=None, examples=[{"concurrency": {"key": "acct-9", "limit": 1},
+                                 "unique": {"key": "import:file-1"},
+                                 "start_by": "2026-11-26T08:00:00.000Z"}],
+        description="the flow control the job runs under, when it uses any: its "
+                    "`concurrency` and `throttle` (keys rendered from their templates), its "
+                    "`unique` and `debounce` keys, and `start_by`, when it ends EXPIRED if "
+                    "not started")
     retention_days: int | None = Field(default=None, description="the job's own retention, "
                                        "if it asked for one at submission")
     retained_until: str | None = Field(

@@ -17,6 +17,13 @@ from leasehold.errors import ValidationError
 
 #: The row attribute (and message field) holding a job's resolved gate; absent: no option.
 GATE = "lease_gate"
+#: The other row attributes flow control writes (its modules use these names, and the job
+#: view shows them): the rendered unique key, the debounce key and its wait per submission,
+#: and the latest time (epoch ms) a job may be leased for the first time.
+UNIQUE_KEY = "unique_key"
+DEBOUNCE_KEY = "debounce_key"
+DEBOUNCE_WAIT_MS = "debounce_wait_ms"
+START_BY = "start_by"
 MAX_KEY_CHARS = 200
 MAX_LIMIT = 10_000
 MAX_PERIOD_SECONDS = 86_400
@@ -146,4 +153,25 @@ def gate(tenant: str, payload: Any, *, job: Mapping[str, Any], task: Mapping[str
         t = throttle(chosen, payload)
         out["throttle"] = {"key": t.key, "item": rate_id(tenant, t.key), "limit": t.limit,
                            "period_ms": int(t.period_seconds * 1000), "burst": t.burst}
+    return out or None
+
+
+def shown(extra: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The flow control a job runs under, as its view shows it (keys as the tenant's own,
+    never the scoped items); None when it uses none. ``start_by`` is epoch ms here."""
+    out: dict[str, Any] = {}
+    gate = extra.get(GATE) or {}
+    if (c := gate.get("concurrency")) is not None:
+        out["concurrency"] = {"key": str(c["key"]), "limit": int(c["limit"])}
+    if (t := gate.get("throttle")) is not None:
+        out["throttle"] = {"key": str(t["key"]), "limit": int(t["limit"]),
+                           "period_seconds": int(t["period_ms"]) / 1000,
+                           "burst": int(t["burst"])}
+    if extra.get(UNIQUE_KEY) is not None:
+        out["unique"] = {"key": str(extra[UNIQUE_KEY])}
+    if extra.get(DEBOUNCE_KEY) is not None:
+        out["debounce"] = {"key": str(extra[DEBOUNCE_KEY]),
+                           "seconds": int(extra.get(DEBOUNCE_WAIT_MS, 0)) / 1000}
+    if extra.get(START_BY) is not None:
+        out["start_by"] = int(extra[START_BY])
     return out or None

@@ -29,6 +29,7 @@ from typing import Any
 
 from leasehold.aws.dynamo import Cancelled, from_av, to_av
 from leasehold.aws.queues import MAX_DELAY_SECONDS
+from leasehold.core.flowcontrol import DEBOUNCE_KEY, DEBOUNCE_WAIT_MS
 from leasehold.core.jobs import Job
 from leasehold.core.spec import JobSpec
 from leasehold.core.states import JobState
@@ -40,9 +41,9 @@ from leasehold.lifecycle.store import START_BY, Change
 from leasehold.lifecycle.submission import Create, Submitted
 
 ACTOR = "debounce"
-#: On a window's row: its key, its wait per submission (ms) and the latest it may fire.
-DEBOUNCE_KEY = "debounce_key"
-WAIT_MS = "debounce_wait_ms"
+#: On a window's row: its key and its wait per submission (ms) (named in core.flowcontrol,
+#: which the job view reads), and the latest it may fire.
+WAIT_MS = DEBOUNCE_WAIT_MS
 FIRE_BY = "debounce_fire_by"
 #: Submissions that keep losing races (a window leased or opened under them) give up.
 TRIES = 5

@@ -23,6 +23,7 @@ from dataclasses import replace
 from typing import Any
 
 from leasehold.aws.dynamo import Cancelled, to_av, transact_write
+from leasehold.core.flowcontrol import UNIQUE_KEY
 from leasehold.core.jobs import Job
 from leasehold.core.spec import JobSpec
 from leasehold.core.states import TERMINAL, JobState
@@ -35,8 +36,6 @@ from leasehold.settings import Settings
 
 log = logging.getLogger(__name__)
 
-#: The job row's unique key (rendered), if it has one.
-UNIQUE_KEY = "unique_key"
 #: Submissions that find the claim held by a finished job free it and try again this often.
 TRIES = 3
 

@@ -7,15 +7,15 @@ from collections.abc import Mapping
 from typing import Any
 
 from leasehold.aws.dynamo import Cancelled, to_av, transact_write
-from leasehold.core.flowcontrol import GATE
+from leasehold.core.flowcontrol import GATE, START_BY
 from leasehold.core.jobs import Job, Transition, job_from_item
 from leasehold.core.states import JobState
 from leasehold.errors import Conflict, StaleMessage
 from leasehold.lifecycle.store_base import Refusal, StoreBase
 
-#: The latest time (ms) a job may be leased for the first time, if a feature set one: the
-#: lease refuses it past that, and the first lease removes it (a started job never expires).
-START_BY = "start_by"
+#: START_BY (core.flowcontrol): the latest time (ms) a job may be leased for the first time,
+#: if a feature set one: the lease refuses it past that, and the first lease removes it (a
+#: started job never expires).
 
 #: Leases a gate may refuse in a row before the gate hands the job off again (or, if it
 #: cannot, the message is left to come back).

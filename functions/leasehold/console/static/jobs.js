@@ -227,6 +227,21 @@ export async function renderList(main, query) {
   return { refresh: () => (cursors.length === 1 ? load() : Promise.resolve()), every: 5000 };
 }
 
+/** The options a job runs under, as one line: "concurrency acct-9 (limit 1) · unique ...". */
+function flowText(flow) {
+  const parts = [];
+  if (flow.concurrency) parts.push(`concurrency ${flow.concurrency.key} (limit ${flow.concurrency.limit})`);
+  if (flow.throttle) {
+    const t = flow.throttle;
+    parts.push(`throttle ${t.key} (${t.limit} per ${t.period_seconds} s, burst ${t.burst})`);
+  }
+  if (flow.unique) parts.push(`unique ${flow.unique.key}`);
+  if (flow.debounce) parts.push(`debounce ${flow.debounce.key} (${flow.debounce.seconds} s)`);
+  const line = h("span", { class: "flow" }, parts.join(" · "));
+  if (flow.start_by) line.append(parts.length ? " · start by " : "start by ", when(flow.start_by));
+  return line;
+}
+
 function facts(job) {
   const pairs = [
     ["state", badge(job.state)],
@@ -247,6 +262,7 @@ function facts(job) {
     // Why it has not started: a key's slot, a throttle, a pause (leasehold.flow).
     pairs.push(["waiting", h("span", { class: "waiting" }, job.waiting_for)]);
   }
+  if (job.flow) pairs.push(["flow control", flowText(job.flow)]);
   if (job.idempotency_key) pairs.push(["idempotency key", job.idempotency_key]);
   if (Object.keys(job.labels || {}).length) {
     pairs.push(["labels", Object.entries(job.labels).map(([k, v]) => `${k}=${v}`).join(", ")]);
