@@ -118,3 +118,37 @@ def test_once_runs_an_external_effect_once_across_attempts(
     done = app.store.get(job)
     assert done.state is JobState.SUCCEEDED and done.attempt == 2
     assert len(charges) == 1 and done.result == 1
+
+
+def test_once_inside_a_durable_step_keeps_the_effect_single_when_the_step_runs_again(
+        make_app: MakeApp, registry: TaskRegistry, clock: FakeClock) -> None:
+    """ctx.step stores a step's result only when the step returns: a step that fails after
+    its external call runs again on the next attempt. ctx.once inside it makes that call once
+    to completion, and the stored step then carries its recorded result."""
+    charges: list[int] = []
+    bodies: list[int] = []
+
+    @registry.task("checkout")
+    def checkout(payload: Any, ctx: JobContext) -> Any:
+        def charge_then_reserve() -> dict[str, int]:
+            bodies.append(ctx.attempt)
+            receipt = ctx.once("charge",
+                               lambda: charges.append(ctx.fencing_token) or len(charges))
+            if ctx.attempt == 1:
+                raise RuntimeError("the step fails after its external call")
+            return {"receipt": receipt}
+
+        step = ctx.step("checkout", charge_then_reserve)
+        ctx.step("after", lambda: None)
+        return step
+
+    app = make_app()
+    job = submit(app, JobSpec(task="checkout")).job.job_id
+    for _ in range(4):
+        deliver(app)
+        clock.advance(600)
+        sweeper.sweep(app)
+    done = app.store.get(job)
+    assert done.state is JobState.SUCCEEDED and done.attempt == 2
+    assert bodies == [1, 2]  # the step ran again: it had not returned
+    assert charges == [charges[0]] and done.result == {"receipt": 1}  # the charge did not
