@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from leasehold.aws.faults import Fault, FaultInjector, InjectedCrash
-from leasehold.clock import FakeClock
+from leasehold.clock import FakeClock, iso
 from leasehold.core.registry import TaskRegistry
 from leasehold.core.states import JobState
 from leasehold.events.publishing import FileSink, sink_for, tail
@@ -113,3 +113,17 @@ def test_the_lambda_handler_publishes_a_stream_batch_with_stable_event_ids(
     assert sorted(set(ids)) == sorted(f"{job}:{app.store.get(job).epoch}:SUCCEEDED"
                                       for job in jobs)
     assert len(ids) == 4
+
+
+def test_an_event_is_timed_by_its_change_not_by_the_relay(
+        stream_app: Leasehold, clock: FakeClock, tmp_path: Path) -> None:
+    app = stream_app
+    log = tmp_path / "events.jsonl"
+    [job] = _submit(app, 1)
+    deliver(app)
+    finished = app.store.get(job).finished_at
+    assert finished is not None
+    clock.advance(120)  # the relay reads the change two minutes later
+    poll(app, FileSink(log), Checkpoint(tmp_path / "relay.json"))
+    [event] = [e for e in tail(log) if e["detail"]["job_id"] == job]
+    assert event["time"] == iso(finished)

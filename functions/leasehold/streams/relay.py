@@ -46,12 +46,20 @@ def changes(records: Iterable[Record]) -> Iterator[tuple[Job, JobState | None]]:
         yield job, source
 
 
+def changed_at(job: Job, fallback: int) -> int:
+    """When the row entered its state: its last transition's time (the writer's clock at
+    the commit, as an inline event's), else ``fallback``."""
+    last = job.history[-1] if job.history else None
+    return last.at if last is not None and last.target == job.state.value else fallback
+
+
 def events(records: Iterable[Record], publish: str, now: int) -> list[dict[str, Any]]:
-    """The events that ``publish`` (``all``, ``terminal``, ``none``) wants for ``records``."""
+    """The events that ``publish`` (``all``, ``terminal``, ``none``) wants for ``records``,
+    each timed by its change, not by the relay (``now`` only where the row does not say)."""
     out = []
     for job, source in changes(records):
         if wanted(publish, job, source):
-            event = job_event(job, source, now)
+            event = job_event(job, source, changed_at(job, now))
             event["detail"]["event_id"] = event_id(job)
             out.append(event)
     return out
