@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from leasehold.clock import iso
 from leasehold.errors import ValidationError
 
 #: The row attribute (and message field) holding a job's resolved gate; absent: no option.
@@ -158,7 +159,7 @@ def gate(tenant: str, payload: Any, *, job: Mapping[str, Any], task: Mapping[str
 
 def shown(extra: Mapping[str, Any]) -> dict[str, Any] | None:
     """The flow control a job runs under, as its view shows it (keys as the tenant's own,
-    never the scoped items); None when it uses none. ``start_by`` is epoch ms here."""
+    never the scoped items); None when it uses none."""
     out: dict[str, Any] = {}
     gate = extra.get(GATE) or {}
     if (c := gate.get("concurrency")) is not None:
@@ -173,5 +174,5 @@ def shown(extra: Mapping[str, Any]) -> dict[str, Any] | None:
         out["debounce"] = {"key": str(extra[DEBOUNCE_KEY]),
                            "seconds": int(extra.get(DEBOUNCE_WAIT_MS, 0)) / 1000}
     if extra.get(START_BY) is not None:
-        out["start_by"] = int(extra[START_BY])
+        out["start_by"] = iso(int(extra[START_BY]))
     return out or None

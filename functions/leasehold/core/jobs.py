@@ -118,9 +118,7 @@ class Job:
             **{key: _plain(value) for key, value in self.extra.items() if key in VISIBLE_EXTRA},
             # The flow control it runs under (concurrency, throttle, unique, debounce, start
             # window), when it uses any.
-            **({"flow": {**flow, **({"start_by": iso(flow["start_by"])}
-                                    if "start_by" in flow else {})}}
-               if (flow := flowcontrol.shown(self.extra)) else {}),
+            **({"flow": flow} if (flow := flowcontrol.shown(self.extra)) else {}),
             # When DynamoDB may delete the finished job (its TTL); null while it is live.
             # Not ``expires_at``: that name is a job option meaning "must start by".
             "retained_until": None if PURGE_AT not in self.extra else iso(
