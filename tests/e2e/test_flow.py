@@ -107,5 +107,10 @@ def test_the_cli_pauses_a_key_its_jobs_wait_and_resume_runs_them(
         time.sleep(0.2)
     [key] = cli("flow", "keys")["keys"]
     assert (key["key"], key["paused"], key["waiting"]) == ("reports", True, 1)
+    # `leasehold status` says why the job waits and what it runs under.
+    assert main(["status", job_id, "--url", faulty.url, "--tenant", "cli"]) == 0
+    shown = capsys.readouterr().out
+    assert "paused: key reports is paused" in shown
+    assert "concurrency reports (limit 1)" in shown
     cli("flow", "resume", "reports")
     assert faulty.wait_for([job_id], tenant="cli", timeout=20)[job_id]["state"] == "SUCCEEDED"

@@ -56,6 +56,14 @@ def show_job(job: dict[str, Any], history: bool = False) -> str:
         ("created", job["created_at"]), ("run at", job.get("run_at")),
         ("started", job.get("started_at")), ("finished", job.get("finished_at")),
     ]
+    if job.get("duplicate"):
+        pairs.append(("unique", "a live job with this unique key answered: this is that job"))
+    if job.get("coalesced"):
+        pairs.append(("debounce", "debounced into this job, which carries your payload"))
+    if job.get("waiting_for"):
+        pairs.append(("waiting", job["waiting_for"]))
+    if job.get("flow"):
+        pairs.append(("flow", flow_text(job["flow"])))
     if job.get("cancel_requested") and job["state"] not in ("CANCELLED", "SUCCEEDED", "DEAD"):
         pairs.append(("cancel", "requested: the job stops at its next heartbeat"))
     if job.get("progress") is not None:
@@ -72,6 +80,23 @@ def show_job(job: dict[str, Any], history: bool = False) -> str:
                                 for h in job.get("history", [])],
                                ["AT", "FROM", "TO", "BY", "REASON"])
     return text
+
+
+def flow_text(flow: dict[str, Any]) -> str:
+    """A job view's ``flow`` as one line, as the console's job page shows it."""
+    parts = []
+    if c := flow.get("concurrency"):
+        parts.append(f"concurrency {c['key']} (limit {c['limit']})")
+    if t := flow.get("throttle"):
+        parts.append(f"throttle {t['key']} ({t['limit']} per {t['period_seconds']:g} s, "
+                     f"burst {t['burst']})")
+    if u := flow.get("unique"):
+        parts.append(f"unique {u['key']}")
+    if d := flow.get("debounce"):
+        parts.append(f"debounce {d['key']} ({d['seconds']:g} s)")
+    if flow.get("start_by"):
+        parts.append(f"start by {flow['start_by']}")
+    return " · ".join(parts)
 
 
 def jobs_table(jobs: list[dict[str, Any]]) -> str:

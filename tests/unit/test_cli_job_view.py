@@ -1,0 +1,32 @@
+"""What `leasehold status` and `leasehold submit` print about flow control (issue 22)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from leasehold.cli.output import show_job
+
+
+def job(**extra: Any) -> dict[str, Any]:
+    return {"job_id": "j1", "task": "sync", "state": "QUEUED", "pool": "default",
+            "priority": "normal", "attempts": 0, "max_attempts": 3,
+            "created_at": "2026-11-26T06:00:00.000Z", **extra}
+
+
+def test_a_waiting_job_says_why_and_what_it_runs_under() -> None:
+    text = show_job(job(
+        waiting_for="waiting for a slot of key acct-9 (1 of 1 in use)",
+        flow={"concurrency": {"key": "acct-9", "limit": 1},
+              "throttle": {"key": "api", "limit": 5, "period_seconds": 2.0, "burst": 5},
+              "unique": {"key": "import:1"}, "debounce": {"key": "d", "seconds": 1.5},
+              "start_by": "2026-11-26T06:10:00.000Z"}))
+    assert "waiting for a slot of key acct-9 (1 of 1 in use)" in text
+    assert ("concurrency acct-9 (limit 1) · throttle api (5 per 2 s, burst 5) · unique "
+            "import:1 · debounce d (1.5 s) · start by 2026-11-26T06:10:00.000Z") in text
+
+
+def test_a_submission_answered_by_a_live_job_or_a_window_says_so() -> None:
+    assert "a live job with this unique key answered" in show_job(job(duplicate=True))
+    assert "debounced into this job" in show_job(job(coalesced=True))
+    plain = show_job(job())
+    assert "unique" not in plain and "debounce" not in plain and "flow" not in plain
