@@ -13,7 +13,8 @@ from leasehold.api.context import ApiConfig
 from leasehold.core.registry import TaskRegistry
 from leasehold.lifecycle.app import Leasehold
 from leasehold.local.gateway import proxy_event
-from leasehold.local.runtime import Runtime, RuntimeOptions
+from leasehold.local.options import RuntimeOptions
+from leasehold.local.runtime import Runtime
 
 
 def _runtime(app: Leasehold) -> Runtime:

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from leasehold.aws.provision import NotProvisioned, missing
-from leasehold.local.runtime import Runtime, RuntimeOptions
+from leasehold.local.options import RuntimeOptions
+from leasehold.local.runtime import Runtime
 
 
 def _options(endpoint: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,

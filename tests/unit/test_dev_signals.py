@@ -7,7 +7,8 @@ from __future__ import annotations
 import os
 import signal
 
-from leasehold.local.runtime import Runtime, RuntimeOptions
+from leasehold.local.options import RuntimeOptions
+from leasehold.local.runtime import Runtime
 
 
 def test_a_sigint_while_the_signals_are_caught_is_noted_not_raised() -> None:

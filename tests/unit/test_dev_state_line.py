@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from leasehold.local.runtime import Runtime, RuntimeOptions
+from leasehold.local.options import RuntimeOptions
+from leasehold.local.runtime import Runtime
 
 
 def line(embedded: bool, **options: Any) -> str:

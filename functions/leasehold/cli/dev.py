@@ -129,7 +129,8 @@ def run_dev(args: argparse.Namespace) -> int:
 
     from leasehold.local.gateway import OwnAddress
     from leasehold.local.keeper import StateInUse
-    from leasehold.local.runtime import PortBusy, Runtime, RuntimeOptions
+    from leasehold.local.options import RuntimeOptions
+    from leasehold.local.runtime import PortBusy, Runtime
 
     if args.leader_lease_seconds < 2 * args.tick_seconds:
         # A standby asks once a tick; a lease shorter than two ticks would let leadership

@@ -23,7 +23,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -38,6 +38,7 @@ from leasehold.local import emulator, hints, relay, reload, state
 from leasehold.local.gateway import Gateway
 from leasehold.local.keeper import StateKeeper
 from leasehold.local.leadership import AnnouncedLease
+from leasehold.local.options import RuntimeOptions
 from leasehold.settings import Settings
 from leasehold.time import ticker
 
@@ -59,56 +60,6 @@ def wakes_background_loops(method: str, path: str) -> bool:
 
 class PortBusy(RuntimeError):
     """The API port is taken (another ``leasehold dev`` is probably running)."""
-
-
-@dataclass(kw_only=True)
-class RuntimeOptions:
-    host: str = "127.0.0.1"
-    port: int = 8080
-    #: More names (``name`` or ``name:port``) the API answers to beside 127.0.0.1, localhost
-    #: and ``host``: every other ``Host`` is refused (see leasehold.local.gateway.OwnAddress).
-    allowed_hosts: tuple[str, ...] = ()
-    workers: int = 2
-    concurrency: int = 4
-    batch_size: int = 5
-    tasks: tuple[str, ...] = ("examples.tasks",)
-    pools: tuple[str, ...] = ("default",)
-    endpoint: str | None = None
-    lease_seconds: float = 30.0
-    sweep_seconds: float = 2.0
-    tick_seconds: float = 1.0
-    #: A sweep or tick that finds nothing doubles the wait before the next one, up to these
-    #: (a write through the API brings both back to their base pace at once); 0 turns the
-    #: back-off off. The ticker's is also held below half its look-ahead.
-    idle_sweep_seconds: float = 16.0
-    idle_tick_seconds: float = 30.0
-    heartbeat_seconds: float = 2.0
-    drain_seconds: float = 30.0
-    #: The ticker's leader lease; a standby takes over this long after the leader dies.
-    leader_lease_seconds: float = 10.0
-    #: How far ahead the ticker fires (the Lambda ticker's 90 s by default; a loop that
-    #: ticks every second could look less far, at the price of depending on the loop more).
-    lookahead_seconds: float = ticker.LOOKAHEAD_SECONDS
-    #: The job state event log (JSON lines); ``LEASEHOLD_EVENT_BUS`` in the environment wins,
-    #: so the runtime can publish to a real EventBridge bus when pointed at AWS.
-    event_log: str = ".leasehold/events.jsonl"
-    #: Where the embedded emulator's tables are saved and loaded on start
-    #: (:mod:`leasehold.local.state`), held by one runtime at a time; None keeps them in
-    #: memory only.
-    state_dir: str | None = ".leasehold"
-    #: Start empty: the saved state and event log are moved aside (``*.old.<n>``), not
-    #: deleted.
-    fresh: bool = False
-    #: How often the runtime saves what changed (:mod:`leasehold.local.keeper`), so a runtime
-    #: that is killed (not stopped) loses about this much; 0 saves only on stop.
-    save_seconds: float = 1.0
-    #: With ``endpoint``: create the tables and queues that are missing (the embedded
-    #: emulator is always provisioned). Otherwise a missing one stops the start, named.
-    provision: bool = False
-    #: Watch the task modules: on a change, import them again and restart the workers.
-    reload: bool = False
-    #: Extra environment for the workers and the API (limits, test knobs).
-    env: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
