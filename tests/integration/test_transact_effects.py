@@ -10,6 +10,7 @@ import boto3
 from leasehold.aws.faults import Fault
 from leasehold.clock import FakeClock
 from leasehold.core.context import MAX_EFFECTS, JobContext
+from leasehold.core.jobs import Job
 from leasehold.core.registry import TaskRegistry
 from leasehold.core.spec import JobSpec
 from leasehold.core.states import JobState
@@ -98,6 +99,16 @@ def test_over_limit_or_malformed_entries_fail_the_attempt_before_anything_is_wri
         assert done.error is not None and "ctx.transact" in done.error.message
 
 
+def _run_through_retries(app: Leasehold, clock: FakeClock, task: str) -> Job:
+    """Submit one job of ``task`` and deliver, retry and sweep until it has had its tries."""
+    job = submit(app, JobSpec(task=task)).job.job_id
+    for _ in range(4):
+        deliver(app)
+        clock.advance(600)
+        sweeper.sweep(app)
+    return app.store.get(job)
+
+
 def test_once_runs_an_external_effect_once_across_attempts(
         make_app: MakeApp, registry: TaskRegistry, clock: FakeClock) -> None:
     charges: list[int] = []
@@ -109,13 +120,7 @@ def test_once_runs_an_external_effect_once_across_attempts(
             raise RuntimeError("fails after the external call")
         return receipt
 
-    app = make_app()
-    job = submit(app, JobSpec(task="charge")).job.job_id
-    for _ in range(4):
-        deliver(app)
-        clock.advance(600)
-        sweeper.sweep(app)
-    done = app.store.get(job)
+    done = _run_through_retries(make_app(), clock, "charge")
     assert done.state is JobState.SUCCEEDED and done.attempt == 2
     assert len(charges) == 1 and done.result == 1
 
@@ -142,13 +147,7 @@ def test_once_inside_a_durable_step_keeps_the_effect_single_when_the_step_runs_a
         ctx.step("after", lambda: None)
         return step
 
-    app = make_app()
-    job = submit(app, JobSpec(task="checkout")).job.job_id
-    for _ in range(4):
-        deliver(app)
-        clock.advance(600)
-        sweeper.sweep(app)
-    done = app.store.get(job)
+    done = _run_through_retries(make_app(), clock, "checkout")
     assert done.state is JobState.SUCCEEDED and done.attempt == 2
     assert bodies == [1, 2]  # the step ran again: it had not returned
     assert charges == [charges[0]] and done.result == {"receipt": 1}  # the charge did not
