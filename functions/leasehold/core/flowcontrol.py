@@ -20,7 +20,8 @@ from leasehold.errors import ValidationError
 GATE = "lease_gate"
 #: The other row attributes flow control writes (its modules use these names, and the job
 #: view shows them): the rendered unique key, the debounce key and its wait per submission,
-#: and the latest time (epoch ms) a job may be leased for the first time.
+#: and the latest time (epoch ms) a job may be leased for the first time (the lease refuses it
+#: past that, and the first lease removes it: a started job never expires).
 UNIQUE_KEY = "unique_key"
 DEBOUNCE_KEY = "debounce_key"
 DEBOUNCE_WAIT_MS = "debounce_wait_ms"

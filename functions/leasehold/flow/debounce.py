@@ -29,7 +29,7 @@ from typing import Any
 
 from leasehold.aws.dynamo import Cancelled, from_av, to_av
 from leasehold.aws.queues import MAX_DELAY_SECONDS
-from leasehold.core.flowcontrol import DEBOUNCE_KEY, DEBOUNCE_WAIT_MS
+from leasehold.core.flowcontrol import DEBOUNCE_KEY, DEBOUNCE_WAIT_MS, START_BY
 from leasehold.core.jobs import Job
 from leasehold.core.spec import JobSpec
 from leasehold.core.states import JobState
@@ -37,13 +37,13 @@ from leasehold.errors import Conflict, NotFound, ValidationError
 from leasehold.flow.keys import fields, item_key, option, render, seconds
 from leasehold.lifecycle import handoff
 from leasehold.lifecycle.app import Leasehold
-from leasehold.lifecycle.store import START_BY, Change
+from leasehold.lifecycle.store import Change
 from leasehold.lifecycle.submission import Create, Submitted
 
 ACTOR = "debounce"
-#: On a window's row: its key and its wait per submission (ms) (named in core.flowcontrol,
-#: which the job view reads), and the latest it may fire.
-WAIT_MS = DEBOUNCE_WAIT_MS
+#: On a window's row, beside its key and its wait per submission (DEBOUNCE_KEY and
+#: DEBOUNCE_WAIT_MS, named in core.flowcontrol, which the job view reads): the latest it may
+#: fire.
 FIRE_BY = "debounce_fire_by"
 #: Submissions that keep losing races (a window leased or opened under them) give up.
 TRIES = 5
@@ -88,7 +88,7 @@ def intake(app: Leasehold, spec: JobSpec, job: Job, also: Sequence[Mapping[str, 
         fire = now + int(wait * 1000)
         row = replace(job, run_at=fire,
                       lease_expires_at=handoff.handoff_deadline(fire, app.settings),
-                      extra={**job.extra, DEBOUNCE_KEY: key, WAIT_MS: int(wait * 1000),
+                      extra={**job.extra, DEBOUNCE_KEY: key, DEBOUNCE_WAIT_MS: int(wait * 1000),
                              FIRE_BY: now + int(longest * 1000)})
         pointer: dict[str, Any] = {
             "TableName": app.settings.tenants_table,
@@ -132,7 +132,7 @@ def _window(app: Leasehold, name: str, key: str) -> tuple[str | None, Job | None
 
 def _join(app: Leasehold, window: Job, asked: Job, now: int) -> Job:
     """Carry ``asked``'s payload in ``window``, due ``seconds`` from now (capped)."""
-    fire = max(now, min(now + int(window.extra[WAIT_MS]), int(window.extra[FIRE_BY])))
+    fire = max(now, min(now + int(window.extra[DEBOUNCE_WAIT_MS]), int(window.extra[FIRE_BY])))
     sets: dict[str, Any] = {"payload": asked.payload_json,
                             "lease_expires_at": window.lease_expires_at}
     if fire == window.run_at:  # capped: the message already sent is the one to run

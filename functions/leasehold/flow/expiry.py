@@ -1,7 +1,7 @@
 """Start windows: a job not started by ``start_within_seconds`` after its ``run_at`` (or by
 ``expires_at``) ends ``EXPIRED`` and never runs.
 
-The row carries the deadline (``start_by``, :data:`~leasehold.lifecycle.store.START_BY`), and
+The row carries the deadline (``start_by``, :data:`~leasehold.core.flowcontrol.START_BY`), and
 the lifecycle's lease refuses a job past it (the condition is in the lease's own write, so no
 worker can start an expired job whatever its timing) and removes it once the job starts. The
 job is then ended by whoever meets it first: the worker whose lease was refused, or the
@@ -18,13 +18,14 @@ from dataclasses import replace
 from typing import Any
 
 from leasehold.clock import iso
+from leasehold.core.flowcontrol import START_BY
 from leasehold.core.jobs import Job
 from leasehold.core.spec import MAX_DELAY_SECONDS, JobSpec
 from leasehold.core.states import JobState
 from leasehold.errors import Conflict, NotFound, ValidationError
 from leasehold.flow.keys import option, seconds
 from leasehold.lifecycle.app import Leasehold
-from leasehold.lifecycle.store import START_BY, Change
+from leasehold.lifecycle.store import Change
 from leasehold.lifecycle.submission import Create, Submitted
 
 log = logging.getLogger(__name__)

@@ -6,12 +6,13 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from leasehold.aws.dynamo import Cancelled
+from leasehold.core.flowcontrol import START_BY
 from leasehold.core.jobs import Job
 from leasehold.core.states import JobState
 from leasehold.errors import Conflict, NotFound
 from leasehold.lifecycle import handoff
 from leasehold.lifecycle.app import Leasehold
-from leasehold.lifecycle.store import START_BY, Change, ConditionFailed
+from leasehold.lifecycle.store import Change, ConditionFailed
 from leasehold.lifecycle.submission import ADMISSION_SHARD, COUNTED
 
 

@@ -35,9 +35,9 @@ from leasehold.core.states import INITIAL, JobState, check
 from leasehold.errors import Conflict, LeaseholdError, NotFound
 from leasehold.lifecycle.store_base import Companion, LeaseGate, Observer, Refusal, StoreBase
 from leasehold.lifecycle.store_index import IndexQueries, sweep_bound, tenant_shard
-from leasehold.lifecycle.store_lease import START_BY, Gated, LeaseWrites
+from leasehold.lifecycle.store_lease import Gated, LeaseWrites
 
-__all__ = ["START_BY", "Change", "Companion", "ConditionFailed", "DynamoJobStore", "Gated",
+__all__ = ["Change", "Companion", "ConditionFailed", "DynamoJobStore", "Gated",
            "JobStore", "LeaseGate", "Observer", "Refusal", "StoreBase", "sweep_bound",
            "tenant_shard"]
 

@@ -13,10 +13,6 @@ from leasehold.core.states import JobState
 from leasehold.errors import Conflict, StaleMessage
 from leasehold.lifecycle.store_base import Refusal, StoreBase
 
-#: START_BY (core.flowcontrol): the latest time (ms) a job may be leased for the first time,
-#: if a feature set one: the lease refuses it past that, and the first lease removes it (a
-#: started job never expires).
-
 #: Leases a gate may refuse in a row before the gate hands the job off again (or, if it
 #: cannot, the message is left to come back).
 GATE_TRIES = 5
