@@ -7,7 +7,9 @@ QUEUED/RUNNING jobs carry ``sweep_shard`` and ``sweep_at``) so that no caller ca
 ``sweep_at`` keeps one invariant: for every QUEUED or RUNNING job it is no later than the time
 the row may need the sweeper (its hand-off deadline, or the expiry of any lease it has or may
 still get). A lease and its heartbeats only push that time later, so they never touch the
-index; the sweeper moves ``sweep_at`` forward itself (:meth:`DynamoJobStore.move_sweep`).
+index; the sweeper moves ``sweep_at`` forward itself (:meth:`DynamoJobStore.move_sweep`). A
+QUEUED row's hand-off deadline is never later than its start window (``start_by``), whoever
+hands it off, so a job that waits past its window is found and ended then.
 """
 
 from __future__ import annotations
