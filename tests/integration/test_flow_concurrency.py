@@ -23,7 +23,7 @@ from leasehold.core.registry import TaskRegistry
 from leasehold.core.spec import JobSpec
 from leasehold.core.states import JobState
 from leasehold.errors import ValidationError
-from leasehold.flow import slots, waking
+from leasehold.flow import key_usage, slots, waking
 from leasehold.lifecycle import sweeper
 from leasehold.lifecycle.app import Leasehold
 from leasehold.lifecycle.store import Change, Gated
@@ -263,4 +263,21 @@ def test_a_sleeper_parked_on_a_full_key_is_handed_off_by_the_sweeper_when_the_wa
     assert nap_id in sweeper.sweep(app).job_ids  # one recheck period, not a hand-off's 15 min
     deliver(app)
     assert app.store.get(nap_id).state is JobState.SUCCEEDED
+    assert naps == ["run", "run", "after"]
+
+
+def test_a_sleeper_woken_while_its_key_is_paused_parks_and_starts_on_resume(
+        app: Leasehold, registry: TaskRegistry, naps: list[str]) -> None:
+    nap = submit(app, JobSpec(task="nap", payload={})).job
+    deliver(app, once=True)  # runs up to ctx.sleep
+    key_usage.pause(app, "default", "nap")
+    deliver(app)  # its wake-up: refused by the pause
+    parked = app.store.get(nap.job_id)
+    assert parked.state is JobState.QUEUED
+    assert parked.extra[waking.WAITING] == "paused: key nap is paused"
+    live = assert_every_live_job_can_wake(app, in_flight=messages_in_queues(app))
+    assert kinds(live[nap.job_id]) == {"parked", "sweep"}
+    key_usage.resume(app, "default", "nap")  # wakes it: the key has a free slot
+    deliver(app)
+    assert app.store.get(nap.job_id).state is JobState.SUCCEEDED
     assert naps == ["run", "run", "after"]
