@@ -29,6 +29,7 @@ from leasehold.time.ticker import promote_due
 
 from .api_client import api_for
 from .helpers import deliver, inject, live_counted_jobs, tenant_live
+from .test_client_operations import client_for
 
 FAST = RetryPolicy(min_backoff_seconds=0, max_backoff_seconds=0)
 
@@ -167,6 +168,7 @@ def test_a_parent_that_ends_cancels_its_live_children_and_abandon_keeps_one(
         ("kid.1", "CANCELLED" if end == "failure" else "RUNNING", "cancel"),
         ("kid.2", "CANCELLED", "cancel"), ("kid.3", "CANCELLED", "cancel")]
     assert shown["more_children"] is False
+    assert client_for(app, "default").get(parent.job_id)["children"] == shown["children"]
     child = api.get(f"/jobs/{busy.job_id}", tenant="default").body
     assert (child["parent_id"], child["on_parent_end"]) == (parent.job_id, "cancel")
     assert api.get(f"/jobs/{parent.job_id}", tenant="intruder").status == 404
