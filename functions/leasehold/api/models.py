@@ -174,7 +174,8 @@ class JobOut(BaseModel):
         default=None, description="a durable job asleep (SLEEPING): when it runs again at "
                                   "the latest")
     waiting: str | None = Field(default=None, description="what a SLEEPING job waits for: "
-                                "sleep, callback:<name> or children")
+                                "sleep, callback:<name>, children, or admission (a spawn "
+                                "over its tenant's live-job cap)")
     started_at: str | None = None
     finished_at: str | None = None
     cancel_requested: bool = False
