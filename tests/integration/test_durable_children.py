@@ -91,10 +91,12 @@ def test_a_spawn_goes_through_the_intakes_and_a_unique_child_is_answered_by_its_
     app: Leasehold, tasks: TaskRegistry
 ) -> None:
     # The spawn's transaction lands and its response is lost: the retry recognises its row.
-    inject(app, Fault(target="dynamodb.TransactWriteItems", kind="lose", when=spawning))
+    injector = inject(app, Fault(target="dynamodb.TransactWriteItems", kind="lose",
+                                 when=spawning))
     parent = submit(app, JobSpec(task="spawn_then_sleep",
                                  payload={"task": "one_at_a_time", "n": 3})).job
     deliver(app, once=True)
+    assert injector.injected[("dynamodb.TransactWriteItems", "lose")] == 1
     assert app.store.get(parent.job_id).state is JobState.SLEEPING
     live = [job for job in jobs_of(app, "one_at_a_time") if job.state.live]
     assert len(live) == 1  # the task's unique default held: one live job for the key
@@ -203,11 +205,13 @@ def test_children_take_slots_under_the_tenant_cap_and_a_spawn_over_it_waits(
     monkeypatch.setenv("LEASEHOLD_TENANT_MAX_LIVE", "3")
     api = api_for(app, max_live=3)
     # Throttled spawn transactions are retried; none takes a slot twice.
-    inject(app, Fault(target="dynamodb.TransactWriteItems", kind="throttle", times=3,
-                      when=spawning))
+    injector = inject(app, Fault(target="dynamodb.TransactWriteItems", kind="throttle",
+                                 times=3, when=spawning))
+    injector.throttle_delay = 0
     parent = api.post("/jobs", {"task": "fan_out", "payload": {"n": 4}},
                       tenant="default").body["job_id"]
     deliver(app, once=True)
+    assert injector.injected[("dynamodb.TransactWriteItems", "throttle")] == 3
     # The parent holds one slot, two children hold the others; the third spawn waits.
     asleep = app.store.get(parent)
     assert (asleep.state, asleep.extra["waiting"]) == (JobState.SLEEPING, "admission")
