@@ -76,6 +76,12 @@ def tasks(registry: TaskRegistry, ran: list[str]) -> TaskRegistry:
             raise ValueError("the parent fails after spawning")
         return [r["result"] for r in ctx.wait_for(ids)]
 
+    @registry.task("fire_and_forget", retry=FAST)
+    def fire_and_forget(payload: Any, ctx: JobContext) -> Any:
+        kept = ctx.spawn("kid", 1)
+        ctx.spawn("kid", 2, name="left", on_parent_end="abandon")
+        return kept
+
     return registry
 
 
@@ -96,10 +102,10 @@ def test_a_spawn_goes_through_the_intakes_and_a_unique_child_is_answered_by_its_
     parent = submit(app, JobSpec(task="spawn_then_sleep",
                                  payload={"task": "one_at_a_time", "n": 3})).job
     deliver(app, once=True)
-    assert injector.injected[("dynamodb.TransactWriteItems", "lose")] == 1
     assert app.store.get(parent.job_id).state is JobState.SLEEPING
     live = [job for job in jobs_of(app, "one_at_a_time") if job.state.live]
     assert len(live) == 1  # the task's unique default held: one live job for the key
+    assert injector.injected[("dynamodb.TransactWriteItems", "lose")] == 1
     holder = live[0].job_id
     # A submission of that task through the API is answered by the child, as a duplicate.
     reply = api_for(app).post("/jobs", {"task": "one_at_a_time", "payload": 7},
@@ -176,6 +182,19 @@ def test_a_parent_that_ends_cancels_its_live_children_and_abandon_keeps_one(
     assert api.get(f"/jobs/{parent.job_id}", tenant="intruder").status == 404
 
 
+def test_a_parent_that_succeeds_in_the_attempt_that_spawned_cancels_its_unawaited_children(
+    app: Leasehold, tasks: TaskRegistry, ran: list[str]
+) -> None:
+    # Its worker's view of the row (from the lease) does not show it has children yet.
+    parent = submit(app, JobSpec(task="fire_and_forget")).job
+    deliver(app, once=True)
+    assert app.store.get(parent.job_id).state is JobState.SUCCEEDED
+    kids = {job.payload: job.state for job in jobs_of(app, "kid")}
+    assert kids == {1: JobState.CANCELLED, 2: JobState.QUEUED}
+    deliver(app)
+    assert ran == ["kid:2"]
+
+
 def test_children_of_a_parent_whose_process_died_after_its_end_are_cancelled_by_the_sweeper(
     app: Leasehold, tasks: TaskRegistry, ran: list[str]
 ) -> None:
@@ -211,12 +230,12 @@ def test_children_take_slots_under_the_tenant_cap_and_a_spawn_over_it_waits(
     parent = api.post("/jobs", {"task": "fan_out", "payload": {"n": 4}},
                       tenant="default").body["job_id"]
     deliver(app, once=True)
-    assert injector.injected[("dynamodb.TransactWriteItems", "throttle")] == 3
     # The parent holds one slot, two children hold the others; the third spawn waits.
     asleep = app.store.get(parent)
     assert (asleep.state, asleep.extra["waiting"]) == (JobState.SLEEPING, "admission")
     assert tenant_live(app) == live_counted_jobs(app) == 3
     assert api.get("/stats", tenant="default").body["live"] == 3
+    assert injector.injected[("dynamodb.TransactWriteItems", "throttle")] == 3
     assert api.post("/jobs", {"task": "kid", "payload": 0}, tenant="default").status == 429
     for _ in range(12):  # children finish and free slots; the parent tries again
         deliver(app)
