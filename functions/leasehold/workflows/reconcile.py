@@ -4,8 +4,7 @@ It reads the sparse ``live`` index (workflows whose next check is due: no progre
 :data:`~.progress.CHECK_SECONDS`), reads each one's step rows, and redoes from them only
 what is missing: an outcome not recorded, a dependent that has not counted a finished
 dependency, a WAITING step whose count reached zero but was never released, a workflow whose
-steps all finished but that was never closed, a failed or cancelled workflow with live steps,
-a running workflow whose steps still carry the TTL of its last settle (a retry that died).
+steps all finished but that was never closed, a failed or cancelled workflow with live steps.
 Every repair is the same idempotent write the normal path makes, so racing a live worker or
 another reconciler is harmless.
 """
@@ -19,7 +18,6 @@ from leasehold.core.jobs import Job
 from leasehold.core.states import JobState
 from leasehold.errors import Conflict, NotFound
 from leasehold.lifecycle.app import Leasehold
-from leasehold.workflows import retention
 from leasehold.workflows.inputs import ATTRIBUTE as INPUTS
 from leasehold.workflows.model import Workflow, WorkflowState
 from leasehold.workflows.progress import (
@@ -92,9 +90,6 @@ def reconcile_workflow(app: Leasehold, workflow_id: str, *, now: int | None = No
         return store.get(workflow_id)
     rows = {job.extra["step_id"]: job for job in app.store.batch_get(
         [step_job_id(workflow_id, s) for s in workflow.step_ids])}
-    # A retry that died between reopening the workflow and unstamping its steps: a running
-    # workflow's steps carry no TTL (DynamoDB would delete them under it).
-    retention.unstamp_steps(app, retention.stamped(list(rows.values())))
     for step in workflow.step_ids:
         job = rows.get(step)
         if job is not None and job.state.terminal and _unfinished_business(workflow, job, rows):

@@ -9,8 +9,7 @@ order, so that a crash at any point leaves a workflow the reconciler can finish:
 1. the workflow goes back to RUNNING (one conditional update: only from FAILED or CANCELLED,
    only once settled, with every re-run step's recorded outcome dropped and the count of
    steps left raised by as many), back in the live index and without its TTL;
-2. every step loses the TTL the settle gave it (a running workflow keeps all of its steps; if
-   the process dies before this, the reconciler takes the TTLs off);
+2. every step loses the TTL the settle gave it (a running workflow keeps all of its steps);
 3. each downstream step goes back to WAITING for its re-run dependencies (their input
    entries removed), *before* any step runs: a re-run root that finished first would find its
    dependent not WAITING and could not count itself on it;

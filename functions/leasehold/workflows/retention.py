@@ -9,9 +9,9 @@ so the reconciler settles it again and the stamps are redone (each is idempotent
 conditional UpdateItem per step, once per workflow.
 
 A retried workflow takes the TTL off its own row and every step's (:func:`unstamp_steps`)
-before any step runs again, so nothing of a live workflow is ever deleted. A retry that died
-between the two leaves a RUNNING workflow whose steps still carry a TTL; the reconciler takes
-it off (:func:`stamped`).
+before any step runs again, so nothing of a live workflow is ever deleted. A retry that dies
+before its steps are unstamped has re-queued none of them: the reconciler finds its failed
+steps unrecorded, fails the workflow again and stamps them anew (retry it again).
 
 The code's own deletes (a bulk delete) keep every step whose workflow still exists
 (:func:`referenced_steps`, the workflows' deletion guard): a settled workflow can be retried,
@@ -74,11 +74,6 @@ def _update(app: Leasehold, job_id: str, expression: str, condition: str,
     except ClientError as exc:
         if not condition_failed(exc):
             raise
-
-
-def stamped(steps: Sequence[Job]) -> list[str]:
-    """The steps that carry a TTL (of a running workflow: a retry died before unstamping)."""
-    return [job.job_id for job in steps if PURGE_AT in job.extra]
 
 
 def referenced_steps(app: Leasehold, jobs: Sequence[Job]) -> dict[str, str]:
