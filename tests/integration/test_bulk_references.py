@@ -8,6 +8,7 @@ count what they kept, by reason. A workflow retry that finds a step's row gone r
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -183,3 +184,19 @@ def test_a_bulk_delete_keeps_the_finished_child_of_a_live_durable_parent(
     assert app.store.get(done[0].job_id).state is JobState.SUCCEEDED  # kept
     assert preview["referenced_by"] == {"durable parent": 1}
     assert app.store.get(bulk_id).result["referenced_by"] == {"durable parent": 1}
+
+
+def test_a_lost_delete_response_counts_the_row_as_deleted_not_skipped(
+        api: ApiClient, clock: FakeClock) -> None:
+    app = api.app
+    plain = [plain_job(api) for _ in range(3)]
+    bulk_id = api.post("/jobs/bulk", {"action": "delete"}, tenant="acme").body["bulk_id"]
+    # The second delete lands and its response is lost: botocore's retry finds no row.
+    injector = FaultInjector([Fault(target="dynamodb.DeleteItem", kind="lose", times=1,
+                                    when=lambda params: plain[1] in json.dumps(params))])
+    injector.install(app.clients.dynamodb)
+    run_bulk(app, clock, bulk_id)
+    assert injector.injected[("dynamodb.DeleteItem", "lose")] == 1
+    assert rows(app, plain) == set()
+    result = app.store.get(bulk_id).result
+    assert (result["done"], result["skipped"]) == (3, 0), result

@@ -31,7 +31,7 @@ class Deletion:
     deleted: list[str] = field(default_factory=list)
     #: Kept because something still references them: job id -> (guard name, why).
     referenced: dict[str, tuple[str, str]] = field(default_factory=dict)
-    #: Changed since they were read (retried meanwhile, or already gone): left alone.
+    #: Changed since they were read (retried meanwhile): left alone.
     changed: list[str] = field(default_factory=list)
 
 
@@ -68,5 +68,9 @@ def _delete(app: Leasehold, job: Job) -> bool:
     except ClientError as exc:
         if not condition_failed(exc):
             raise
-        return False
+        # Gone is deleted: botocore's retry of a delete whose response was lost finds the
+        # row it removed missing (a row retried meanwhile is still there, and is kept).
+        return "Item" not in app.clients.dynamodb.get_item(
+            TableName=app.settings.jobs_table, Key={"job_id": {"S": job.job_id}},
+            ConsistentRead=True, ProjectionExpression="job_id")
     return True
