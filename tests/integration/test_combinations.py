@@ -1,0 +1,345 @@
+"""Cells of the combination table (docs/design.md, "Combinations: every option on every
+lifecycle path"): an option met by a lifecycle path that no feature's own tests walk. Each
+test names the cells it proves. Through the API, the real store, queues and worker (moto),
+a fixed clock, and faults injected at the botocore layer where a guarantee is at stake."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from typing import Any
+
+import pytest
+
+from leasehold.aws.faults import Fault
+from leasehold.aws.queues import Message
+from leasehold.clock import FakeClock
+from leasehold.core.context import JobContext
+from leasehold.core.flowcontrol import slot_id
+from leasehold.core.policy import RetryPolicy
+from leasehold.core.registry import TaskRegistry
+from leasehold.core.states import JobState
+from leasehold.flow import key_usage, slots, waking
+from leasehold.lifecycle import sweeper
+from leasehold.lifecycle.app import Leasehold
+from leasehold.lifecycle.store import Gated
+from leasehold.time import ticker
+from leasehold.workflows.progress import step_job_id
+from tests.conftest import MakeApp
+from tests.integration.api_client import ApiClient, api_for
+from tests.integration.flow_helpers import flow_item
+from tests.integration.helpers import deliver, inject, live_counted_jobs, receive_all, tenant_live
+from tests.integration.liveness import assert_every_live_job_can_wake, messages_in_queues
+
+FAST = RetryPolicy(min_backoff_seconds=0, max_backoff_seconds=0)
+TENANT = "acme"
+#: Every write that changes a job row.
+WRITES = "|".join(f"dynamodb.{op}" for op in ("UpdateItem", "TransactWriteItems"))
+
+
+@pytest.fixture
+def failing() -> dict[str, bool]:
+    """Which payloads fail their next run (a test flips one to succeed)."""
+    return {}
+
+
+@pytest.fixture
+def app(make_app: MakeApp, registry: TaskRegistry, failing: dict[str, bool]) -> Leasehold:
+    @registry.task("sync", retry=FAST, max_attempts=1,
+                   concurrency={"key": "k", "limit": 1})
+    def sync(payload: Any, ctx: JobContext) -> Any:
+        if failing.get(str(payload)):
+            raise ValueError(f"{payload} fails")
+        return payload
+
+    @registry.task("call", retry=FAST, max_attempts=1,
+                   throttle={"key": "api", "limit": 1, "period_seconds": 60, "burst": 1})
+    def call(payload: Any, ctx: JobContext) -> Any:
+        if failing.get(str(payload)):
+            raise ValueError(f"{payload} fails")
+        return payload
+
+    @registry.task("plain", retry=FAST)
+    def plain(payload: Any, ctx: JobContext) -> Any:
+        return payload
+
+    @registry.task("nap", retry=FAST, unique={"key": "nap"},
+                   concurrency={"key": "n", "limit": 1})
+    def nap(payload: Any, ctx: JobContext) -> Any:
+        ctx.sleep(3600)
+        return payload
+
+    return make_app()
+
+
+@pytest.fixture
+def api(app: Leasehold) -> ApiClient:
+    return api_for(app)
+
+
+def post(api: ApiClient, task: str, payload: Any, **options: Any) -> str:
+    reply = api.post("/jobs", {"task": task, "payload": payload, **options}, tenant=TENANT)
+    assert reply.status in (200, 201), reply.body
+    job_id: str = reply.body["job_id"]
+    return job_id
+
+
+def lease_visible(app: Leasehold) -> dict[str, str]:
+    """Lease every visible message without running anything: job id -> leased or gated."""
+    out = {}
+    for message in receive_all(app):
+        parsed = Message.parse(message.body)
+        try:
+            app.store.lease(parsed.job_id, parsed.epoch, owner="w",
+                            expires_at=app.now() + 60_000, now=app.now(), actor="w",
+                            gate=parsed.gate)
+            out[parsed.job_id] = "leased"
+        except Gated:
+            out[parsed.job_id] = "gated"
+    return out
+
+
+def holders(app: Leasehold, key: str) -> set[str]:
+    return slots.holders(slots.read(app.clients.dynamodb, app.settings, slot_id(TENANT, key)))
+
+
+def run_bulk(app: Leasehold, clock: FakeClock, bulk_id: str) -> None:
+    for _ in range(10):
+        deliver(app, once=True)
+        if app.store.get(bulk_id).state is JobState.SUCCEEDED:
+            return
+        clock.advance(150)
+        ticker.promote_due(app)
+        sweeper.sweep(app)
+    raise AssertionError(app.store.get(bulk_id).history)
+
+
+def states(app: Leasehold, ids: list[str]) -> list[JobState]:
+    return [job.state for job in app.store.batch_get(ids)]
+
+
+# -- cancel and bulk cancel of a job that flow control or a sleep holds --------------------
+
+def held_jobs(app: Leasehold, api: ApiClient) -> tuple[dict[str, str], str, str]:
+    """One job held each way, all admitted under the tenant's live-job cap: parked on a full
+    key, parked on a paused key, delayed by a throttle, an open debounce window, asleep
+    holding a unique claim. Returns them by kind, the full key's holder and the throttle's."""
+    held = {"held": "yes"}
+    nap = post(api, "nap", 1, labels=held)
+    deliver(app)
+    assert app.store.get(nap).state is JobState.SLEEPING
+    key_usage.pause(app, TENANT, "p")
+    syncs = [post(api, "sync", i, labels=held) for i in range(2)]
+    paused = post(api, "sync", 9, labels=held, concurrency={"key": "p", "limit": 1})
+    calls = [post(api, "call", i, labels=held) for i in range(2)]
+    leased = lease_visible(app)
+    [holder] = [j for j in syncs if leased[j] == "leased"]
+    [parked] = [j for j in syncs if leased[j] == "gated"]
+    [turn] = [j for j in calls if leased[j] == "leased"]
+    [delayed] = [j for j in calls if leased[j] == "gated"]
+    assert leased[paused] == "gated"
+    window = post(api, "plain", "w", labels=held, debounce={"key": "d", "seconds": 60})
+    jobs = {"parked": parked, "paused": paused, "throttled": delayed, "debounced": window,
+            "sleeping": nap}
+    shown = {kind: app.store.get(job_id) for kind, job_id in jobs.items()}
+    assert all(job.state is JobState.QUEUED for kind, job in shown.items() if kind != "sleeping")
+    assert shown["parked"].extra[waking.PARKED_KEY] and shown["paused"].extra[waking.PARKED_KEY]
+    assert shown["throttled"].run_at > app.now()  # delayed to its turn
+    return jobs, holder, turn
+
+
+@pytest.mark.parametrize("path", ["cancel", "bulk cancel"])
+def test_a_cancel_of_a_job_held_by_flow_control_or_asleep_gives_back_everything_it_holds(
+        app: Leasehold, api: ApiClient, clock: FakeClock, path: str) -> None:
+    """Cells (concurrency, throttle, debounce, unique, durable sleep) x (cancel, bulk
+    action): each held job ends CANCELLED at once (none of them is RUNNING), and gives back
+    what it holds: its tenant's live-job slot, its place in the parked index, its unique
+    claim; a debounce key's next submission opens a new window. The first write of each
+    cancel lands and its response is lost."""
+    jobs, holder, turn = held_jobs(app, api)
+    assert tenant_live(app, TENANT) == 7
+    injector = inject(app, Fault(target=WRITES, kind="lose", times=len(jobs),
+                                 when=lambda params: "CANCELLED" in json.dumps(params)))
+    if path == "cancel":
+        for job_id in jobs.values():
+            reply = api.delete(f"/jobs/{job_id}", tenant=TENANT)
+            assert reply.status == 200, reply.body
+    else:
+        started = api.post("/jobs/bulk", {"action": "cancel", "filter": {
+            "label": ["held:yes"], "state": ["QUEUED", "SLEEPING"]}}, tenant=TENANT)
+        assert started.status == 202, started.body
+        run_bulk(app, clock, started.body["bulk_id"])
+    assert sum(n for (_, kind), n in injector.injected.items() if kind == "lose") == len(jobs)
+    assert states(app, list(jobs.values())) == [JobState.CANCELLED] * len(jobs)
+    # What they held is given back: live slots (exact), parked entries, the unique claim.
+    assert tenant_live(app, TENANT) == live_counted_jobs(app, TENANT) == 2  # holder, turn
+    assert states(app, [holder, turn]) == [JobState.RUNNING] * 2
+    assert waking.parked(app, slot_id(TENANT, "k"), 10) == []
+    assert waking.parked(app, slot_id(TENANT, "p"), 10) == []
+    assert flow_item(app, TENANT, "unique", "nap") is None
+    assert holders(app, "k") == {f"{holder}#{app.store.get(holder).epoch}"}
+    # The sleeper's, the window's and the throttled job's messages are stale: nothing runs.
+    clock.advance(3600)
+    ticker.promote_due(app)
+    sweeper.sweep(app)
+    deliver(app)
+    assert states(app, list(jobs.values())) == [JobState.CANCELLED] * len(jobs)
+    # The keys serve the next jobs: the debounce key opens a new window, the unique key is free.
+    again = post(api, "plain", "w2", debounce={"key": "d", "seconds": 60})
+    assert again != jobs["debounced"]
+    assert post(api, "nap", 2) != jobs["sleeping"]
+    assert_every_live_job_can_wake(app, in_flight=messages_in_queues(app))
+
+
+# -- manual retry, redrive and bulk retry of a job with flow keys -------------------------
+
+def rerun(app: Leasehold, api: ApiClient, clock: FakeClock, path: str, ids: list[str]) -> None:
+    if path == "manual retry":
+        for job_id in ids:
+            reply = api.post(f"/jobs/{job_id}/retry", tenant=TENANT)
+            assert reply.status == 200, reply.body
+    elif path == "redrive":
+        reply = api.post("/dead-letters/redrive", {"pool": "default"}, tenant=TENANT)
+        assert sorted(reply.body["redriven"]) == sorted(ids), reply.body
+    else:
+        started = api.post("/jobs/bulk", {"action": "retry", "filter": {
+            "label": ["rerun:yes"]}}, tenant=TENANT)
+        assert started.status == 202, started.body
+        bulk = started.body["bulk_id"]
+        deliver(app, once=True)  # the bulk job (the re-run jobs' messages are taken below)
+        assert app.store.get(bulk).state is JobState.SUCCEEDED
+
+
+@pytest.mark.parametrize("path", ["manual retry", "redrive", "bulk retry"])
+def test_a_re_run_job_goes_through_its_keys_gate_and_spends_a_turn(
+        app: Leasehold, api: ApiClient, clock: FakeClock, failing: dict[str, bool],
+        monkeypatch: pytest.MonkeyPatch, path: str) -> None:
+    """Cells (concurrency, throttle) x (manual retry, redrive, bulk action): a DEAD job put
+    back live keeps its gate (on the row and in its new message), so it parks while its key
+    is full and is delayed while its throttle is over the rate, as a submission would; it
+    never runs around the gate, and once the holder is gone it runs and the slot is free.
+    The holder's process dies: the sweeper's take-over frees the slot and wakes the parked
+    re-run job."""
+    send = app.queues.send  # moto holds a delayed message for real seconds; the clock is fixed
+    monkeypatch.setattr(app.queues, "send", lambda pool, priority, message, delay=0, **kw:
+                        send(pool, priority, message, 0, **kw))
+    failing.update({"0": True, "c": True})
+    rerun_label = {"rerun": "yes"}
+    dead = [post(api, "sync", 0, labels=rerun_label), post(api, "call", "c", labels=rerun_label)]
+    deliver(app)
+    assert states(app, dead) == [JobState.DEAD] * 2
+    assert holders(app, "k") == set()  # the failure gave its slot back
+    failing.clear()
+    holder = post(api, "sync", 1)
+    assert lease_visible(app) == {holder: "leased"}
+    rerun(app, api, clock, path, dead)
+    assert lease_visible(app) == {dead[0]: "gated", dead[1]: "gated"}
+    sync, call = app.store.batch_get(dead)
+    assert sync.state is JobState.QUEUED and sync.extra[waking.PARKED_KEY]
+    assert call.state is JobState.QUEUED and call.run_at >= app.now() + 59_000  # its turn
+    assert holders(app, "k") == {f"{holder}#{app.store.get(holder).epoch}"}
+    assert_every_live_job_can_wake(app, in_flight=messages_in_queues(app))
+    clock.advance(120)  # the holder's lease ran out: the sweeper takes it over
+    sweeper.sweep(app)
+    assert app.store.get(holder).state is not JobState.RUNNING
+    for _ in range(4):
+        deliver(app)
+        sweeper.sweep(app)
+    assert states(app, dead) == [JobState.SUCCEEDED] * 2
+    assert holders(app, "k") == set()
+    assert tenant_live(app, TENANT) == live_counted_jobs(app, TENANT)
+
+
+def test_a_workflow_retry_re_runs_a_gated_step_through_its_key(
+        app: Leasehold, api: ApiClient, clock: FakeClock, failing: dict[str, bool],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Cells (concurrency, throttle) x (workflow retry): a re-run step keeps its gate (the
+    step's own throttle and its task's concurrency key): it is delayed to its throttle's
+    next turn (its first run spent one), then parks while its key is full, never runs around
+    either, and the workflow completes once the holder's slot is back."""
+    send = app.queues.send  # moto holds a delayed message for real seconds; the clock is fixed
+    monkeypatch.setattr(app.queues, "send", lambda pool, priority, message, delay=0, **kw:
+                        send(pool, priority, message, 0, **kw))
+    failing["b"] = True
+    graph = {"name": "gated", "steps": [
+        {"id": "a", "task": "plain", "payload": "a"},
+        {"id": "b", "task": "sync", "payload": "b", "depends_on": ["a"],
+         "throttle": {"key": "wf", "limit": 1, "period_seconds": 60}},
+    ]}
+    wid = api.post("/workflows", graph, tenant=TENANT).body["workflow_id"]
+    for _ in range(3):
+        deliver(app)
+    assert api.get(f"/workflows/{wid}", tenant=TENANT).body["state"] == "FAILED"
+    failing.clear()
+    holder = post(api, "sync", 1)
+    assert lease_visible(app) == {holder: "leased"}
+    again = api.post(f"/workflows/{wid}/retry", tenant=TENANT)
+    assert again.status == 200, again.body
+    step = step_job_id(wid, "b")
+    assert lease_visible(app) == {step: "gated"}
+    delayed = app.store.get(step)
+    assert delayed.state is JobState.QUEUED and delayed.run_at > app.now()  # its next turn
+    clock.advance(60)
+    assert lease_visible(app) == {step: "gated"}  # its turn came: now the key is full
+    parked = app.store.get(step)
+    assert parked.state is JobState.QUEUED and parked.extra[waking.PARKED_KEY]
+    assert holders(app, "k") == {f"{holder}#{app.store.get(holder).epoch}"}
+    clock.advance(60)  # the holder's process died: the sweeper takes its slot back
+    for _ in range(3):
+        sweeper.sweep(app)
+        deliver(app)
+    done = api.get(f"/workflows/{wid}", tenant=TENANT).body
+    assert done["state"] == "SUCCEEDED", done
+    assert holders(app, "k") == set()
+
+
+# -- an attempt's end: failure, retry, timeout, a cancel at the sweep ---------------------
+
+def test_each_end_of_an_attempt_gives_back_its_slot_and_each_retry_waits_for_its_turn(
+        app: Leasehold, api: ApiClient, registry: TaskRegistry, clock: FakeClock,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Cells (concurrency, throttle) x (failure, retry, timeout, cancel, sweep): an attempt
+    that fails, and one that times out, give their slot back in the write that schedules the
+    retry; each retry goes through the gate again and spends a turn of the throttle (no
+    attempt starts before its turn). A cancel requested on a holder whose worker is gone ends
+    it CANCELLED at the sweep, which gives its slot back and wakes the job parked behind it."""
+    send = app.queues.send  # moto holds a delayed message for real seconds; the clock is fixed
+    monkeypatch.setattr(app.queues, "send", lambda pool, priority, message, delay=0, **kw:
+                        send(pool, priority, message, 0, **kw))
+    starts: list[int] = []
+
+    @registry.task("gated", retry=FAST, max_attempts=3, timeout_seconds=1,
+                   concurrency={"key": "g", "limit": 1},
+                   throttle={"key": "gt", "limit": 1, "period_seconds": 10, "burst": 1})
+    def gated(payload: Any, ctx: JobContext) -> Any:
+        starts.append(app.now())
+        if ctx.attempt == 1:
+            raise ValueError("the first attempt fails")
+        if ctx.attempt == 2:
+            ctx.wait_cancelled(10)  # the worker gives up on it at its timeout
+        return "third time"
+
+    job = post(api, "gated", None)
+    for _ in range(6):  # a message that comes before its turn waits for it on the clock
+        deliver(app)
+    done = app.store.get(job)
+    assert (done.state, done.attempt, done.result) == (JobState.SUCCEEDED, 3, "third time")
+    assert [e["type"] for e in done.extra["attempt_errors"]] == ["ValueError", "AttemptTimeout"]
+    # Each retry parked on nothing: the slot its attempt held was back (limit 1: a slot kept
+    # would park the retry behind itself for good), and it started at its turn, not before.
+    assert [b - a for a, b in itertools.pairwise(starts)] == [10_000, 10_000]
+    assert holders(app, "g") == set()
+    # A holder whose worker is gone, cancelled: the sweep ends it and wakes the parked job.
+    clock.advance(10)
+    holder, parked = post(api, "sync", "h"), post(api, "sync", "p")
+    leased = lease_visible(app)
+    assert sorted(leased.values()) == ["gated", "leased"]
+    holder, parked = (holder, parked) if leased[holder] == "leased" else (parked, holder)
+    assert api.delete(f"/jobs/{holder}", tenant=TENANT).body["cancel_requested"] is True
+    clock.advance(120)
+    sweeper.sweep(app)
+    assert app.store.get(holder).state is JobState.CANCELLED
+    deliver(app)
+    assert app.store.get(parked).state is JobState.SUCCEEDED
+    assert holders(app, "k") == set()
+    assert tenant_live(app, TENANT) == live_counted_jobs(app, TENANT) == 0
