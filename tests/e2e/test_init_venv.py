@@ -64,8 +64,11 @@ def in_venv(venv: Path) -> dict[str, str]:
     return env
 
 
-@pytest.fixture
-def project(tmp_path: Path, wheels: Path) -> Iterator[Path]:
+@pytest.fixture(scope="module")
+def project(tmp_path_factory: pytest.TempPathFactory, wheels: Path) -> Iterator[Path]:
+    """One project and its virtualenv for the module (installing it takes most of the time);
+    the test that takes moto out of it runs last."""
+    tmp_path = tmp_path_factory.mktemp("project")
     assert not tmp_path.resolve().is_relative_to(ROOT)
     created = subprocess.run([sys.executable, "-m", "leasehold.cli", "init", "myapp",
                               "--package", "myapp"], cwd=tmp_path, capture_output=True,
@@ -78,7 +81,10 @@ def project(tmp_path: Path, wheels: Path) -> Iterator[Path]:
     installed = subprocess.run(
         ["pip", "install", "--quiet", "--disable-pip-version-check", "-r",
          "requirements-dev.txt"], cwd=folder, capture_output=True, text=True, check=False,
-        env={**in_venv(venv), "PIP_FIND_LINKS": links, "PIP_NO_INDEX": "1"}, timeout=600)
+        # No bytecode compiled at install (pip's default): it took most of the install's
+        # time here, and Python compiles what it imports anyway.
+        env={**in_venv(venv), "PIP_FIND_LINKS": links, "PIP_NO_INDEX": "1",
+             "PIP_NO_COMPILE": "1"}, timeout=900)
     assert installed.returncode == 0, installed.stderr[-3000:]
     yield folder
 
