@@ -129,3 +129,24 @@ def test_a_throttled_pass_fails_no_sweep_and_the_next_one_removes_the_copies(
     clock.advance(deadletters.TIDY_EVERY_MS / 1000)
     assert sweep(app).dead_letters_removed == 2  # a's second copy, c's copy
     assert dlq_job_ids(app) == sorted([ids["a"], ids["b"]])
+
+
+def test_a_pass_slower_than_its_visibility_window_keeps_the_dead_jobs_one_copy(
+        app: Leasehold, monkeypatch: pytest.MonkeyPatch) -> None:
+    FAILING.add("a")
+    job_id = ApiClient(app).post("/jobs", {"task": "flaky-copy", "payload": {"name": "a"}}
+                                 ).body["job_id"]
+    deliver(app)
+    assert dlq_job_ids(app) == [job_id]
+    batch_get = app.store.batch_get
+    slow: list[int] = []
+
+    def slowly(ids: Any) -> Any:
+        if not slow:  # the first read of the rows outlasts the messages' invisibility
+            slow.append(1)
+            time.sleep(1.5)
+        return batch_get(ids)
+
+    monkeypatch.setattr(app.store, "batch_get", slowly)
+    deadletters.tidy(app, "default", visibility_seconds=1)
+    assert dlq_job_ids(app) == [job_id]  # read twice, still the one copy, kept

@@ -115,7 +115,9 @@ def tidy(app: Leasehold, pool: str, *, visibility_seconds: int = TIDY_VISIBILITY
     removed = 0
     for priority in PRIORITIES:
         url = app.queues.dlq_url(pool, priority)
-        dead_seen: set[str] = set()
+        #: The message kept for each DEAD job (by id: a pass slower than the visibility
+        #: window reads a kept message again, and must not take it for a second copy).
+        kept: dict[str, str] = {}
         keep: list[str] = []
         read = 0
         while read < max_messages:
@@ -124,16 +126,16 @@ def tidy(app: Leasehold, pool: str, *, visibility_seconds: int = TIDY_VISIBILITY
             if not batch:
                 break
             read += len(batch)
-            ids = {message.receipt_handle: _job_id(message.body) for message in batch}
+            ids = [(message, _job_id(message.body)) for message in batch]
             rows = {job.job_id: job for job in app.store.batch_get(
-                sorted({i for i in ids.values() if i}))}
+                sorted({job_id for _, job_id in ids if job_id}))}
             stale = []
-            for handle, job_id in ids.items():
+            for message, job_id in ids:
+                handle = message.receipt_handle
                 if not job_id:
                     keep.append(handle)  # not ours: a person should look at it
-                elif job_id in rows and rows[job_id].state is JobState.DEAD \
-                        and job_id not in dead_seen:
-                    dead_seen.add(job_id)
+                elif job_id in rows and rows[job_id].state is JobState.DEAD and \
+                        kept.setdefault(job_id, message.message_id) == message.message_id:
                     keep.append(handle)  # the DEAD job's one copy
                 else:
                     stale.append(handle)  # retried, finished, deleted, or a second copy
