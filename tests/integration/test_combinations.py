@@ -61,6 +61,8 @@ def app(make_app: MakeApp, registry: TaskRegistry, failing: dict[str, bool]) -> 
 
     @registry.task("plain", retry=FAST)
     def plain(payload: Any, ctx: JobContext) -> Any:
+        if failing.get(str(payload)):
+            raise ValueError(f"{payload} fails")
         return payload
 
     @registry.task("nap", retry=FAST, unique={"key": "nap"},
@@ -343,3 +345,45 @@ def test_each_end_of_an_attempt_gives_back_its_slot_and_each_retry_waits_for_its
     assert app.store.get(parked).state is JobState.SUCCEEDED
     assert holders(app, "k") == set()
     assert tenant_live(app, TENANT) == live_counted_jobs(app, TENANT) == 0
+
+
+# -- a re-run by hand is asked for now: its start window and its deadline -----------------
+
+@pytest.mark.parametrize("path", ["manual retry", "redrive", "bulk retry"])
+def test_a_job_re_run_by_hand_gets_its_deadline_again_from_the_re_run(
+        app: Leasehold, api: ApiClient, clock: FakeClock, failing: dict[str, bool],
+        path: str) -> None:
+    """Cells (deadline, start window) x (manual retry, redrive, bulk action): a re-run is
+    asked for now, so a deadline that passed while the job lay DEAD or CANCELLED does not end
+    it at once: it counts again, as long as it was, from the re-run (the re-run's own write
+    sets it), and still bounds the re-run. A start window of old is gone (a manual retry of a
+    job cancelled before its window closed runs after it closed). Before, the re-run's lease
+    found the old deadline passed and ended the job DEAD (DeadlineExceeded) without running
+    it: the retry answered 200 and did nothing."""
+    failing["d"] = True
+    job = post(api, "plain", "d", deadline_seconds=30, labels={"rerun": "yes"},
+               max_attempts=1)
+    deliver(app)
+    assert app.store.get(job).state is JobState.DEAD
+    windowed = post(api, "plain", "w", start_within_seconds=10, labels={"rerun": "yes"})
+    assert api.delete(f"/jobs/{windowed}", tenant=TENANT).status == 200
+    clock.advance(3600)  # both the deadline and the start window are long past
+    failing.clear()
+    rerun(app, api, clock, path, [job] if path == "redrive" else [job, windowed])
+    again = app.store.get(job)
+    assert again.extra["deadline_at"] == app.now() + 30_000
+    deliver(app)
+    done = app.store.get(job)
+    assert (done.state, done.result, done.error) == (JobState.SUCCEEDED, "d", None)
+    if path != "redrive":  # a redrive takes DEAD jobs only
+        assert app.store.get(windowed).state is JobState.SUCCEEDED
+    # The deadline it got again still bounds it: a re-run that waits past it ends DEAD.
+    late = post(api, "plain", "late", deadline_seconds=30, max_attempts=1)
+    failing["late"] = True
+    deliver(app)
+    assert api.post(f"/jobs/{late}/retry", tenant=TENANT).status == 200
+    clock.advance(31)
+    deliver(app)
+    ended = app.store.get(late)
+    assert (ended.state, ended.error and ended.error.type) == (JobState.DEAD,
+                                                              "DeadlineExceeded")
