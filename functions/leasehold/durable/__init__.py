@@ -8,6 +8,7 @@ children finished. The lifecycle knows only ``Suspend`` and ``SLEEPING``.
 
 from __future__ import annotations
 
+from leasehold.durable import runs
 from leasehold.durable.children import observe
 from leasehold.durable.runner import install_runner
 from leasehold.lifecycle.app import Leasehold
@@ -16,3 +17,4 @@ from leasehold.lifecycle.app import Leasehold
 def install(app: Leasehold) -> None:
     app.attempt_hooks.append(install_runner(app))
     app.store.observers.append(observe(app))
+    app.restarts.append(runs.restart)

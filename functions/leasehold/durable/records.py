@@ -23,10 +23,19 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from leasehold.aws.dynamo import Cancelled, from_av, old_item, query, to_av, transact_write
+from leasehold.aws.dynamo import (
+    Cancelled,
+    from_av,
+    old_item,
+    query,
+    to_av,
+    transact_write,
+    update_request,
+)
 from leasehold.core.effects import refused_entry
 from leasehold.core.jobs import Job
 from leasehold.core.states import JobState
+from leasehold.durable import runs
 from leasehold.errors import LeaseLost
 from leasehold.lifecycle.app import Leasehold
 
@@ -111,6 +120,29 @@ def update_fenced(app: Leasehold, job: Job, owner: str, sk: str, sets: Mapping[s
     if _fenced(app, job, owner, {"Update": update}) is not None:
         return None
     return get(app, job.job_id, sk)
+
+
+def rearm_fenced(app: Leasehold, job: Job, owner: str, sk: str, run: int, timeout_at: int,
+                 now: int) -> dict[str, Any]:
+    """Re-arm a callback an earlier run closed or left open (see :mod:`.runs`): no outcome,
+    a fresh timeout, this run's; under the lease. The record as it is after: re-armed, or
+    as a completion that won meanwhile left it."""
+    update = update_request(
+        app.settings.coordination_table,
+        {"pk": {"S": partition(job.job_id)}, "sk": {"S": sk}},
+        sets={"timeout_at": timeout_at, runs.RECORD_RUN: run, "at": now},
+        removes=("outcome", "settled_at", "error", "value"), increments={},
+        condition=["attribute_exists(sk)", runs.REARMABLE], names={},
+        values=runs.values(run))
+    try:
+        _fenced(app, job, owner, {"Update": update})  # refused: a completion won, or ours
+    except (ClientError, BotoCoreError):
+        # The answer was lost: the record says whether it landed (this run's) or not.
+        record = get(app, job.job_id, sk) or {}
+        if int(record.get(runs.RECORD_RUN) or 0) != run:
+            raise
+        return record
+    return get(app, job.job_id, sk) or {}
 
 
 def _fenced(app: Leasehold, job: Job, owner: str, entry: Mapping[str, Any],

@@ -27,7 +27,7 @@ from leasehold.core.suspension import (
     Sleep,
     Suspend,
 )
-from leasehold.durable import records
+from leasehold.durable import records, runs
 from leasehold.durable.children import CHILD_POLL_SECONDS, spawn_child, wait_checks
 from leasehold.errors import NotFound, PayloadTooLarge, ValidationError
 from leasehold.lifecycle.app import Leasehold
@@ -166,12 +166,18 @@ class Runner:
                 or not 1 <= timeout_seconds <= MAX_CALLBACK_SECONDS:
             raise DurableMisuse(f"timeout_seconds must be 1 to {MAX_CALLBACK_SECONDS}")
         record = self.stored.get(sk)
+        run, now = runs.current(self.job), self.app.now()
         if record is None:
-            now = self.app.now()
             record = self._store(sk, {
                 "kind": "callback", "name": name, "tenant": self.job.tenant,
                 "secret": secrets.token_hex(16), "at": now,
-                "timeout_at": now + int(timeout_seconds * 1000)})
+                "timeout_at": now + int(timeout_seconds * 1000), runs.RECORD_RUN: run})
+        elif runs.rearmable(record, run):
+            # The job was re-run by hand since this callback timed out, failed or was left
+            # waiting: it waits again, as long as it asks now (its token stays).
+            record = records.rearm_fenced(self.app, self.job, self.owner, sk, run,
+                                          now + int(timeout_seconds * 1000), now)
+            self.stored[sk] = record
         return Callback(self, name, token_of(self.job.job_id, record["secret"], name),
                         int(record["timeout_at"]))
 
