@@ -299,3 +299,21 @@ def test_an_effect_refused_on_every_attempt_ends_the_job_dead_not_lease_expired(
     dead = app.store.get(job)
     assert dead.state is JobState.DEAD and dead.attempt == 2
     assert dead.error is not None and dead.error.type == "EffectRefused"
+
+
+def test_an_entry_dynamodb_rejects_outright_fails_the_attempt_instead_of_stranding_the_job(
+        make_app: MakeApp, registry: TaskRegistry, clock: FakeClock) -> None:
+    @registry.task("unknown_table", retry=FAST, max_attempts=1)
+    def unknown_table(payload: Any, ctx: JobContext) -> None:
+        ctx.transact([{"Update": {
+            "TableName": "no-such-table", "Key": {"pk": {"S": "n"}},
+            "UpdateExpression": "ADD n :one", "ExpressionAttributeValues": {":one": {"N": "1"}}}}])
+
+    app = make_app()
+    job = submit(app, JobSpec(task="unknown_table")).job.job_id
+    deliver(app)
+    dead = app.store.get(job)
+    assert dead.state is JobState.DEAD and dead.attempt == 1
+    assert dead.error is not None and dead.error.type == "EffectRefused"
+    assert "ResourceNotFoundException" in dead.error.message or \
+        "ValidationException" in dead.error.message, dead.error.message

@@ -55,3 +55,16 @@ def refused_entry(effects: Sequence[Mapping[str, Any]], codes: Sequence[str],
             f"in {where}: {codes[position]}{': ' + message if message else ''}; nothing of "
             "that transaction was written", index=index, table=table, code=codes[position])
     return None
+
+
+#: What DynamoDB answers for a whole request it will not run (a malformed entry, an unknown
+#: table): no cancellation by item, and no try will ever pass.
+REJECTED = frozenset({"ValidationException", "ResourceNotFoundException"})
+
+
+def rejected(code: str, message: str, *, where: str) -> EffectRefused:
+    """The error an attempt fails with when DynamoDB rejects its transaction with entries in
+    it as a whole (:data:`REJECTED`)."""
+    return EffectRefused(
+        f"ctx.transact entries were rejected in {where}: {code}: {message}; nothing of that "
+        "transaction was written", index=-1, table="", code=code)

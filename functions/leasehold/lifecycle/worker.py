@@ -22,7 +22,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from leasehold.aws.dynamo import Cancelled
 from leasehold.aws.queues import Message
 from leasehold.core.context import JobContext
-from leasehold.core.effects import refused_entry
+from leasehold.core.effects import REJECTED, refused_entry, rejected
 from leasehold.core.failures import describe, error, unfit_result
 from leasehold.core.jobs import Job, JobError, with_attempt_error
 from leasehold.core.policy import decide_retry
@@ -310,6 +310,13 @@ class Worker:
             if refused is None:
                 raise
             return self._fail(job, owner, now, describe(refused))
+        except ClientError as exc:
+            code = str(exc.response.get("Error", {}).get("Code", ""))
+            if not effects or code not in REJECTED:
+                raise
+            return self._fail(job, owner, now, describe(rejected(
+                code, str(exc.response.get("Error", {}).get("Message", "")),
+                where="the job's success")))
         return Outcome.SUCCEEDED
 
     def _cancelled_meanwhile(self, exc: LeaseLost, job: Job, owner: str, now: int) -> Outcome:
