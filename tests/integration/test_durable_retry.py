@@ -21,13 +21,16 @@ from leasehold.core.registry import TaskRegistry
 from leasehold.core.spec import JobSpec
 from leasehold.core.states import JobState
 from leasehold.durable import callbacks, records
+from leasehold.errors import NonRetryableError
 from leasehold.lifecycle import control, sweeper
 from leasehold.lifecycle.app import Leasehold
 from leasehold.lifecycle.submission import submit
 from leasehold.time.ticker import promote_due
+from leasehold.workflows.progress import step_job_id
 
 from .api_client import ApiClient
 from .helpers import deliver, inject
+from .workflow_helpers import run_until_idle, states
 
 FAST = RetryPolicy(min_backoff_seconds=0, max_backoff_seconds=0)
 HOUR = 3600
@@ -207,3 +210,35 @@ def test_the_re_arm_survives_a_process_killed_after_the_retry_and_lost_answers(
     assert callbacks.complete(app, tokens[0], "default", value="ok").changed
     deliver(app)
     assert app.store.get(job).state is JobState.SUCCEEDED
+
+
+def test_a_workflow_retry_re_arms_the_callback_of_a_step_cancelled_while_it_waited(
+    app: Leasehold, tasks: TaskRegistry, registry: TaskRegistry, tokens: list[str],
+    clock: FakeClock
+) -> None:
+    """A workflow retry re-runs the same job rows: its re-run steps count a run too."""
+    failing = [True]
+
+    @registry.task("fails_once", max_attempts=1)
+    def fails_once(payload: Any, ctx: JobContext) -> str:
+        if failing:
+            raise NonRetryableError("the first run fails")
+        return "fixed"
+
+    api = ApiClient(app)
+    flow = {"name": "approval", "steps": [{"id": "wait", "task": "gated"},
+                                          {"id": "boom", "task": "fails_once"}]}
+    wid = api.post("/workflows", flow, tenant="default").body["workflow_id"]
+    deliver(app, once=True)  # "wait" goes to sleep on its callback, "boom" fails
+    run_until_idle(app)
+    assert states(app, wid) == {"wait": "CANCELLED", "boom": "DEAD"}
+    assert tokens  # "wait" made its callback before it was cancelled
+    clock.advance(2 * HOUR)  # past the callback's timeout while the workflow is FAILED
+    failing.clear()
+    assert api.post(f"/workflows/{wid}/retry", tenant="default").status == 200
+    run_until_idle(app)
+    waiting = app.store.get(step_job_id(wid, "wait"))
+    assert waiting.state is JobState.SLEEPING, waiting.error  # waits again, not timed out
+    assert callbacks.complete(app, tokens[0], "default", value="ok").changed
+    run_until_idle(app)
+    assert states(app, wid) == {"wait": "SUCCEEDED", "boom": "SUCCEEDED"}
