@@ -11,12 +11,21 @@ from aws_lambda_powertools.event_handler.openapi.params import Path, Query
 
 from leasehold.api import context, search
 from leasehold.api.answers import answers, decode_cursor, encode_cursor, errors, view
-from leasehold.api.models import JobOut, JobPage, Priority, StateName, SubmitJob, SubmittedJob
+from leasehold.api.models import (
+    ChildOut,
+    JobOut,
+    JobPage,
+    Priority,
+    StateName,
+    SubmitJob,
+    SubmittedJob,
+)
 from leasehold.clock import iso, to_ms
 from leasehold.core.jobs import Job
 from leasehold.core.policy import RetryPolicy
 from leasehold.core.spec import JobSpec, resolve
 from leasehold.core.states import JobState
+from leasehold.durable import children
 from leasehold.errors import ValidationError
 from leasehold.lifecycle import control
 from leasehold.lifecycle.app import Leasehold
@@ -116,7 +125,13 @@ def get_job(
 ) -> JobOut:
     app = context.leasehold(router)
     tenant = context.tenant(router)
-    return view(await_job(app, job_id, tenant, wait_seconds), app.now())
+    job = await_job(app, job_id, tenant, wait_seconds)
+    shown = view(job, app.now())
+    family = children.shown(app, job)  # a durable parent's children, bounded
+    if family is not None:
+        shown.children = [ChildOut.model_validate(child) for child in family[0]]
+        shown.more_children = family[1]
+    return shown
 
 
 #: A job listing's position (the tenant is the caller's, never in the cursor).

@@ -28,7 +28,7 @@ from leasehold.core.suspension import (
     Suspend,
 )
 from leasehold.durable import records, runs
-from leasehold.durable.children import CHILD_POLL_SECONDS, spawn_child, wait_checks
+from leasehold.durable.children import CHILD, CHILD_POLL_SECONDS, spawn_child, wait_checks
 from leasehold.errors import NotFound, PayloadTooLarge, ValidationError
 from leasehold.lifecycle.app import Leasehold
 
@@ -100,7 +100,8 @@ class Runner:
 
     def _store(self, sk: str, attributes: Mapping[str, Any],
                effects: Sequence[Mapping[str, Any]] = (), where: str = "") -> dict[str, Any]:
-        if sk not in self.stored and len(self.stored) >= records.MAX_RECORDS:
+        kept = sum(1 for key in self.stored if not key.startswith(CHILD))  # children: own bound
+        if sk not in self.stored and kept >= records.MAX_RECORDS:
             raise DurableMisuse(f"a job keeps at most {records.MAX_RECORDS} steps, sleeps "
                                 "and callbacks; split the work into child jobs")
         record = records.put_fenced(self.app, self.job, self.owner, sk, attributes, effects,
@@ -211,7 +212,8 @@ class Runner:
             self._spawns[task] = count
             name = f"{task}.{count}"
         self._claim("child#" + name, "spawn", name)
-        return spawn_child(self.app, self.job, name, task, payload, options)
+        return spawn_child(self.app, self.job, self.owner, self.stored, name, task, payload,
+                           options)
 
     def wait_for(self, job_ids: Sequence[str]) -> list[dict[str, Any]]:
         ids = list(dict.fromkeys(job_ids))
