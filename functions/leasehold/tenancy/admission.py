@@ -184,15 +184,17 @@ def _slot(_: int) -> Mapping[str, int]:
 
 def submit_admitted(app: Leasehold, spec: JobSpec, pool: str, limits: Limits,
                     backlog: Backlog | None = None, buckets: Buckets | None = None,
-                    *, attempts: int = 5) -> Submitted:
+                    *, attempts: int = 5, internal: bool = False) -> Submitted:
     """Admission for one job and its creation: backlog (503), rate (429), live cap (429).
+    ``internal``: Leasehold submits one of its own tasks (``leasehold.bulk``).
 
     An idempotent replay of a job that exists is answered without spending anything, even
     at the cap.
     """
     def write(update: dict[str, Any], shard: int) -> Submitted:
         try:
-            return submit(app, spec, counted=True, shard=shard, also=[{"Update": update}])
+            return submit(app, spec, counted=True, shard=shard, also=[{"Update": update}],
+                          internal=internal)
         except Cancelled as cancelled:
             raise _Refused(cancelled.items[1] or {}) from None
 
