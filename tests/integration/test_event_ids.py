@@ -29,6 +29,7 @@ from leasehold.core.states import JobState
 from leasehold.errors import NonRetryableError
 from leasehold.events import publishing
 from leasehold.events.publishing import EventBridgeSink, FileSink, tail
+from leasehold.lifecycle import control
 from leasehold.lifecycle.app import Leasehold
 from leasehold.lifecycle.submission import submit
 from leasehold.streams.poller import Checkpoint, poll
@@ -54,6 +55,8 @@ def both(endpoint: str, monkeypatch: pytest.MonkeyPatch, make_app: MakeApp,
     def bad(payload: Any, ctx: Any) -> Any:
         raise NonRetryableError("fails every time")
 
+    registry.task("rebuild", debounce={"key": "doc:{payload.doc}", "seconds": 10,
+                                       "max_wait_seconds": 25})(lambda payload, ctx: payload)
     boto3.client("events", region_name="us-east-1").create_event_bus(Name=BUS)
     app = make_app(event_bus=BUS, events_from="stream", publish="all")
     assert publishing.install(app, FileSink(tmp_path / "inline.jsonl")) is not None
@@ -154,6 +157,33 @@ def delivered(bus: Bus) -> Counter[str]:
             seen[json.loads(message["Body"])["detail"]["event_id"]] += 1
             bus.sqs.delete_message(QueueUrl=bus.url, ReceiptHandle=message["ReceiptHandle"])
     return seen
+
+
+def test_debounce_joins_and_a_manual_retry_each_get_an_event_id_of_their_own(
+        both: Leasehold, clock: FakeClock, tmp_path: Path) -> None:
+    app = both
+    window = submit(app, JobSpec(task="rebuild", payload={"doc": "d", "n": 0})).job
+    for n, seconds in enumerate((5, 9, 9), start=1):  # each join pushes the run out
+        clock.advance(seconds)
+        submit(app, JobSpec(task="rebuild", payload={"doc": "d", "n": n}))
+    capped = app.store.get(window.job_id)
+    assert capped.run_at == window.created_at + 25_000
+    clock.advance(1)
+    # Capped already: the join changes the payload only, QUEUED -> QUEUED at the same epoch.
+    joined = submit(app, JobSpec(task="rebuild", payload={"doc": "d", "n": 4})).job
+    assert (joined.job_id, joined.epoch) == (window.job_id, capped.epoch)
+    # A cancelled job run again by hand, then cancelled again.
+    job = submit(app, JobSpec(task="ok", payload=1, delay_seconds=600)).job
+    control.cancel(app, job.job_id)
+    control.retry(app, job.job_id)
+    control.cancel(app, job.job_id)
+    relay(app, tmp_path)
+    joins = ids(tmp_path / "relay.jsonl", window.job_id)
+    assert [state for _, state in joins] == ["QUEUED"] * 5
+    assert len({event for event, _ in joins}) == 5
+    assert [state for _, state in ids(tmp_path / "relay.jsonl", job.job_id)] == [
+        "QUEUED", "CANCELLED", "QUEUED", "CANCELLED"]
+    assert_one_id_per_change(tmp_path)
 
 
 def test_a_write_that_changes_no_state_is_no_event(
