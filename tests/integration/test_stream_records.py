@@ -26,6 +26,7 @@ from leasehold.lifecycle.submission import submit
 from leasehold.streams import poller
 from leasehold.streams.enqueue import enqueue_item
 from leasehold.streams.poller import Checkpoint, StreamReader, stream_arn
+from leasehold.streams.relay import relay as relay_batch
 from tests.conftest import MakeApp
 from tests.integration.helpers import deliver
 
@@ -146,3 +147,22 @@ def test_a_deleted_row_is_no_event_for_the_relay(
     relay.step()
     assert relay.events() == [(job.job_id, s) for s in ("QUEUED", "RUNNING", "SUCCEEDED")]
     assert relay.set_aside() == []
+
+
+def test_the_deployed_relay_reports_the_record_it_cannot_read_and_publishes_those_before_it(
+        app: Leasehold, tmp_path: Path) -> None:
+    """The Lambda handler's part: a partial batch response from the undecodable record (the
+    mapping retries from it, then gives its range to the on-failure destination)."""
+    before = submit(app, JobSpec(task="ok", payload=1)).job
+    app.clients.dynamodb.put_item(TableName=app.settings.jobs_table, Item=to_av(
+        {"job_id": "not-a-job", "state": "QUEUED", "epoch": 1}))
+    after = submit(app, JobSpec(task="ok", payload=2)).job
+    batch = records(app)
+    [bad] = [i for i, r in enumerate(batch) if r["dynamodb"]["Keys"]["job_id"]["S"] == "not-a-job"]
+    log = tmp_path / "events.jsonl"
+    assert relay_batch(batch, FileSink(log), "all", app.now) == [
+        batch[bad]["dynamodb"]["SequenceNumber"]]
+    assert [e["detail"]["job_id"] for e in tail(log)] == [before.job_id]
+    # Past it (once the mapping gave it up), the rest goes out.
+    assert relay_batch(batch[bad + 1:], FileSink(log), "all", app.now) == []
+    assert [e["detail"]["job_id"] for e in tail(log)] == [before.job_id, after.job_id]
