@@ -54,7 +54,7 @@ def _value() -> Any:
 
 
 @router.post("/callbacks/<token>", summary="Complete a callback with a value (the body)",
-             tags=["durable"], responses=answers(CompletionOut, 401, 404, 409, 413, 422))
+             tags=["durable"], responses=answers(CompletionOut, 400, 401, 404, 409, 413, 422))
 def complete_callback(token: Token) -> CompletionOut:
     done = callbacks.complete(context.leasehold(router), token, context.tenant(router),
                               value=_value())
