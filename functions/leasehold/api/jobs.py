@@ -9,7 +9,7 @@ from aws_lambda_powertools.event_handler.api_gateway import Router
 from aws_lambda_powertools.event_handler.openapi.params import Path, Query
 
 from leasehold.api import context, search
-from leasehold.api.answers import answers, decode_cursor, encode_cursor, errors, view
+from leasehold.api.answers import answers, decode_cursor, encode_cursor, errors, links, view
 from leasehold.api.models import (
     IsoTime,
     JobOut,
@@ -60,7 +60,10 @@ JobId = Annotated[str, Path(min_length=1, max_length=64, pattern=r"^[0-9A-Za-z]+
 @router.post(
     "/jobs", summary="Submit a job", status_code=201, tags=["jobs"],
     responses={201: {"description": "created",
-                     "content": {"application/json": {"model": SubmittedJob}}},
+                     "content": {"application/json": {"model": SubmittedJob}},
+                     "links": links("job_id", "$response.body#/job_id",
+                                    "GET /jobs/{job_id}", "DELETE /jobs/{job_id}",
+                                    "POST /jobs/{job_id}/retry", "GET /jobs/{job_id}/steps")},
                200: {"description": "idempotent replay (the job the first submission made), "
                                     "a duplicate of a live unique job, or a debounced "
                                     "submission coalesced into the job that carries it",

@@ -19,6 +19,7 @@ from leasehold.api.answers import (
     decode_cursor,
     encode_cursor,
     errors,
+    links,
     view,
 )
 from leasehold.api.models import (
@@ -191,13 +192,21 @@ def _body(body: ScheduleIn) -> dict[str, Any]:  # or a NewScheduleIn
     return body.model_dump(mode="json", exclude_unset=True)
 
 
+#: What a created schedule's id leads to.
+SCHEDULE_OPERATIONS = (
+    "GET /schedules/{schedule_id}", "PATCH /schedules/{schedule_id}",
+    "DELETE /schedules/{schedule_id}", "POST /schedules/{schedule_id}/pause",
+    "POST /schedules/{schedule_id}/resume", "POST /schedules/{schedule_id}/trigger",
+    "GET /schedules/{schedule_id}/next")
 #: A tenant's schedules, from the ``by_tenant`` index of the schedules table.
 SCHEDULE_CURSOR = {"schedule_id": str, "created_at": int}
 
 
 @router.post("/schedules", summary="Create a schedule", status_code=201, tags=["schedules"],
              responses={201: {"description": "created",
-                              "content": {"application/json": {"model": ScheduleOut}}},
+                              "content": {"application/json": {"model": ScheduleOut}},
+                              "links": links("schedule_id", "$response.body#/schedule_id",
+                                             *SCHEDULE_OPERATIONS)},
                         **errors(400, 401, 422)})
 def create_schedule(body: NewScheduleIn) -> Response[ScheduleOut]:
     app = context.leasehold(router)

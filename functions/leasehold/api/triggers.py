@@ -15,7 +15,7 @@ from aws_lambda_powertools.event_handler.openapi.params import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from leasehold.api import context
-from leasehold.api.answers import answers, errors
+from leasehold.api.answers import answers, errors, links
 from leasehold.api.models import (
     PAYLOAD_LIMITS,
     TEXT,
@@ -100,7 +100,10 @@ class Dispatched(BaseModel):
 @router.post("/triggers", summary="Create an event trigger", status_code=201,
              tags=["triggers"],
              responses={201: {"description": "created",
-                              "content": {"application/json": {"model": TriggerOut}}},
+                              "content": {"application/json": {"model": TriggerOut}},
+                              "links": links("trigger_id", "$response.body#/trigger_id",
+                                             "GET /triggers/{trigger_id}",
+                                             "DELETE /triggers/{trigger_id}")},
                         **errors(400, 401, 422)})
 def create_trigger(body: TriggerIn) -> Response[TriggerOut]:
     app = context.leasehold(router)

@@ -11,7 +11,7 @@ from pydantic import BaseModel, Field
 
 from leasehold import workflows
 from leasehold.api import context
-from leasehold.api.answers import answers, decode_cursor, encode_cursor, errors
+from leasehold.api.answers import answers, decode_cursor, encode_cursor, errors, links
 from leasehold.api.models import (
     PAYLOAD_LIMITS,
     TEXT,
@@ -115,7 +115,11 @@ def detail_out(detail: workflows.WorkflowDetail) -> WorkflowOut:
 
 @router.post("/workflows", summary="Start a workflow", status_code=201, tags=["workflows"],
              responses={201: {"description": "started",
-                              "content": {"application/json": {"model": WorkflowOut}}},
+                              "content": {"application/json": {"model": WorkflowOut}},
+                              "links": links("workflow_id", "$response.body#/workflow_id",
+                                             "GET /workflows/{workflow_id}",
+                                             "DELETE /workflows/{workflow_id}",
+                                             "POST /workflows/{workflow_id}/retry")},
                         200: {"description": "idempotent replay: the workflow the first "
                                              "request started",
                               "content": {"application/json": {"model": WorkflowOut}}},
