@@ -33,30 +33,33 @@ TENANT = "schemathesis"
 OPERATIONS = sum(len(methods) for methods in DOCUMENT["paths"].values())
 
 
-def open_callback(runtime: Runtime) -> str:
-    """The token of a real open callback: an ``await-callback`` job's, once it waits."""
+def open_callback(runtime: Runtime) -> tuple[str, str]:
+    """A real open callback, once an ``await-callback`` job waits on it: (job id, token)."""
     job = runtime.submit({"task": "await-callback"}, tenant=TENANT)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         steps = runtime.call("GET", f"/jobs/{job['job_id']}/steps", tenant=TENANT).body["steps"]
         if steps and "token" in steps[0]:
-            return str(steps[0]["token"])
+            return job["job_id"], str(steps[0]["token"])
         time.sleep(0.2)
     raise AssertionError(f"job {job['job_id']} opened no callback: {runtime.job(job['job_id'])}")
 
 
-def schemathesis(runtime: Runtime, phases: str, seconds: str, examples: str) -> str:
-    """``st run`` of ``phases`` against the runtime: its output, or a failure showing it.
+def schemathesis(runtime: Runtime, phases: str, seconds: str, examples: str
+                 ) -> tuple[str, str]:
+    """``st run`` of ``phases`` against the runtime: its output and the job whose callback it
+    was given, or a failure showing the output.
 
     Its configuration is :data:`CONFIG` with the callback routes given a real open
     callback's token: a token is a secret no generator can guess, and a job's steps only
     show it once the job has run (too late for most of the stateful phase's links).
     """
+    job_id, token = open_callback(runtime)
     with tempfile.TemporaryDirectory(prefix="leasehold-st-") as scratch:
         config = Path(scratch) / "schemathesis.toml"
         config.write_text(CONFIG.read_text() + (
             "\n[[operations]]\ninclude-path-regex = \"^/callbacks/\"\n"
-            f"parameters = {{ \"path.token\" = \"{open_callback(runtime)}\" }}\n"))
+            f"parameters = {{ \"path.token\" = \"{token}\" }}\n"))
         run = subprocess.run(
             [sys.executable, "-m", "schemathesis.cli", "--config-file", str(config), "--no-color",
              "run", f"{runtime.url}/openapi.json", "--checks", CHECKS, "--phases", phases,
@@ -68,20 +71,23 @@ def schemathesis(runtime: Runtime, phases: str, seconds: str, examples: str) -> 
     out = run.stdout + run.stderr
     print(out)  # shown with -s
     assert run.returncode == 0, out[-12000:]
-    return out
+    return out, job_id
 
 
 def test_every_operation_answers_as_its_document_says(runtime: Runtime) -> None:
-    out = schemathesis(runtime, "examples,coverage,fuzzing",
+    out, job_id = schemathesis(runtime, "examples,coverage,fuzzing",
                        os.environ.get("LEASEHOLD_SCHEMA_SECONDS", "40"),
                        os.environ.get("LEASEHOLD_SCHEMA_EXAMPLES", "8"))
     tested = re.search(r"Tested: (\d+)", out)
     assert tested and int(tested.group(1)) == OPERATIONS, out[-3000:]
+    # It reached the real callback: completed (or failed) it, and the job went on.
+    steps = runtime.call("GET", f"/jobs/{job_id}/steps", tenant=TENANT).body["steps"]
+    assert steps[0]["outcome"] in ("completed", "failed"), steps
 
 
 def test_the_documents_links_lead_to_real_schedules_workflows_and_callbacks(
         runtime: Runtime) -> None:
-    out = schemathesis(runtime, "stateful",
+    out, _ = schemathesis(runtime, "stateful",
                        os.environ.get("LEASEHOLD_SCHEMA_STATEFUL_SECONDS", "30"),
                        os.environ.get("LEASEHOLD_SCHEMA_EXAMPLES", "8"))
     links = re.search(r"API Links:\s+(\d+) covered", out)
