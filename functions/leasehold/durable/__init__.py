@@ -11,6 +11,7 @@ cancels them for a process that died in between. The lifecycle knows only ``Susp
 
 from __future__ import annotations
 
+from leasehold.durable import runs
 from leasehold.durable.children import observe, repair
 from leasehold.durable.runner import install_runner
 from leasehold.lifecycle.app import Leasehold
@@ -21,3 +22,5 @@ def install(app: Leasehold) -> None:
     app.store.observers.append(observe(app))
     # Children of a parent that ended while its process died before cancelling them.
     app.repairs["children"] = repair
+    # A manual re-run counts a run: the callbacks an earlier run closed wait again.
+    app.restarts.append(runs.restart)

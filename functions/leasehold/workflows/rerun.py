@@ -140,7 +140,8 @@ def _wait(app: Leasehold, job: Job, waiting_for: list[str], now: int, actor: str
                             if dep not in waiting_for}
     change = Change(target=JobState.WAITING, actor=actor, reason="workflow retry",
                     set={"deps_pending": len(waiting_for), inputs.ATTRIBUTE: kept,
-                         "attempt": 0, "crash_count": 0, "run_at": now},
+                         "attempt": 0, "crash_count": 0, "run_at": now,
+                         **control.restart_sets(app, job, now)},
                     remove=FORGOTTEN)
     try:
         app.store.transition(job, change, now=now)
