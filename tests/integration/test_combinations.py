@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import itertools
 import json
+import threading
+import time
 from typing import Any
 
 import pytest
@@ -116,6 +118,15 @@ def run_bulk(app: Leasehold, clock: FakeClock, bulk_id: str) -> None:
     raise AssertionError(app.store.get(bulk_id).history)
 
 
+def no_delays(app: Leasehold, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Send every message at once: moto holds a delayed one for real seconds, and the clock
+    is fixed (a message that comes early waits for its time on the clock, or is refused and
+    delayed again)."""
+    send = app.queues.send
+    monkeypatch.setattr(app.queues, "send", lambda pool, priority, message, delay=0, **kw:
+                        send(pool, priority, message, 0, **kw))
+
+
 def states(app: Leasehold, ids: list[str]) -> list[JobState]:
     return [job.state for job in app.store.batch_get(ids)]
 
@@ -216,25 +227,28 @@ def rerun(app: Leasehold, api: ApiClient, clock: FakeClock, path: str, ids: list
 def test_a_re_run_job_goes_through_its_keys_gate_and_spends_a_turn(
         app: Leasehold, api: ApiClient, clock: FakeClock, failing: dict[str, bool],
         monkeypatch: pytest.MonkeyPatch, path: str) -> None:
-    """Cells (concurrency, throttle) x (manual retry, redrive, bulk action): a DEAD job put
-    back live keeps its gate (on the row and in its new message), so it parks while its key
+    """Cells (concurrency, throttle, unique) x (manual retry, redrive, bulk action): a DEAD
+    job (its failure gave back its slot and its unique claim) put back live takes its claim
+    back in the re-run's write and keeps its gate (on the row and in its new message), so it parks while its key
     is full and is delayed while its throttle is over the rate, as a submission would; it
     never runs around the gate, and once the holder is gone it runs and the slot is free.
     The holder's process dies: the sweeper's take-over frees the slot and wakes the parked
     re-run job."""
-    send = app.queues.send  # moto holds a delayed message for real seconds; the clock is fixed
-    monkeypatch.setattr(app.queues, "send", lambda pool, priority, message, delay=0, **kw:
-                        send(pool, priority, message, 0, **kw))
+    no_delays(app, monkeypatch)
     failing.update({"0": True, "c": True})
     rerun_label = {"rerun": "yes"}
-    dead = [post(api, "sync", 0, labels=rerun_label), post(api, "call", "c", labels=rerun_label)]
+    dead = [post(api, "sync", 0, labels=rerun_label, unique={"key": "ru"}),
+            post(api, "call", "c", labels=rerun_label)]
     deliver(app)
     assert states(app, dead) == [JobState.DEAD] * 2
     assert holders(app, "k") == set()  # the failure gave its slot back
+    assert flow_item(app, TENANT, "unique", "ru") is None  # and its unique claim
     failing.clear()
     holder = post(api, "sync", 1)
     assert lease_visible(app) == {holder: "leased"}
     rerun(app, api, clock, path, dead)
+    assert flow_item(app, TENANT, "unique", "ru") == {  # the re-run took its claim back
+        "tenant": f"{TENANT}#unique#ru", "job_id": dead[0]}
     assert lease_visible(app) == {dead[0]: "gated", dead[1]: "gated"}
     sync, call = app.store.batch_get(dead)
     assert sync.state is JobState.QUEUED and sync.extra[waking.PARKED_KEY]
@@ -249,6 +263,7 @@ def test_a_re_run_job_goes_through_its_keys_gate_and_spends_a_turn(
         sweeper.sweep(app)
     assert states(app, dead) == [JobState.SUCCEEDED] * 2
     assert holders(app, "k") == set()
+    assert flow_item(app, TENANT, "unique", "ru") is None
     assert tenant_live(app, TENANT) == live_counted_jobs(app, TENANT)
 
 
@@ -259,9 +274,7 @@ def test_a_workflow_retry_re_runs_a_gated_step_through_its_key(
     step's own throttle and its task's concurrency key): it is delayed to its throttle's
     next turn (its first run spent one), then parks while its key is full, never runs around
     either, and the workflow completes once the holder's slot is back."""
-    send = app.queues.send  # moto holds a delayed message for real seconds; the clock is fixed
-    monkeypatch.setattr(app.queues, "send", lambda pool, priority, message, delay=0, **kw:
-                        send(pool, priority, message, 0, **kw))
+    no_delays(app, monkeypatch)
     failing["b"] = True
     graph = {"name": "gated", "steps": [
         {"id": "a", "task": "plain", "payload": "a"},
@@ -300,21 +313,24 @@ def test_a_workflow_retry_re_runs_a_gated_step_through_its_key(
 def test_each_end_of_an_attempt_gives_back_its_slot_and_each_retry_waits_for_its_turn(
         app: Leasehold, api: ApiClient, registry: TaskRegistry, clock: FakeClock,
         monkeypatch: pytest.MonkeyPatch) -> None:
-    """Cells (concurrency, throttle) x (failure, retry, timeout, cancel, sweep): an attempt
+    """Cells (concurrency, throttle, unique) x (failure, retry, timeout, cancel, sweep,
+    success): an attempt
     that fails, and one that times out, give their slot back in the write that schedules the
     retry; each retry goes through the gate again and spends a turn of the throttle (no
-    attempt starts before its turn). A cancel requested on a holder whose worker is gone ends
+    attempt starts before its turn); its unique claim is held through the retries and goes
+    with the success. A cancel requested on a holder whose worker is gone ends
     it CANCELLED at the sweep, which gives its slot back and wakes the job parked behind it."""
-    send = app.queues.send  # moto holds a delayed message for real seconds; the clock is fixed
-    monkeypatch.setattr(app.queues, "send", lambda pool, priority, message, delay=0, **kw:
-                        send(pool, priority, message, 0, **kw))
+    no_delays(app, monkeypatch)
     starts: list[int] = []
 
+    claims: list[str | None] = []
+
     @registry.task("gated", retry=FAST, max_attempts=3, timeout_seconds=1,
-                   concurrency={"key": "g", "limit": 1},
+                   concurrency={"key": "g", "limit": 1}, unique={"key": "gu"},
                    throttle={"key": "gt", "limit": 1, "period_seconds": 10, "burst": 1})
     def gated(payload: Any, ctx: JobContext) -> Any:
         starts.append(app.now())
+        claims.append((flow_item(app, TENANT, "unique", "gu") or {}).get("job_id"))
         if ctx.attempt == 1:
             raise ValueError("the first attempt fails")
         if ctx.attempt == 2:
@@ -331,6 +347,8 @@ def test_each_end_of_an_attempt_gives_back_its_slot_and_each_retry_waits_for_its
     # would park the retry behind itself for good), and it started at its turn, not before.
     assert [b - a for a, b in itertools.pairwise(starts)] == [10_000, 10_000]
     assert holders(app, "g") == set()
+    # Its unique claim was held through every retry and went with its success.
+    assert claims == [job] * 3 and flow_item(app, TENANT, "unique", "gu") is None
     # A holder whose worker is gone, cancelled: the sweep ends it and wakes the parked job.
     clock.advance(10)
     holder, parked = post(api, "sync", "h"), post(api, "sync", "p")
@@ -387,3 +405,107 @@ def test_a_job_re_run_by_hand_gets_its_deadline_again_from_the_re_run(
     ended = app.store.get(late)
     assert (ended.state, ended.error and ended.error.type) == (JobState.DEAD,
                                                               "DeadlineExceeded")
+
+
+@pytest.mark.parametrize("path", ["manual retry", "redrive", "bulk retry"])
+def test_a_debounce_window_re_run_by_hand_is_not_a_window_again(
+        app: Leasehold, api: ApiClient, clock: FakeClock, failing: dict[str, bool],
+        monkeypatch: pytest.MonkeyPatch, path: str) -> None:
+    """Cells (debounce) x (manual retry, redrive, bulk action): a re-run is its own payload,
+    run now. Before, the re-run's write made the row look like an open window again (QUEUED,
+    no attempt, never started) while the key's pointer still named it, so the next
+    submission with the key joined it: the payload the re-run was asked for was replaced and
+    never ran, and the re-run was pushed out by the debounce delay."""
+    no_delays(app, monkeypatch)
+    failing["w1"] = True
+    window = post(api, "plain", "w1", debounce={"key": "d", "seconds": 60},
+                  labels={"rerun": "yes"}, max_attempts=1)
+    clock.advance(60)
+    deliver(app)
+    assert app.store.get(window).state is JobState.DEAD
+    failing.clear()
+    rerun(app, api, clock, path, [window])
+    reply = api.post("/jobs", {"task": "plain", "payload": "w2",
+                               "debounce": {"key": "d", "seconds": 60}}, tenant=TENANT)
+    assert reply.status == 201 and reply.body["job_id"] != window, reply.body
+    re_run = app.store.get(window)
+    assert (re_run.payload_json, re_run.run_at) == ('"w1"', app.now())
+    deliver(app)
+    assert (app.store.get(window).state, app.store.get(window).result) == (
+        JobState.SUCCEEDED, "w1")
+    clock.advance(60)
+    deliver(app)
+    assert app.store.get(reply.body["job_id"]).result == "w2"
+
+
+# -- workflow steps: the options a step takes, and a durable step past its timeout --------
+
+def test_a_workflow_step_takes_no_unique_debounce_start_window_or_deadline(
+        app: Leasehold, api: ApiClient, registry: TaskRegistry) -> None:
+    """Cells (unique, debounce, start window, deadline) x (workflow retry): none of them
+    reaches a step, so a workflow retry never meets one. A step answered by another job
+    (unique) or folded into one (debounce) would leave its graph waiting for a job that is
+    not its own, and a step's time is its workflow's: each is refused at POST /workflows
+    (422, nothing written), and a step's task's own unique and start-window defaults do not
+    apply to the step (two steps of one unique task both run)."""
+    @registry.task("only_one", unique={"key": "one"}, start_within_seconds=1)
+    def only_one(payload: Any, ctx: JobContext) -> Any:
+        return payload
+
+    for field, value in [("unique", {"key": "u"}), ("debounce", {"key": "d", "seconds": 5}),
+                         ("start_within_seconds", 5), ("deadline_seconds", 5)]:
+        refused = api.post("/workflows", {"name": "w", "steps": [
+            {"id": "a", "task": "plain", field: value}]}, tenant=TENANT)
+        assert refused.status == 422, refused.body
+        assert refused.body["error"]["field"] == f"steps[0].{field}"
+    assert api.get("/workflows", tenant=TENANT).body["workflows"] == []
+    made = api.post("/workflows", {"name": "w", "steps": [
+        {"id": "a", "task": "only_one", "payload": 1},
+        {"id": "b", "task": "only_one", "payload": 2}]}, tenant=TENANT)
+    assert made.status == 201, made.body
+    for _ in range(3):
+        deliver(app)
+    done = api.get(f"/workflows/{made.body['workflow_id']}", tenant=TENANT).body
+    assert (done["state"], [s["result"] for s in done["steps"]]) == ("SUCCEEDED", [1, 2])
+
+
+def test_a_durable_attempt_past_its_timeout_keeps_its_steps_and_stores_nothing_late(
+        app: Leasehold, registry: TaskRegistry) -> None:
+    """Cell (durable step) x (timeout): the attempt that timed out keeps the steps it stored
+    before (its retry replays them without running them again), and the step it tries after
+    the worker gave up on it is not stored (the store is fenced by the attempt's lease): the
+    retry runs that step and stores its own result."""
+    from leasehold.core.spec import JobSpec
+    from leasehold.durable import records
+    from leasehold.lifecycle.submission import submit
+
+    ran: list[str] = []
+    late_done = threading.Event()
+
+    @registry.task("slow_steps", retry=FAST, timeout_seconds=1)
+    def slow_steps(payload: Any, ctx: JobContext) -> Any:
+        first = ctx.step("first", lambda: ran.append(f"first@{ctx.attempt}") or ctx.attempt)
+        if ctx.attempt > 1:
+            return [first, ctx.step("second", lambda: ran.append("second@2") or 2)]
+        ctx.wait_cancelled(10)  # the worker gives up on the attempt at its timeout
+        try:
+            for _ in range(100):  # and writes its end (the retry): then the late step
+                if app.store.get(ctx.job_id).state is not JobState.RUNNING:
+                    break
+                time.sleep(0.05)
+            return ctx.step("second", lambda: ran.append("second@1") or 1)
+        finally:
+            late_done.set()
+
+    job = submit(app, JobSpec(task="slow_steps")).job
+    deliver(app, once=True)
+    timed_out = app.store.get(job.job_id)
+    assert (timed_out.state, timed_out.error and timed_out.error.type) == (
+        JobState.QUEUED, "AttemptTimeout")
+    assert late_done.wait(10)
+    assert ran == ["first@1", "second@1"]  # the late step ran, and its store was refused:
+    assert records.get(app, job.job_id, "step#second") is None
+    deliver(app)
+    done = app.store.get(job.job_id)
+    assert (done.state, done.result) == (JobState.SUCCEEDED, [1, 2])
+    assert ran == ["first@1", "second@1", "second@2"]  # first replayed, not run again
