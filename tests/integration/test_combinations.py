@@ -229,11 +229,11 @@ def test_a_re_run_job_goes_through_its_keys_gate_and_spends_a_turn(
         monkeypatch: pytest.MonkeyPatch, path: str) -> None:
     """Cells (concurrency, throttle, unique) x (manual retry, redrive, bulk action): a DEAD
     job (its failure gave back its slot and its unique claim) put back live takes its claim
-    back in the re-run's write and keeps its gate (on the row and in its new message), so it parks while its key
-    is full and is delayed while its throttle is over the rate, as a submission would; it
-    never runs around the gate, and once the holder is gone it runs and the slot is free.
-    The holder's process dies: the sweeper's take-over frees the slot and wakes the parked
-    re-run job."""
+    back in the re-run's write and keeps its gate (on the row and in its new message), so it
+    parks while its key is full and is delayed while its throttle is over the rate, as a
+    submission would; it never runs around the gate, and once the holder is gone it runs and
+    the slot is free. The holder's process dies: the sweeper's take-over frees the slot and
+    wakes the parked re-run job."""
     no_delays(app, monkeypatch)
     failing.update({"0": True, "c": True})
     rerun_label = {"rerun": "yes"}
