@@ -151,7 +151,8 @@ def held_jobs(app: Leasehold, api: ApiClient) -> tuple[dict[str, str], str, str]
     [turn] = [j for j in calls if leased[j] == "leased"]
     [delayed] = [j for j in calls if leased[j] == "gated"]
     assert leased[paused] == "gated"
-    window = post(api, "plain", "w", labels=held, debounce={"key": "d", "seconds": 60})
+    window = post(api, "plain", "w", labels=held, debounce={"key": "d", "seconds": 60},
+                  start_within_seconds=600)
     jobs = {"parked": parked, "paused": paused, "throttled": delayed, "debounced": window,
             "sleeping": nap}
     shown = {kind: app.store.get(job_id) for kind, job_id in jobs.items()}
@@ -164,10 +165,10 @@ def held_jobs(app: Leasehold, api: ApiClient) -> tuple[dict[str, str], str, str]
 @pytest.mark.parametrize("path", ["cancel", "bulk cancel"])
 def test_a_cancel_of_a_job_held_by_flow_control_or_asleep_gives_back_everything_it_holds(
         app: Leasehold, api: ApiClient, clock: FakeClock, path: str) -> None:
-    """Cells (concurrency, throttle, debounce, unique, durable sleep) x (cancel, bulk
-    action): each held job ends CANCELLED at once (none of them is RUNNING), and gives back
-    what it holds: its tenant's live-job slot, its place in the parked index, its unique
-    claim; a debounce key's next submission opens a new window. The first write of each
+    """Cells (concurrency, throttle, debounce, unique, start window, durable sleep) x
+    (cancel, bulk action): each held job ends CANCELLED at once (none of them is RUNNING),
+    and gives back what it holds: its tenant's live-job slot, its place in the parked index,
+    its unique claim; a debounce key's next submission opens a new window. The first write of each
     cancel lands and its response is lost."""
     jobs, holder, turn = held_jobs(app, api)
     assert tenant_live(app, TENANT) == 7
@@ -191,7 +192,8 @@ def test_a_cancel_of_a_job_held_by_flow_control_or_asleep_gives_back_everything_
     assert waking.parked(app, slot_id(TENANT, "p"), 10) == []
     assert flow_item(app, TENANT, "unique", "nap") is None
     assert holders(app, "k") == {f"{holder}#{app.store.get(holder).epoch}"}
-    # The sleeper's, the window's and the throttled job's messages are stale: nothing runs.
+    # The sleeper's, the window's and the throttled job's messages are stale: nothing runs,
+    # and the window's start window passing later changes nothing (CANCELLED, not EXPIRED).
     clock.advance(3600)
     ticker.promote_due(app)
     sweeper.sweep(app)
@@ -351,7 +353,7 @@ def test_each_end_of_an_attempt_gives_back_its_slot_and_each_retry_waits_for_its
     assert claims == [job] * 3 and flow_item(app, TENANT, "unique", "gu") is None
     # A holder whose worker is gone, cancelled: the sweep ends it and wakes the parked job.
     clock.advance(10)
-    holder, parked = post(api, "sync", "h"), post(api, "sync", "p")
+    holder, parked = post(api, "sync", "h", unique={"key": "h"}), post(api, "sync", "p")
     leased = lease_visible(app)
     assert sorted(leased.values()) == ["gated", "leased"]
     holder, parked = (holder, parked) if leased[holder] == "leased" else (parked, holder)
@@ -359,6 +361,7 @@ def test_each_end_of_an_attempt_gives_back_its_slot_and_each_retry_waits_for_its
     clock.advance(120)
     sweeper.sweep(app)
     assert app.store.get(holder).state is JobState.CANCELLED
+    assert flow_item(app, TENANT, "unique", "h") is None  # the sweep's end freed its claim
     deliver(app)
     assert app.store.get(parked).state is JobState.SUCCEEDED
     assert holders(app, "k") == set()
@@ -509,3 +512,105 @@ def test_a_durable_attempt_past_its_timeout_keeps_its_steps_and_stores_nothing_l
     done = app.store.get(job.job_id)
     assert (done.state, done.result) == (JobState.SUCCEEDED, [1, 2])
     assert ran == ["first@1", "second@1", "second@2"]  # first replayed, not run again
+
+
+def test_a_debounce_window_whose_message_was_lost_is_handed_off_by_the_sweeper(
+        app: Leasehold, api: ApiClient, clock: FakeClock,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Cell (debounce) x (sweep): a join that pushes a window out bumps its epoch (the first
+    message is stale) and sends a new delayed message; that send fails past its retries. The
+    window is a QUEUED row with a hand-off deadline from its fire time: the sweeper re-sends it
+    then, and it runs once, with the latest payload."""
+    no_delays(app, monkeypatch)
+    window = post(api, "plain", "first", debounce={"key": "d", "seconds": 60})
+    clock.advance(30)
+    injector = inject(app, Fault(target="sqs.SendMessage", kind="fail"))
+    joined = api.post("/jobs", {"task": "plain", "payload": "latest",
+                                "debounce": {"key": "d", "seconds": 60}}, tenant=TENANT)
+    assert (joined.body["job_id"], joined.body["coalesced"]) == (window, True), joined.body
+    assert injector.injected[("sqs.SendMessage", "fail")] == 1
+    pushed = app.store.get(window)
+    assert pushed.run_at == app.now() + 60_000
+    deliver(app)  # only the first, stale message is there: nothing runs
+    assert app.store.get(window).state is JobState.QUEUED
+    clock.advance(60 + app.settings.handoff_seconds + app.settings.skew_grace_seconds + 1)
+    assert sweeper.sweep(app).redispatched == 1
+    deliver(app)
+    done = app.store.get(window)
+    assert (done.state, done.result, done.attempt) == (JobState.SUCCEEDED, "latest", 1)
+
+
+def test_a_debounce_key_whose_last_window_was_deleted_opens_a_new_one(
+        app: Leasehold, api: ApiClient, clock: FakeClock,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Cells (debounce) x (retention, bulk action): a key's pointer is never released, so it
+    can name a row that retention or a bulk delete removed; the next submission finds no
+    window there and opens a new one (it does not fail, nor join anything)."""
+    no_delays(app, monkeypatch)
+    first = post(api, "plain", "first", debounce={"key": "d", "seconds": 5})
+    clock.advance(5)
+    deliver(app)
+    assert app.store.get(first).state is JobState.SUCCEEDED
+    bulk = api.post("/jobs/bulk", {"action": "delete"}, tenant=TENANT).body["bulk_id"]
+    run_bulk(app, clock, bulk)
+    assert app.store.batch_get([first]) == []
+    assert flow_item(app, TENANT, "debounce", "d") == {"tenant": f"{TENANT}#debounce#d",
+                                                       "job_id": first}
+    reply = api.post("/jobs", {"task": "plain", "payload": "second",
+                               "debounce": {"key": "d", "seconds": 5}}, tenant=TENANT)
+    assert reply.status == 201 and reply.body["coalesced"] is False, reply.body
+    clock.advance(5)
+    deliver(app)
+    assert app.store.get(reply.body["job_id"]).result == "second"
+
+
+# -- ctx.transact: an attempt that is cancelled or times out ------------------------------
+
+def test_the_effects_of_an_attempt_cancelled_or_timed_out_never_apply(
+        app: Leasehold, registry: TaskRegistry) -> None:
+    """Cells (ctx.transact) x (cancel, timeout, manual retry): the entries commit only with
+    the attempt's success. A cancel that lands while the attempt runs ends it CANCELLED (no
+    success over a cancel), and its entries never apply; an attempt past its timeout writes no
+    finish, so neither do its entries; the retry that follows (automatic, or by hand) applies
+    its own once."""
+    import boto3
+
+    from leasehold.core.spec import JobSpec
+    from leasehold.lifecycle import control
+    from leasehold.lifecycle.submission import submit
+
+    boto3.client("dynamodb", region_name="us-east-1").create_table(
+        TableName="counters", BillingMode="PAY_PER_REQUEST",
+        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+        AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}])
+    cancelled: set[str] = set()
+
+    @registry.task("counted", retry=FAST, timeout_seconds=1)
+    def counted(payload: Any, ctx: JobContext) -> Any:
+        ctx.transact([{"Update": {
+            "TableName": "counters", "Key": {"pk": {"S": payload}},
+            "UpdateExpression": "ADD n :one", "ExpressionAttributeValues": {":one": {"N": "1"}}}}])
+        if payload == "cancel" and ctx.job_id not in cancelled:
+            cancelled.add(ctx.job_id)
+            control.cancel(app, ctx.job_id)  # a user's cancel lands while it runs
+        if payload == "timeout" and ctx.attempt == 1:
+            ctx.wait_cancelled(10)  # the worker gives up on it at its timeout
+        return payload
+
+    def count(key: str) -> int:
+        item = app.clients.dynamodb.get_item(TableName="counters",
+                                             Key={"pk": {"S": key}}).get("Item")
+        return int(item["n"]["N"]) if item else 0
+
+    stopped = submit(app, JobSpec(task="counted", payload="cancel")).job.job_id
+    slow = submit(app, JobSpec(task="counted", payload="timeout")).job.job_id
+    deliver(app, once=True)
+    assert app.store.get(stopped).state is JobState.CANCELLED
+    timed_out = app.store.get(slow)
+    assert (timed_out.state, timed_out.error and timed_out.error.type) == (
+        JobState.QUEUED, "AttemptTimeout")
+    assert (count("cancel"), count("timeout")) == (0, 0)
+    control.retry(app, stopped)
+    deliver(app)
+    assert states(app, [stopped, slow]) == [JobState.SUCCEEDED] * 2
+    assert (count("cancel"), count("timeout")) == (1, 1)
