@@ -88,14 +88,14 @@ def post(api: ApiClient, task: str, payload: Any, **options: Any) -> str:
     return job_id
 
 
-def lease_visible(app: Leasehold) -> dict[str, str]:
+def lease_visible(app: Leasehold, lease_ms: int = 60_000) -> dict[str, str]:
     """Lease every visible message without running anything: job id -> leased or gated."""
     out = {}
     for message in receive_all(app):
         parsed = Message.parse(message.body)
         try:
             app.store.lease(parsed.job_id, parsed.epoch, owner="w",
-                            expires_at=app.now() + 60_000, now=app.now(), actor="w",
+                            expires_at=app.now() + lease_ms, now=app.now(), actor="w",
                             gate=parsed.gate)
             out[parsed.job_id] = "leased"
         except Gated:
@@ -718,3 +718,25 @@ def test_a_parent_re_run_by_hand_gets_its_cancelled_children_run_again(
         ticker.promote_due(app)
     done = app.store.get(parent)
     assert (done.state, done.result) == (JobState.SUCCEEDED, [10])
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "open gap (issue 29, cell deadline x sweep): the gate refuses a held job's lease before "
+    "its deadline is looked at, so it stays parked, holding its live slot, past deadline_at"))
+def test_a_job_held_by_its_key_past_its_deadline_ends_dead_at_the_next_sweep(
+        app: Leasehold, api: ApiClient, clock: FakeClock) -> None:
+    """Cell (deadline) x (sweep): a job parked on a full key past its deadline should end
+    DEAD (DeadlineExceeded) at the sweep that rechecks it, giving back its live slot, as a
+    start window's job ends EXPIRED; today it is parked again until a slot frees."""
+    holder = post(api, "sync", "holder")
+    waiting = post(api, "sync", "waiting", deadline_seconds=60)
+    leased = lease_visible(app, lease_ms=3_600_000)  # the holder keeps its slot an hour
+    assert leased == {holder: "leased", waiting: "gated"}
+    for _ in range(4):  # rechecks past the deadline
+        clock.advance(40)
+        sweeper.sweep(app)
+        lease_visible(app)
+    ended = app.store.get(waiting)
+    assert (ended.state, ended.error and ended.error.type) == (JobState.DEAD,
+                                                              "DeadlineExceeded")
+    assert tenant_live(app, TENANT) == 1  # the holder's only
