@@ -485,18 +485,22 @@ def test_a_durable_attempt_past_its_timeout_keeps_its_steps_and_stores_nothing_l
     ran: list[str] = []
     late_done = threading.Event()
 
+    def noted(tag: str, value: int) -> int:
+        ran.append(tag)
+        return value
+
     @registry.task("slow_steps", retry=FAST, timeout_seconds=1)
     def slow_steps(payload: Any, ctx: JobContext) -> Any:
-        first = ctx.step("first", lambda: ran.append(f"first@{ctx.attempt}") or ctx.attempt)
+        first = ctx.step("first", noted, f"first@{ctx.attempt}", ctx.attempt)
         if ctx.attempt > 1:
-            return [first, ctx.step("second", lambda: ran.append("second@2") or 2)]
+            return [first, ctx.step("second", noted, "second@2", 2)]
         ctx.wait_cancelled(10)  # the worker gives up on the attempt at its timeout
         try:
             for _ in range(100):  # and writes its end (the retry): then the late step
                 if app.store.get(ctx.job_id).state is not JobState.RUNNING:
                     break
                 time.sleep(0.05)
-            return ctx.step("second", lambda: ran.append("second@1") or 1)
+            return ctx.step("second", noted, "second@1", 1)
         finally:
             late_done.set()
 
