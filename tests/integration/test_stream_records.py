@@ -16,12 +16,12 @@ from typing import Any
 import pytest
 
 from leasehold.aws.dynamo import to_av
-from leasehold.bulk.actions import delete
 from leasehold.core.registry import TaskRegistry
 from leasehold.core.spec import JobSpec
 from leasehold.core.states import JobState
 from leasehold.events.publishing import FileSink, tail
 from leasehold.lifecycle.app import Leasehold
+from leasehold.lifecycle.deletion import delete_finished
 from leasehold.lifecycle.submission import submit
 from leasehold.streams import poller
 from leasehold.streams.enqueue import enqueue_item
@@ -141,7 +141,7 @@ def test_a_deleted_row_is_no_event_for_the_relay(
     job = submit(app, JobSpec(task="ok", payload=1)).job
     deliver(app)
     done = app.store.get(job.job_id)
-    assert delete(app, done)  # a bulk delete: a REMOVE record
+    assert delete_finished(app, [done]).deleted == [done.job_id]  # a REMOVE record
     assert [r["eventName"] for r in records(app)][-1] == "REMOVE"
     relay = Relay(app, tmp_path)
     relay.step()
