@@ -683,45 +683,56 @@ def test_a_parent_retried_after_a_failure_replays_its_children_without_spawning_
     assert rows == 4  # the parent and its three children: no second spawn
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "open gap (issue 29, cell durable spawn x manual retry): the re-run's replay answers "
-    "each call site from its record, with the child the parent's first end cancelled"))
+@pytest.mark.parametrize("path", ["manual retry", "redrive", "bulk retry"])
 def test_a_parent_re_run_by_hand_gets_its_cancelled_children_run_again(
-        app: Leasehold, registry: TaskRegistry, clock: FakeClock, failing: dict[str, bool],
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    """Cells (durable spawn) x (manual retry, redrive, bulk retry, workflow retry): a parent
-    that ended DEAD cancelled its live children (on_parent_end="cancel"). Re-run by hand, it
-    should get their work done (run them again, as a re-run re-arms a callback); today its
-    replay answers with the CANCELLED children and the parent succeeds without their work."""
-    from leasehold.core.spec import JobSpec
-    from leasehold.lifecycle import control
-    from leasehold.lifecycle.submission import submit
-
+        app: Leasehold, api: ApiClient, registry: TaskRegistry, clock: FakeClock,
+        failing: dict[str, bool], monkeypatch: pytest.MonkeyPatch, path: str) -> None:
+    """Cells (durable spawn) x (manual retry, redrive, bulk action): a parent that ended DEAD
+    cancelled its live child (on_parent_end="cancel"). Re-run by hand, its replay spawns that
+    call site again (a new child, since the run is new) and waits for it, while a child that
+    had succeeded stands (not run again). Before, the replay answered with the CANCELLED child
+    and the parent succeeded without its work. The re-spawn's response is lost: its retry
+    finds its own write."""
     no_delays(app, monkeypatch)
+    kids: list[int] = []
 
     @registry.task("kid")
     def kid(payload: Any, ctx: JobContext) -> Any:
+        kids.append(payload)
         return payload * 10
 
     @registry.task("parent_once", max_attempts=1)
     def parent_once(payload: Any, ctx: JobContext) -> Any:
-        ids = [ctx.spawn("kid", 1, delay_seconds=600)]
+        first = ctx.spawn("kid", 1)
+        [done] = ctx.wait_for([first])
+        second = ctx.spawn("kid", 2, delay_seconds=600)
         if failing.get("parent"):
-            raise ValueError("the first run fails after spawning")
-        return [r["result"] for r in ctx.wait_for(ids)]
+            raise ValueError("the first run fails after its second spawn")
+        return [done["result"], *(r["result"] for r in ctx.wait_for([second]))]
 
     failing["parent"] = True
-    parent = submit(app, JobSpec(task="parent_once")).job.job_id
-    deliver(app, once=True)
+    parent = post(api, "parent_once", None, labels={"rerun": "yes"})
+    for _ in range(4):
+        deliver(app)
     assert app.store.get(parent).state is JobState.DEAD
+    shown = api.get(f"/jobs/{parent}", tenant=TENANT).body["children"]
+    assert [c["state"] for c in shown] == ["SUCCEEDED", "CANCELLED"]
     failing.clear()
-    control.retry(app, parent)
+    injector = inject(app, Fault(target="dynamodb.TransactWriteItems", kind="lose",
+                                 when=lambda params: "child#kid.2" in json.dumps(params)))
+    rerun(app, api, clock, path, [parent])
     clock.advance(600)
-    for _ in range(6):
+    for _ in range(8):
         deliver(app)
         ticker.promote_due(app)
+        sweeper.sweep(app)
     done = app.store.get(parent)
-    assert (done.state, done.result) == (JobState.SUCCEEDED, [10])
+    assert (done.state, done.result) == (JobState.SUCCEEDED, [10, 20])
+    assert kids == [1, 2]  # the succeeded child stood; the cancelled one's work ran once
+    assert injector.injected[("dynamodb.TransactWriteItems", "lose")] == 1
+    again = api.get(f"/jobs/{parent}", tenant=TENANT).body["children"]
+    assert [c["state"] for c in again] == ["SUCCEEDED", "SUCCEEDED"]
+    assert again[1]["job_id"] != shown[1]["job_id"]
 
 
 @pytest.mark.xfail(strict=True, reason=(
