@@ -733,6 +733,9 @@ def test_a_parent_re_run_by_hand_gets_its_cancelled_children_run_again(
     again = api.get(f"/jobs/{parent}", tenant=TENANT).body["children"]
     assert [c["state"] for c in again] == ["SUCCEEDED", "SUCCEEDED"]
     assert again[1]["job_id"] != shown[1]["job_id"]
+    # The child that stood is marked as this run's: later replays read no child row for it.
+    from leasehold.durable import records
+    assert (records.get(app, parent, "child#kid.1") or {}).get("job_run") == 1
 
 
 @pytest.mark.xfail(strict=True, reason=(

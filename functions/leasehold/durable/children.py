@@ -111,8 +111,14 @@ def spawn_child(app: Leasehold, parent: Job, owner: str, stored: MutableMapping[
     sk = CHILD + site
     replacing: str | None = None
     if sk in stored:
-        if not _unfinished_work(app, parent, stored[sk]):
+        if not _earlier_run(parent, stored[sk]):
             return str(stored[sk]["job_id"])  # a replay: answered before
+        if not _unfinished(app, stored[sk]):
+            # It stands in this run: say so on its record, so later replays read no child.
+            stored[sk] = records.update_fenced(
+                app, parent, owner, sk, {runs.RECORD_RUN: runs.current(parent)},
+                "(attribute_not_exists(#a0) OR #a0 < :a0)") or stored[sk]
+            return str(stored[sk]["job_id"])
         replacing = str(stored[sk]["job_id"])  # a re-run by hand: its work is to do again
     options = dict(options)
     policy = options.pop(ON_PARENT_END, CANCEL)
@@ -194,14 +200,18 @@ def slots_held(job: Job) -> int:
     return int(job.extra.get(CHAIN) or (1 if job.extra.get(COUNTED) else 0))
 
 
-def _unfinished_work(app: Leasehold, parent: Job, record: Mapping[str, Any]) -> bool:
-    """Whether a replayed spawn must run its child again: the parent was re-run by hand
-    (retry, redrive, bulk retry, a workflow's re-run step) since the record was written, and
-    the child it made ended without its work done (cancelled with the parent's first end,
-    dead, expired). A child that succeeded, one still live, and another job that answered
-    the spawn stand. One read, only for the records of an earlier run."""
-    if int(record.get(runs.RECORD_RUN) or 0) >= runs.current(parent) or \
-            not record.get("own", True):
+def _earlier_run(parent: Job, record: Mapping[str, Any]) -> bool:
+    """Whether the parent was re-run by hand (retry, redrive, bulk retry, a workflow's
+    re-run step) since this call site's record was written."""
+    return int(record.get(runs.RECORD_RUN) or 0) < runs.current(parent)
+
+
+def _unfinished(app: Leasehold, record: Mapping[str, Any]) -> bool:
+    """Whether the child of an earlier run's record ended without its work done (cancelled
+    with the parent's first end, dead, expired): a re-run spawns it again. A child that
+    succeeded, one still live, and another job that answered the spawn stand. One read,
+    once per record and run."""
+    if not record.get("own", True):
         return False
     try:
         child = app.store.get(str(record["job_id"]))
