@@ -758,3 +758,62 @@ def test_a_job_held_by_its_key_past_its_deadline_ends_dead_at_the_next_sweep(
     assert (ended.state, ended.error and ended.error.type) == (JobState.DEAD,
                                                               "DeadlineExceeded")
     assert tenant_live(app, TENANT) == 1  # the holder's only
+
+
+@pytest.mark.parametrize("path", ["redrive", "bulk retry", "workflow retry"])
+def test_a_re_run_keeps_its_sleeps_end_and_applies_its_effects_once(
+        app: Leasehold, api: ApiClient, registry: TaskRegistry, clock: FakeClock,
+        failing: dict[str, bool], path: str) -> None:
+    """Cells (durable sleep, ctx.transact) x (redrive, bulk action, workflow retry): a job
+    that slept, then failed (DEAD), re-run by each path: the sleep keeps its end (the re-run
+    does not sleep again), and the entries of ctx.transact commit once, with the re-run's
+    success only (the failed run's never applied)."""
+    import boto3
+
+    boto3.client("dynamodb", region_name="us-east-1").create_table(
+        TableName="tally", BillingMode="PAY_PER_REQUEST",
+        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+        AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}])
+    slept: list[str] = []
+
+    @registry.task("nap_then_count", max_attempts=1)
+    def nap_then_count(payload: Any, ctx: JobContext) -> Any:
+        slept.append("run")
+        ctx.sleep(3600)  # a long sleep: the ticker wakes it
+        ctx.transact([{"Update": {
+            "TableName": "tally", "Key": {"pk": {"S": "n"}},
+            "UpdateExpression": "ADD n :one", "ExpressionAttributeValues": {":one": {"N": "1"}}}}])
+        if failing.get("nap"):
+            raise ValueError("fails after its sleep and its transact")
+        return "done"
+
+    def tally() -> int:
+        item = app.clients.dynamodb.get_item(TableName="tally",
+                                             Key={"pk": {"S": "n"}}).get("Item")
+        return int(item["n"]["N"]) if item else 0
+
+    failing["nap"] = True
+    if path == "workflow retry":
+        wid = api.post("/workflows", {"name": "w", "steps": [
+            {"id": "a", "task": "nap_then_count"}]}, tenant=TENANT).body["workflow_id"]
+        job = step_job_id(wid, "a")
+    else:
+        job = post(api, "nap_then_count", None, labels={"rerun": "yes"})
+    deliver(app)
+    assert app.store.get(job).state is JobState.SLEEPING
+    clock.advance(3600)
+    ticker.promote_due(app)
+    deliver(app)
+    assert app.store.get(job).state is JobState.DEAD
+    assert (slept, tally()) == (["run", "run"], 0)  # slept once, woke; the failure applied none
+    failing.clear()
+    if path == "workflow retry":
+        assert api.post(f"/workflows/{wid}/retry", tenant=TENANT).status == 200
+    else:
+        rerun(app, api, clock, path, [job])
+    for _ in range(3):
+        deliver(app)
+    done = app.store.get(job)
+    assert (done.state, done.result) == (JobState.SUCCEEDED, "done")
+    assert slept == ["run", "run", "run"]  # the re-run replayed the sleep: it did not sleep
+    assert tally() == 1
