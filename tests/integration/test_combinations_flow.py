@@ -1,137 +1,53 @@
 """Cells of the combination table (docs/design.md, "Combinations: every option on every
-lifecycle path"): an option met by a lifecycle path that no feature's own tests walk. Each
-test names the cells it proves. Through the API, the real store, queues and worker (moto),
-a fixed clock, and faults injected at the botocore layer where a guarantee is at stake."""
+lifecycle path") for the flow options and the job's times: concurrency, throttle, debounce,
+unique, start window and deadline, met by the paths no feature's own tests walked. Each test
+names its cells. Through the API, the real store, queues and worker (moto), a fixed clock,
+and faults injected at the botocore layer where a guarantee is at stake."""
+
 
 from __future__ import annotations
 
 import itertools
 import json
-import threading
-import time
 from typing import Any
 
 import pytest
 
 from leasehold.aws.faults import Fault
-from leasehold.aws.queues import Message
 from leasehold.clock import FakeClock
 from leasehold.core.context import JobContext
 from leasehold.core.flowcontrol import slot_id
 from leasehold.core.policy import RetryPolicy
 from leasehold.core.registry import TaskRegistry
 from leasehold.core.states import JobState
-from leasehold.flow import key_usage, slots, waking
+from leasehold.flow import key_usage, waking
 from leasehold.lifecycle import sweeper
 from leasehold.lifecycle.app import Leasehold
-from leasehold.lifecycle.store import Gated
 from leasehold.time import ticker
 from leasehold.workflows.progress import step_job_id
-from tests.conftest import MakeApp
-from tests.integration.api_client import ApiClient, api_for
+from tests.integration.api_client import ApiClient
+from tests.integration.combinations import (
+    FAST,
+    TENANT,
+    WRITES,
+    api,
+    app,
+    failing,
+    holders,
+    lease_visible,
+    no_delays,
+    post,
+    rerun,
+    run_bulk,
+    states,
+)
 from tests.integration.flow_helpers import flow_item
-from tests.integration.helpers import deliver, inject, live_counted_jobs, receive_all, tenant_live
+from tests.integration.helpers import deliver, inject, live_counted_jobs, tenant_live
 from tests.integration.liveness import assert_every_live_job_can_wake, messages_in_queues
 
-FAST = RetryPolicy(min_backoff_seconds=0, max_backoff_seconds=0)
-TENANT = "acme"
-#: Every write that changes a job row.
-WRITES = "|".join(f"dynamodb.{op}" for op in ("UpdateItem", "TransactWriteItems"))
+#: The module's fixtures (pytest finds them by name).
+FIXTURES = (api, app, failing)
 
-
-@pytest.fixture
-def failing() -> dict[str, bool]:
-    """Which payloads fail their next run (a test flips one to succeed)."""
-    return {}
-
-
-@pytest.fixture
-def app(make_app: MakeApp, registry: TaskRegistry, failing: dict[str, bool]) -> Leasehold:
-    @registry.task("sync", retry=FAST, max_attempts=1,
-                   concurrency={"key": "k", "limit": 1})
-    def sync(payload: Any, ctx: JobContext) -> Any:
-        if failing.get(str(payload)):
-            raise ValueError(f"{payload} fails")
-        return payload
-
-    @registry.task("call", retry=FAST, max_attempts=1,
-                   throttle={"key": "api", "limit": 1, "period_seconds": 60, "burst": 1})
-    def call(payload: Any, ctx: JobContext) -> Any:
-        if failing.get(str(payload)):
-            raise ValueError(f"{payload} fails")
-        return payload
-
-    @registry.task("plain", retry=FAST)
-    def plain(payload: Any, ctx: JobContext) -> Any:
-        if failing.get(str(payload)):
-            raise ValueError(f"{payload} fails")
-        return payload
-
-    @registry.task("nap", retry=FAST, unique={"key": "nap"},
-                   concurrency={"key": "n", "limit": 1})
-    def nap(payload: Any, ctx: JobContext) -> Any:
-        ctx.sleep(3600)
-        return payload
-
-    return make_app()
-
-
-@pytest.fixture
-def api(app: Leasehold) -> ApiClient:
-    return api_for(app)
-
-
-def post(api: ApiClient, task: str, payload: Any, **options: Any) -> str:
-    reply = api.post("/jobs", {"task": task, "payload": payload, **options}, tenant=TENANT)
-    assert reply.status in (200, 201), reply.body
-    job_id: str = reply.body["job_id"]
-    return job_id
-
-
-def lease_visible(app: Leasehold, lease_ms: int = 60_000) -> dict[str, str]:
-    """Lease every visible message without running anything: job id -> leased or gated."""
-    out = {}
-    for message in receive_all(app):
-        parsed = Message.parse(message.body)
-        try:
-            app.store.lease(parsed.job_id, parsed.epoch, owner="w",
-                            expires_at=app.now() + lease_ms, now=app.now(), actor="w",
-                            gate=parsed.gate)
-            out[parsed.job_id] = "leased"
-        except Gated:
-            out[parsed.job_id] = "gated"
-    return out
-
-
-def holders(app: Leasehold, key: str) -> set[str]:
-    return slots.holders(slots.read(app.clients.dynamodb, app.settings, slot_id(TENANT, key)))
-
-
-def run_bulk(app: Leasehold, clock: FakeClock, bulk_id: str) -> None:
-    for _ in range(10):
-        deliver(app, once=True)
-        if app.store.get(bulk_id).state is JobState.SUCCEEDED:
-            return
-        clock.advance(150)
-        ticker.promote_due(app)
-        sweeper.sweep(app)
-    raise AssertionError(app.store.get(bulk_id).history)
-
-
-def no_delays(app: Leasehold, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Send every message at once: moto holds a delayed one for real seconds, and the clock
-    is fixed (a message that comes early waits for its time on the clock, or is refused and
-    delayed again)."""
-    send = app.queues.send
-    monkeypatch.setattr(app.queues, "send", lambda pool, priority, message, delay=0, **kw:
-                        send(pool, priority, message, 0, **kw))
-
-
-def states(app: Leasehold, ids: list[str]) -> list[JobState]:
-    return [job.state for job in app.store.batch_get(ids)]
-
-
-# -- cancel and bulk cancel of a job that flow control or a sleep holds --------------------
 
 def held_jobs(app: Leasehold, api: ApiClient) -> tuple[dict[str, str], str, str]:
     """One job held each way, all admitted under the tenant's live-job cap: parked on a full
@@ -205,24 +121,6 @@ def test_a_cancel_of_a_job_held_by_flow_control_or_asleep_gives_back_everything_
     assert post(api, "nap", 2) != jobs["sleeping"]
     assert_every_live_job_can_wake(app, in_flight=messages_in_queues(app))
 
-
-# -- manual retry, redrive and bulk retry of a job with flow keys -------------------------
-
-def rerun(app: Leasehold, api: ApiClient, clock: FakeClock, path: str, ids: list[str]) -> None:
-    if path == "manual retry":
-        for job_id in ids:
-            reply = api.post(f"/jobs/{job_id}/retry", tenant=TENANT)
-            assert reply.status == 200, reply.body
-    elif path == "redrive":
-        reply = api.post("/dead-letters/redrive", {"pool": "default"}, tenant=TENANT)
-        assert sorted(reply.body["redriven"]) == sorted(ids), reply.body
-    else:
-        started = api.post("/jobs/bulk", {"action": "retry", "filter": {
-            "label": ["rerun:yes"]}}, tenant=TENANT)
-        assert started.status == 202, started.body
-        bulk = started.body["bulk_id"]
-        deliver(app, once=True)  # the bulk job (the re-run jobs' messages are taken below)
-        assert app.store.get(bulk).state is JobState.SUCCEEDED
 
 
 @pytest.mark.parametrize("path", ["manual retry", "redrive", "bulk retry"])
@@ -310,8 +208,6 @@ def test_a_workflow_retry_re_runs_a_gated_step_through_its_key(
     assert holders(app, "k") == set()
 
 
-# -- an attempt's end: failure, retry, timeout, a cancel at the sweep ---------------------
-
 def test_each_end_of_an_attempt_gives_back_its_slot_and_each_retry_waits_for_its_turn(
         app: Leasehold, api: ApiClient, registry: TaskRegistry, clock: FakeClock,
         monkeypatch: pytest.MonkeyPatch) -> None:
@@ -367,8 +263,6 @@ def test_each_end_of_an_attempt_gives_back_its_slot_and_each_retry_waits_for_its
     assert holders(app, "k") == set()
     assert tenant_live(app, TENANT) == live_counted_jobs(app, TENANT) == 0
 
-
-# -- a re-run by hand is asked for now: its start window and its deadline -----------------
 
 @pytest.mark.parametrize("path", ["manual retry", "redrive", "bulk retry"])
 def test_a_job_re_run_by_hand_gets_its_deadline_again_from_the_re_run(
@@ -441,8 +335,6 @@ def test_a_debounce_window_re_run_by_hand_is_not_a_window_again(
     assert app.store.get(reply.body["job_id"]).result == "w2"
 
 
-# -- workflow steps: the options a step takes, and a durable step past its timeout --------
-
 def test_a_workflow_step_takes_no_unique_debounce_start_window_or_deadline(
         app: Leasehold, api: ApiClient, registry: TaskRegistry) -> None:
     """Cells (unique, debounce, start window, deadline) x (workflow retry): none of them
@@ -470,52 +362,6 @@ def test_a_workflow_step_takes_no_unique_debounce_start_window_or_deadline(
         deliver(app)
     done = api.get(f"/workflows/{made.body['workflow_id']}", tenant=TENANT).body
     assert (done["state"], [s["result"] for s in done["steps"]]) == ("SUCCEEDED", [1, 2])
-
-
-def test_a_durable_attempt_past_its_timeout_keeps_its_steps_and_stores_nothing_late(
-        app: Leasehold, registry: TaskRegistry) -> None:
-    """Cell (durable step) x (timeout): the attempt that timed out keeps the steps it stored
-    before (its retry replays them without running them again), and the step it tries after
-    the worker gave up on it is not stored (the store is fenced by the attempt's lease): the
-    retry runs that step and stores its own result."""
-    from leasehold.core.spec import JobSpec
-    from leasehold.durable import records
-    from leasehold.lifecycle.submission import submit
-
-    ran: list[str] = []
-    late_done = threading.Event()
-
-    def noted(tag: str, value: int) -> int:
-        ran.append(tag)
-        return value
-
-    @registry.task("slow_steps", retry=FAST, timeout_seconds=1)
-    def slow_steps(payload: Any, ctx: JobContext) -> Any:
-        first = ctx.step("first", noted, f"first@{ctx.attempt}", ctx.attempt)
-        if ctx.attempt > 1:
-            return [first, ctx.step("second", noted, "second@2", 2)]
-        ctx.wait_cancelled(10)  # the worker gives up on the attempt at its timeout
-        try:
-            for _ in range(100):  # and writes its end (the retry): then the late step
-                if app.store.get(ctx.job_id).state is not JobState.RUNNING:
-                    break
-                time.sleep(0.05)
-            return ctx.step("second", noted, "second@1", 1)
-        finally:
-            late_done.set()
-
-    job = submit(app, JobSpec(task="slow_steps")).job
-    deliver(app, once=True)
-    timed_out = app.store.get(job.job_id)
-    assert (timed_out.state, timed_out.error and timed_out.error.type) == (
-        JobState.QUEUED, "AttemptTimeout")
-    assert late_done.wait(10)
-    assert ran == ["first@1", "second@1"]  # the late step ran, and its store was refused:
-    assert records.get(app, job.job_id, "step#second") is None
-    deliver(app)
-    done = app.store.get(job.job_id)
-    assert (done.state, done.result) == (JobState.SUCCEEDED, [1, 2])
-    assert ran == ["first@1", "second@1", "second@2"]  # first replayed, not run again
 
 
 def test_a_debounce_window_whose_message_was_lost_is_handed_off_by_the_sweeper(
@@ -568,60 +414,6 @@ def test_a_debounce_key_whose_last_window_was_deleted_opens_a_new_one(
     assert app.store.get(reply.body["job_id"]).result == "second"
 
 
-# -- ctx.transact: an attempt that is cancelled or times out ------------------------------
-
-def test_the_effects_of_an_attempt_cancelled_or_timed_out_never_apply(
-        app: Leasehold, registry: TaskRegistry) -> None:
-    """Cells (ctx.transact) x (cancel, timeout, manual retry): the entries commit only with
-    the attempt's success. A cancel that lands while the attempt runs ends it CANCELLED (no
-    success over a cancel), and its entries never apply; an attempt past its timeout writes no
-    finish, so neither do its entries; the retry that follows (automatic, or by hand) applies
-    its own once."""
-    import boto3
-
-    from leasehold.core.spec import JobSpec
-    from leasehold.lifecycle import control
-    from leasehold.lifecycle.submission import submit
-
-    boto3.client("dynamodb", region_name="us-east-1").create_table(
-        TableName="counters", BillingMode="PAY_PER_REQUEST",
-        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
-        AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}])
-    cancelled: set[str] = set()
-
-    @registry.task("counted", retry=FAST, timeout_seconds=1)
-    def counted(payload: Any, ctx: JobContext) -> Any:
-        ctx.transact([{"Update": {
-            "TableName": "counters", "Key": {"pk": {"S": payload}},
-            "UpdateExpression": "ADD n :one", "ExpressionAttributeValues": {":one": {"N": "1"}}}}])
-        if payload == "cancel" and ctx.job_id not in cancelled:
-            cancelled.add(ctx.job_id)
-            control.cancel(app, ctx.job_id)  # a user's cancel lands while it runs
-        if payload == "timeout" and ctx.attempt == 1:
-            ctx.wait_cancelled(10)  # the worker gives up on it at its timeout
-        return payload
-
-    def count(key: str) -> int:
-        item = app.clients.dynamodb.get_item(TableName="counters",
-                                             Key={"pk": {"S": key}}).get("Item")
-        return int(item["n"]["N"]) if item else 0
-
-    stopped = submit(app, JobSpec(task="counted", payload="cancel")).job.job_id
-    slow = submit(app, JobSpec(task="counted", payload="timeout")).job.job_id
-    deliver(app, once=True)
-    assert app.store.get(stopped).state is JobState.CANCELLED
-    timed_out = app.store.get(slow)
-    assert (timed_out.state, timed_out.error and timed_out.error.type) == (
-        JobState.QUEUED, "AttemptTimeout")
-    assert (count("cancel"), count("timeout")) == (0, 0)
-    control.retry(app, stopped)
-    deliver(app)
-    assert states(app, [stopped, slow]) == [JobState.SUCCEEDED] * 2
-    assert (count("cancel"), count("timeout")) == (1, 1)
-
-
-# -- deadline and children on an automatic retry -------------------------------------------
-
 def test_a_retry_due_past_the_deadline_ends_dead_at_its_lease_without_running(
         app: Leasehold, registry: TaskRegistry, clock: FakeClock,
         monkeypatch: pytest.MonkeyPatch) -> None:
@@ -654,90 +446,6 @@ def test_a_retry_due_past_the_deadline_ends_dead_at_its_lease_without_running(
     assert runs == [1]
 
 
-def test_a_parent_retried_after_a_failure_replays_its_children_without_spawning_again(
-        app: Leasehold, registry: TaskRegistry) -> None:
-    """Cell (durable spawn) x (retry, timeout): an attempt that fails (or times out: the same
-    retry) after spawning does not end the parent, so its children are not cancelled; the
-    retry's replay answers each call site with the child it made, and waits for them."""
-    from leasehold.core.spec import JobSpec
-    from leasehold.lifecycle.submission import submit
-
-    @registry.task("kid")
-    def kid(payload: Any, ctx: JobContext) -> Any:
-        return payload * 10
-
-    @registry.task("spawns_then_fails", retry=FAST)
-    def spawns_then_fails(payload: Any, ctx: JobContext) -> Any:
-        ids = [ctx.spawn("kid", i) for i in range(3)]
-        if ctx.attempt == 1:
-            raise ValueError("the first attempt fails after spawning")
-        return [r["result"] for r in ctx.wait_for(ids)]
-
-    parent = submit(app, JobSpec(task="spawns_then_fails")).job.job_id
-    for _ in range(8):
-        if not deliver(app):
-            break
-    done = app.store.get(parent)
-    assert (done.state, done.attempt, done.result) == (JobState.SUCCEEDED, 2, [0, 10, 20])
-    rows = app.clients.dynamodb.scan(TableName=app.settings.jobs_table)["Count"]
-    assert rows == 4  # the parent and its three children: no second spawn
-
-
-@pytest.mark.parametrize("path", ["manual retry", "redrive", "bulk retry"])
-def test_a_parent_re_run_by_hand_gets_its_cancelled_children_run_again(
-        app: Leasehold, api: ApiClient, registry: TaskRegistry, clock: FakeClock,
-        failing: dict[str, bool], monkeypatch: pytest.MonkeyPatch, path: str) -> None:
-    """Cells (durable spawn) x (manual retry, redrive, bulk action): a parent that ended DEAD
-    cancelled its live child (on_parent_end="cancel"). Re-run by hand, its replay spawns that
-    call site again (a new child, since the run is new) and waits for it, while a child that
-    had succeeded stands (not run again). Before, the replay answered with the CANCELLED child
-    and the parent succeeded without its work. The re-spawn's response is lost: its retry
-    finds its own write."""
-    no_delays(app, monkeypatch)
-    kids: list[int] = []
-
-    @registry.task("kid")
-    def kid(payload: Any, ctx: JobContext) -> Any:
-        kids.append(payload)
-        return payload * 10
-
-    @registry.task("parent_once", max_attempts=1)
-    def parent_once(payload: Any, ctx: JobContext) -> Any:
-        first = ctx.spawn("kid", 1)
-        [done] = ctx.wait_for([first])
-        second = ctx.spawn("kid", 2, delay_seconds=600)
-        if failing.get("parent"):
-            raise ValueError("the first run fails after its second spawn")
-        return [done["result"], *(r["result"] for r in ctx.wait_for([second]))]
-
-    failing["parent"] = True
-    parent = post(api, "parent_once", None, labels={"rerun": "yes"})
-    for _ in range(4):
-        deliver(app)
-    assert app.store.get(parent).state is JobState.DEAD
-    shown = api.get(f"/jobs/{parent}", tenant=TENANT).body["children"]
-    assert [c["state"] for c in shown] == ["SUCCEEDED", "CANCELLED"]
-    failing.clear()
-    injector = inject(app, Fault(target="dynamodb.TransactWriteItems", kind="lose",
-                                 when=lambda params: "child#kid.2" in json.dumps(params)))
-    rerun(app, api, clock, path, [parent])
-    clock.advance(600)
-    for _ in range(8):
-        deliver(app)
-        ticker.promote_due(app)
-        sweeper.sweep(app)
-    done = app.store.get(parent)
-    assert (done.state, done.result) == (JobState.SUCCEEDED, [10, 20])
-    assert kids == [1, 2]  # the succeeded child stood; the cancelled one's work ran once
-    assert injector.injected[("dynamodb.TransactWriteItems", "lose")] == 1
-    again = api.get(f"/jobs/{parent}", tenant=TENANT).body["children"]
-    assert [c["state"] for c in again] == ["SUCCEEDED", "SUCCEEDED"]
-    assert again[1]["job_id"] != shown[1]["job_id"]
-    # The child that stood is marked as this run's: later replays read no child row for it.
-    from leasehold.durable import records
-    assert (records.get(app, parent, "child#kid.1") or {}).get("job_run") == 1
-
-
 @pytest.mark.xfail(strict=True, reason=(
     "open gap (issue 29, cell deadline x sweep): the gate refuses a held job's lease before "
     "its deadline is looked at, so it stays parked, holding its live slot, past deadline_at"))
@@ -758,62 +466,3 @@ def test_a_job_held_by_its_key_past_its_deadline_ends_dead_at_the_next_sweep(
     assert (ended.state, ended.error and ended.error.type) == (JobState.DEAD,
                                                               "DeadlineExceeded")
     assert tenant_live(app, TENANT) == 1  # the holder's only
-
-
-@pytest.mark.parametrize("path", ["redrive", "bulk retry", "workflow retry"])
-def test_a_re_run_keeps_its_sleeps_end_and_applies_its_effects_once(
-        app: Leasehold, api: ApiClient, registry: TaskRegistry, clock: FakeClock,
-        failing: dict[str, bool], path: str) -> None:
-    """Cells (durable sleep, ctx.transact) x (redrive, bulk action, workflow retry): a job
-    that slept, then failed (DEAD), re-run by each path: the sleep keeps its end (the re-run
-    does not sleep again), and the entries of ctx.transact commit once, with the re-run's
-    success only (the failed run's never applied)."""
-    import boto3
-
-    boto3.client("dynamodb", region_name="us-east-1").create_table(
-        TableName="tally", BillingMode="PAY_PER_REQUEST",
-        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
-        AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}])
-    slept: list[str] = []
-
-    @registry.task("nap_then_count", max_attempts=1)
-    def nap_then_count(payload: Any, ctx: JobContext) -> Any:
-        slept.append("run")
-        ctx.sleep(3600)  # a long sleep: the ticker wakes it
-        ctx.transact([{"Update": {
-            "TableName": "tally", "Key": {"pk": {"S": "n"}},
-            "UpdateExpression": "ADD n :one", "ExpressionAttributeValues": {":one": {"N": "1"}}}}])
-        if failing.get("nap"):
-            raise ValueError("fails after its sleep and its transact")
-        return "done"
-
-    def tally() -> int:
-        item = app.clients.dynamodb.get_item(TableName="tally",
-                                             Key={"pk": {"S": "n"}}).get("Item")
-        return int(item["n"]["N"]) if item else 0
-
-    failing["nap"] = True
-    if path == "workflow retry":
-        wid = api.post("/workflows", {"name": "w", "steps": [
-            {"id": "a", "task": "nap_then_count"}]}, tenant=TENANT).body["workflow_id"]
-        job = step_job_id(wid, "a")
-    else:
-        job = post(api, "nap_then_count", None, labels={"rerun": "yes"})
-    deliver(app)
-    assert app.store.get(job).state is JobState.SLEEPING
-    clock.advance(3600)
-    ticker.promote_due(app)
-    deliver(app)
-    assert app.store.get(job).state is JobState.DEAD
-    assert (slept, tally()) == (["run", "run"], 0)  # slept once, woke; the failure applied none
-    failing.clear()
-    if path == "workflow retry":
-        assert api.post(f"/workflows/{wid}/retry", tenant=TENANT).status == 200
-    else:
-        rerun(app, api, clock, path, [job])
-    for _ in range(3):
-        deliver(app)
-    done = app.store.get(job)
-    assert (done.state, done.result) == (JobState.SUCCEEDED, "done")
-    assert slept == ["run", "run", "run"]  # the re-run replayed the sleep: it did not sleep
-    assert tally() == 1
