@@ -4,6 +4,7 @@ callbacks completed or timed out exactly once, children spawned once and awaited
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -24,6 +25,7 @@ from leasehold.time.ticker import promote_due
 
 from .api_client import ApiClient
 from .helpers import deliver, inject, receive_all
+from .liveness import assert_every_live_job_can_wake, messages_in_queues
 
 FAST = RetryPolicy(min_backoff_seconds=0, max_backoff_seconds=0)
 
@@ -354,3 +356,32 @@ def test_a_deadline_bounds_the_whole_job_and_cuts_a_sleep_short(
     assert dead.state is JobState.DEAD and dead.error is not None
     assert dead.error.type == "DeadlineExceeded"
     assert ran == ["run", "before"]  # the handler never ran past its deadline
+
+
+def test_an_attempt_started_just_before_the_job_s_deadline_is_stopped_at_it(
+    app: Leasehold, registry: TaskRegistry, clock: FakeClock
+) -> None:
+    told: list[int] = []
+    stopped: list[bool] = []
+
+    @registry.task("overrun", retry=FAST)
+    def overrun(payload: Any, ctx: JobContext) -> Any:
+        told.append(ctx.deadline_ms)
+        clock.advance(1)  # the handler works on, past the job's deadline
+        stopped.append(ctx.wait_cancelled(5))  # the worker's loop tells it to stop
+        return "too late"
+
+    job = submit(app, JobSpec(task="overrun", deadline_seconds=10, timeout_seconds=600)).job
+    clock.advance(9.8)  # started 0.2 s before the job's deadline
+    # The response of the write that ends it is lost: its retry meets it.
+    injector = inject(app, Fault(target="dynamodb.TransactWriteItems|dynamodb.UpdateItem",
+                                 kind="lose", when=lambda params: "DeadlineExceeded" in
+                                 json.dumps(params)))
+    deliver(app)
+    assert told == [job.created_at + 10_000]  # not the attempt's 600 s timeout
+    assert stopped == [True]
+    dead = app.store.get(job.job_id)
+    assert (dead.state, dead.attempt) == (JobState.DEAD, 1)  # never retried
+    assert dead.error is not None and dead.error.type == "DeadlineExceeded"
+    assert sum(injector.injected.values()) == 1
+    assert_every_live_job_can_wake(app, in_flight=messages_in_queues(app))

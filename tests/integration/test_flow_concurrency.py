@@ -7,26 +7,35 @@ sweeper takes a crashed holder's slot back and hands off a parked job whose wake
 
 from __future__ import annotations
 
+import contextlib
+import json
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import pytest
 
-from leasehold.aws.faults import Fault
-from leasehold.aws.queues import Message
+from leasehold.aws.faults import Fault, InjectedCrash
+from leasehold.aws.queues import Message, Received
+from leasehold.clock import FakeClock
 from leasehold.core.context import JobContext
 from leasehold.core.flowcontrol import slot_id
 from leasehold.core.registry import TaskRegistry
 from leasehold.core.spec import JobSpec
 from leasehold.core.states import JobState
 from leasehold.errors import ValidationError
-from leasehold.flow import slots, waking
+from leasehold.flow import key_usage, slots, waking
 from leasehold.lifecycle import sweeper
 from leasehold.lifecycle.app import Leasehold
 from leasehold.lifecycle.store import Change, Gated
 from leasehold.lifecycle.submission import submit
-from leasehold.lifecycle.worker import Outcome, Worker
+from leasehold.lifecycle.worker import Delivery, Outcome, Worker
 from tests.conftest import MakeApp
 from tests.integration.helpers import deliver, inject, receive_all
+from tests.integration.liveness import (
+    WakePath,
+    assert_every_live_job_can_wake,
+    messages_in_queues,
+)
 
 KEY = {"key": "acct:{payload.account}", "limit": 2}
 
@@ -45,11 +54,11 @@ def holders(app: Leasehold, tenant: str, key: str) -> set[str]:
     return slots.holders(slots.read(app.clients.dynamodb, app.settings, slot_id(tenant, key)))
 
 
-def lease_all(app: Leasehold) -> dict[str, Outcome]:
-    """Lease every visible message without running or finishing anything."""
+def lease_all(app: Leasehold, messages: list[Received] | None = None) -> dict[str, Outcome]:
+    """Lease every visible message (or ``messages``) without running or finishing anything."""
     out = {}
     lease_ms = int(app.settings.lease_seconds * 1000)
-    for message in receive_all(app):
+    for message in receive_all(app) if messages is None else messages:
         parsed = Message.parse(message.body)
         try:
             app.store.lease(parsed.job_id, parsed.epoch, owner="w", expires_at=app.now() + lease_ms,
@@ -149,3 +158,126 @@ def test_a_lost_response_on_the_lease_neither_leaks_nor_doubles_a_slot(
     deliver(app)
     assert all(j.state is JobState.SUCCEEDED for j in app.store.batch_get(ids))
     assert holders(app, "default", "acct:a") == set()
+
+
+# -- a durable sleep that wakes while its key is full (issue 29) ---------------------------
+
+NAP_KEY = {"key": "nap", "limit": 1}
+
+
+def napping(app: Leasehold, registry: TaskRegistry) -> tuple[str, str, Received]:
+    """A durable job on key ``nap`` asleep for half a second, its wake-up message taken by a
+    worker, and another job of the key RUNNING meanwhile (it holds the only slot): (the
+    sleeper's id, the holder's id, the wake-up message)."""
+    nap = submit(app, JobSpec(task="nap", payload={})).job
+    deliver(app, once=True)  # runs up to ctx.sleep: SLEEPING, its wake-up handed off
+    assert app.store.get(nap.job_id).state is JobState.SLEEPING
+    [wake] = receive_all(app)
+    holder = submit(app, JobSpec(task="hold", payload={})).job
+    [handoff] = receive_all(app)
+    assert lease_all(app, [handoff]) == {holder.job_id: Outcome.SUCCEEDED}
+    app.queues.delete(handoff.queue_url, [handoff.receipt_handle])
+    return nap.job_id, holder.job_id, wake
+
+
+@pytest.fixture
+def naps(registry: TaskRegistry) -> list[str]:
+    runs: list[str] = []
+
+    @registry.task("nap", concurrency=NAP_KEY)
+    def nap(payload: Any, ctx: JobContext) -> Any:
+        runs.append("run")
+        ctx.sleep(0.5)
+        runs.append("after")
+        return "rested"
+
+    @registry.task("hold", concurrency=NAP_KEY)
+    def hold(payload: Any, ctx: JobContext) -> Any:
+        return None
+
+    return runs
+
+
+def process(app: Leasehold, message: Received) -> Outcome:
+    """A worker handles ``message`` and acknowledges it, as its consumer does."""
+    outcome = Worker(app).process(Delivery(message.body))
+    app.queues.delete(message.queue_url, [message.receipt_handle])
+    return outcome
+
+
+def kinds(paths: list[WakePath]) -> set[str]:
+    return {path.kind for path in paths}
+
+
+def is_write_of(text: str) -> Callable[[Mapping[str, Any]], bool]:
+    return lambda params: text in json.dumps(params)
+
+
+def test_a_sleeper_woken_while_its_key_is_full_parks_and_starts_when_the_slot_frees(
+        app: Leasehold, registry: TaskRegistry, naps: list[str]) -> None:
+    nap_id, holder_id, wake = napping(app, registry)
+    # Lost responses on the parking and on the wake-up: each retry meets its own write.
+    injector = inject(app, Fault(target="dynamodb.TransactWriteItems", kind="lose",
+                                 when=is_write_of(waking.PARKED_KEY)),
+                      Fault(target="dynamodb.UpdateItem", kind="lose",
+                            when=is_write_of("woken")))
+    assert process(app, wake) is Outcome.GATED
+    parked = app.store.get(nap_id)
+    # Parked as a QUEUED job is: no message anywhere, woken by the slot's release.
+    assert parked.state is JobState.QUEUED
+    assert parked.extra[waking.PARKED_KEY] == slot_id("default", "nap")
+    assert parked.extra[waking.WAITING] == "waiting for a slot of key nap (1 of 1 in use)"
+    live = assert_every_live_job_can_wake(app, in_flight=messages_in_queues(app))
+    assert kinds(live[nap_id]) == {"parked", "sweep"}
+    holder = app.store.get(holder_id)
+    app.store.transition(holder, Change(target=JobState.SUCCEEDED, actor="w", owner="w"),
+                         now=app.now())  # frees the slot: the sleeper is woken at once
+    assert "message" in kinds(assert_every_live_job_can_wake(
+        app, in_flight=messages_in_queues(app))[nap_id])
+    assert sorted(injector.injected.values()) == [1, 1]  # both responses were lost
+    deliver(app)
+    done = app.store.get(nap_id)
+    assert (done.state, done.result, done.attempt) == (JobState.SUCCEEDED, "rested", 1)
+    assert naps == ["run", "run", "after"]  # the sleep is not done twice
+    assert holders(app, "default", "nap") == set()
+
+
+def test_a_sleeper_parked_on_a_full_key_is_handed_off_by_the_sweeper_when_the_waker_dies(
+        app: Leasehold, registry: TaskRegistry, naps: list[str], clock: FakeClock) -> None:
+    nap_id, holder_id, wake = napping(app, registry)
+    assert process(app, wake) is Outcome.GATED
+    # The process that frees the slot is killed between its commit and the wake-up.
+    injector = inject(app, Fault(target="dynamodb.Query", kind="crash",
+                                 when=is_write_of(waking.PARKED_KEY)))
+    with contextlib.suppress(InjectedCrash):
+        app.store.transition(app.store.get(holder_id),
+                             Change(target=JobState.SUCCEEDED, actor="w", owner="w"),
+                             now=app.now())
+    assert injector.dead
+    injector.revive()  # a new process: the slot was given back, the wake-up never made
+    assert holders(app, "default", "nap") == set()
+    assert receive_all(app) == []  # nobody woke it: the sweeper's recheck will
+    live = assert_every_live_job_can_wake(app, in_flight=messages_in_queues(app))
+    assert kinds(live[nap_id]) == {"parked", "sweep"}
+    clock.advance(app.settings.flow_recheck_seconds + app.settings.skew_grace_seconds + 1)
+    assert nap_id in sweeper.sweep(app).job_ids  # one recheck period, not a hand-off's 15 min
+    deliver(app)
+    assert app.store.get(nap_id).state is JobState.SUCCEEDED
+    assert naps == ["run", "run", "after"]
+
+
+def test_a_sleeper_woken_while_its_key_is_paused_parks_and_starts_on_resume(
+        app: Leasehold, registry: TaskRegistry, naps: list[str]) -> None:
+    nap = submit(app, JobSpec(task="nap", payload={})).job
+    deliver(app, once=True)  # runs up to ctx.sleep
+    key_usage.pause(app, "default", "nap")
+    deliver(app)  # its wake-up: refused by the pause
+    parked = app.store.get(nap.job_id)
+    assert parked.state is JobState.QUEUED
+    assert parked.extra[waking.WAITING] == "paused: key nap is paused"
+    live = assert_every_live_job_can_wake(app, in_flight=messages_in_queues(app))
+    assert kinds(live[nap.job_id]) == {"parked", "sweep"}
+    key_usage.resume(app, "default", "nap")  # wakes it: the key has a free slot
+    deliver(app)
+    assert app.store.get(nap.job_id).state is JobState.SUCCEEDED
+    assert naps == ["run", "run", "after"]

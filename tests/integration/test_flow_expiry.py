@@ -3,6 +3,7 @@ what it holds, whether a worker meets it (its lease is refused) or the sweeper d
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from typing import Any
 
@@ -10,11 +11,13 @@ import pytest
 
 from leasehold.aws.faults import Fault
 from leasehold.clock import FakeClock
+from leasehold.core.flowcontrol import GATE, START_BY
 from leasehold.core.policy import RetryPolicy
 from leasehold.core.registry import TaskRegistry
 from leasehold.core.spec import JobSpec
 from leasehold.core.states import JobState
 from leasehold.errors import ValidationError
+from leasehold.flow import key_usage as keys
 from leasehold.lifecycle import sweeper
 from leasehold.lifecycle.app import Leasehold
 from leasehold.lifecycle.submission import submit
@@ -22,7 +25,8 @@ from leasehold.tenancy.admission import Limits, submit_admitted
 from leasehold.tenancy.counters import counts
 
 from .flow_helpers import flow_item
-from .helpers import deliver, inject, tenant_live
+from .helpers import deliver, inject, receive_all, tenant_live
+from .liveness import assert_every_live_job_can_wake, messages_in_queues
 
 RUNS: Counter[str] = Counter()
 
@@ -95,3 +99,53 @@ def test_an_expiry_before_the_start_or_with_a_window_too_is_refused(app: Leaseho
         submit(app, JobSpec(task="soon", start_within_seconds=1, expires_at_ms=now + 30_000))
     with pytest.raises(ValidationError, match="start_within_seconds"):
         submit(app, JobSpec(task="soon", start_within_seconds=-1))
+
+
+@pytest.mark.parametrize("hold", ["paused key", "full key", "throttle"])
+def test_a_job_held_by_its_key_expires_at_its_start_window_and_gives_back_its_slot(
+    app: Leasehold, clock: FakeClock, registry: TaskRegistry, hold: str,
+) -> None:
+    key = {"key": "k", "limit": 1}
+    registry.task("keyed", concurrency=key)(lambda payload, ctx: RUNS.update([ctx.job_id]))
+    registry.task("rated", throttle={"key": "r", "limit": 1, "period_seconds": 60})(
+        lambda payload, ctx: RUNS.update([ctx.job_id]))
+    task = "rated" if hold == "throttle" else "keyed"
+    if hold == "paused key":
+        keys.pause(app, "acme", "k")
+    elif hold == "full key":  # a job of the key RUNNING (its worker is slow)
+        holder = submit(app, JobSpec(task="keyed", tenant="acme", payload={})).job
+        [message] = receive_all(app)
+        app.store.lease(holder.job_id, holder.epoch, owner="w", now=app.now(), actor="w",
+                        expires_at=app.now() + 3_600_000, gate=holder.extra[GATE])
+        app.queues.delete(message.queue_url, [message.receipt_handle])
+    else:  # another job took the key's one turn a minute
+        submit(app, JobSpec(task="rated", tenant="acme", payload={}))
+        deliver(app)
+    limits = Limits(rate=100, burst=100, max_live=5)
+    job = submit_admitted(app, JobSpec(task=task, tenant="acme", payload={},
+                                       start_within_seconds=5), "default", limits).job
+    start_by = job.extra[START_BY]
+    # Lost responses on the write that makes it wait and on its expiry.
+    injector = inject(app, Fault(
+        target="dynamodb.TransactWriteItems|dynamodb.UpdateItem", kind="lose", times=2,
+        when=lambda params: any(word in json.dumps(params)
+                                for word in ("waiting_for", "EXPIRED"))))
+    deliver(app)
+    waiting = app.store.get(job.job_id)
+    assert waiting.state is JobState.QUEUED and waiting.extra["waiting_for"]
+    # Whatever holds it, the sweeper looks at it no later than its start window's end.
+    assert waiting.lease_expires_at is not None and waiting.lease_expires_at <= start_by
+    paths = assert_every_live_job_can_wake(app, in_flight=messages_in_queues(app))[job.job_id]
+    assert any(path.kind == "sweep" and path.at is not None and path.at <= start_by
+               for path in paths), paths
+    assert tenant_live(app, "acme") == 1
+    clock.advance(5 + app.settings.skew_grace_seconds + 1)
+    assert sweeper.sweep(app).ended == 1
+    expired = app.store.get(job.job_id)
+    assert expired.state is JobState.EXPIRED and RUNS[job.job_id] == 0
+    assert tenant_live(app, "acme") == 0  # its live slot went back with the expiry
+    assert sum(injector.injected.values()) == 2  # both responses were lost
+    if hold == "paused key":
+        keys.resume(app, "acme", "k")  # wakes nothing: the job is gone from the parked index
+        deliver(app)
+        assert app.store.get(job.job_id).state is JobState.EXPIRED and RUNS[job.job_id] == 0

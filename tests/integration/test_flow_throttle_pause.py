@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 from typing import Any
 
 import pytest
 
 from leasehold.api.context import ApiConfig
+from leasehold.aws.faults import Fault
 from leasehold.clock import FakeClock
 from leasehold.core.context import JobContext
 from leasehold.core.registry import TaskRegistry
@@ -20,7 +22,8 @@ from leasehold.lifecycle.submission import submit
 from leasehold.time import schedules
 from tests.conftest import MakeApp
 from tests.integration.api_client import ApiClient
-from tests.integration.helpers import deliver
+from tests.integration.helpers import deliver, inject
+from tests.integration.liveness import assert_every_live_job_can_wake, messages_in_queues
 
 LIMIT, PERIOD_S = 2, 10
 
@@ -181,3 +184,42 @@ def test_the_job_view_shows_the_flow_control_it_runs_under_and_a_plain_job_shows
     assert start_by.timestamp() * 1000 == app.now() + 60_000
     plain = api.post("/jobs", {"task": "plain", "payload": 1}, tenant="t1").body
     assert api.get(f"/jobs/{plain['job_id']}", tenant="t1").body.get("flow") is None
+
+
+def test_a_sleeper_woken_over_its_key_s_rate_is_delayed_to_its_turn_not_stranded(
+        app: Leasehold, registry: TaskRegistry, clock: FakeClock,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    runs: list[str] = []
+
+    @registry.task("nap", throttle={"key": "slow", "limit": 1, "period_seconds": 60})
+    def nap(payload: Any, ctx: JobContext) -> Any:
+        runs.append("run")
+        ctx.sleep(0.5)
+        return "rested"
+
+    # moto holds a delayed message for real seconds: hand every message over at once (a
+    # message that comes early waits on the fixed clock).
+    send = app.queues.send
+    monkeypatch.setattr(app.queues, "send", lambda pool, priority, message, delay=0, **kw:
+                        send(pool, priority, message, 0, **kw))
+    job = submit(app, JobSpec(task="nap", payload={})).job
+    first_turn = clock.now_ms()
+    deliver(app, once=True)  # takes the key's turn, runs up to ctx.sleep
+    assert app.store.get(job.job_id).state is JobState.SLEEPING
+    # Its wake-up, half a second later, is over the rate (one start a minute); the response
+    # of the delay's write is lost.
+    injector = inject(app, Fault(target="dynamodb.UpdateItem", kind="lose",
+                                 when=lambda params: "throttled until" in json.dumps(params)))
+    deliver(app, once=True)
+    assert sum(injector.injected.values()) == 1
+    delayed = app.store.get(job.job_id)
+    assert delayed.state is JobState.QUEUED  # handed off again at its turn
+    assert delayed.run_at == first_turn + 60_000 + 1
+    assert delayed.extra[waking.WAITING].startswith("throttled until")
+    live = assert_every_live_job_can_wake(app, in_flight=messages_in_queues(app))
+    assert {path.kind for path in live[job.job_id]} == {"message", "sweep"}
+    deliver(app)  # the message comes at its turn (the worker waits out the fixed clock)
+    done = app.store.get(job.job_id)
+    assert (done.state, done.result) == (JobState.SUCCEEDED, "rested")
+    assert done.started_at == first_turn + 60_000 + 1
+    assert runs == ["run", "run"]

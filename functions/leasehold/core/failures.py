@@ -26,6 +26,13 @@ def error(type_name: str, message: str) -> JobError:
     return JobError(type=type_name, message=message[:MAX_MESSAGE], types=(type_name,))
 
 
+def deadline_exceeded(message: str) -> JobError:
+    """The job's ``deadline_seconds`` passed (before an attempt, or during one): it ends
+    DEAD, never retried, since every later attempt would start past it too."""
+    return JobError(type="DeadlineExceeded", message=message[:MAX_MESSAGE],
+                    types=("DeadlineExceeded", "NonRetryableError"))
+
+
 def unfit_result(exc: BaseException) -> JobError:
     """A handler's result that cannot be stored (too large, or not JSON): the error under
     its own name (``PayloadTooLarge``, as the API names the same limit at submit), never

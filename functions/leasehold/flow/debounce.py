@@ -139,12 +139,11 @@ def _join(app: Leasehold, window: Job, asked: Job, now: int) -> Job:
         return app.store.transition(window, Change(
             target=JobState.QUEUED, actor=ACTOR, reason="debounced: payload replaced",
             set=sets), now=now)
-    deadline = handoff.handoff_deadline(fire, app.settings)
     if window.extra.get(START_BY) is not None:  # a start window moves with the run
-        start_by = int(window.extra[START_BY]) - window.run_at + fire
-        sets[START_BY] = start_by
-        deadline = min(deadline, start_by)
-    sets.update({"run_at": fire, "lease_expires_at": deadline})
+        # (the store bounds the hand-off deadline by it)
+        sets[START_BY] = int(window.extra[START_BY]) - window.run_at + fire
+    sets.update({"run_at": fire,
+                 "lease_expires_at": handoff.handoff_deadline(fire, app.settings)})
     new = app.store.transition(window, Change(
         target=JobState.QUEUED, actor=ACTOR, reason="debounced: pushed out", set=sets,
         bump_epoch=True), now=now)

@@ -5,9 +5,10 @@ The row carries the deadline (``start_by``, :data:`~leasehold.core.flowcontrol.S
 the lifecycle's lease refuses a job past it (the condition is in the lease's own write, so no
 worker can start an expired job whatever its timing) and removes it once the job starts. The
 job is then ended by whoever meets it first: the worker whose lease was refused, or the
-sweeper, which finds a QUEUED job sitting in its queue at its hand-off deadline, set no later
-than ``start_by`` at submission. Ending it is one fenced transition to EXPIRED, whose
-companions give back what the job holds (its tenant slot, its unique claim).
+sweeper, which finds a QUEUED job waiting at its hand-off deadline, which the store keeps no
+later than ``start_by`` whatever holds the job (its queue, a full or paused key, a throttle).
+Ending it is one fenced transition to EXPIRED, whose companions give back what the job holds
+(its tenant slot, its unique claim).
 """
 
 from __future__ import annotations
@@ -63,7 +64,9 @@ def intake(app: Leasehold, spec: JobSpec, job: Job, also: Sequence[Mapping[str, 
     lease_expires_at = job.lease_expires_at
     if job.state is JobState.QUEUED and lease_expires_at is not None:
         # The hand-off deadline is when the sweeper looks at a QUEUED job: no later than the
-        # start window's end, so a job waiting in its queue is ended then.
+        # start window's end, so a job waiting in its queue is ended then. (The store holds
+        # every later hand-off of the row to the same bound: a parking, a throttle's delay,
+        # a wake-up, a re-send; this is the job the submission answers with.)
         lease_expires_at = min(lease_expires_at, deadline)
     return create(replace(job, extra={**job.extra, START_BY: deadline},
                           lease_expires_at=lease_expires_at), also)

@@ -69,12 +69,19 @@ class FlowGate:
 
     def _waiting(self, job_id: str, epoch: int) -> Job | None:
         """The job if it still waits for this message's lease; None if another message or a
-        cancel moved it on (nothing to wait for)."""
+        cancel moved it on (nothing to wait for).
+
+        A durable job's short sleep is leased straight from SLEEPING by its delayed message
+        (``lifecycle/suspending.py``): refused, it waits exactly as a QUEUED job does (it
+        is parked or delayed, and so becomes QUEUED). Left SLEEPING, nothing would wake it
+        when the slot frees, only the sweeper at its hand-off deadline (issue 29).
+        """
         try:
             job = self.app.store.get(job_id)
         except NotFound:
             return None
-        return job if job.state is JobState.QUEUED and job.epoch == epoch else None
+        waits = job.state in (JobState.QUEUED, JobState.SLEEPING) and job.epoch == epoch
+        return job if waits else None
 
     def _delay(self, job: Job, until: int, now: int) -> bool:
         """Over its key's rate: hand the job off again at its turn (a new epoch fences any

@@ -41,8 +41,9 @@ CLEARED = (PARKED_KEY, PARKED_AT, WAITING)
 
 def park(app: Leasehold, job: Job, concurrency: Mapping[str, Any],
          slot_item: Mapping[str, Any] | None, now: int) -> bool:
-    """Park ``job`` (QUEUED, its lease refused by a full or paused slot): True when parked or
-    no longer ours to park, False when the slot freed meanwhile (lease again)."""
+    """Park ``job`` (QUEUED, or a short sleep's SLEEPING, its lease refused by a full or
+    paused slot; it is QUEUED once parked): True when parked or no longer ours to park,
+    False when the slot freed meanwhile (lease again)."""
     key, limit = concurrency["key"], int(concurrency["limit"])
     if slot_item and slot_item.get(slots.PAUSED):
         reason = f"paused: key {key} is paused"

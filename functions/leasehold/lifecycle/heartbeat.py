@@ -34,6 +34,8 @@ class Attempt:
     finished: bool = False
     lease_lost: bool = False
     timed_out: bool = False
+    #: Stopped at the job's deadline (``deadline_seconds``), before its own timeout.
+    past_deadline: bool = False
     #: When the lease ends unless a heartbeat extends it (epoch ms, the app's clock).
     lease_ends: int = 0
     #: Heartbeats that failed in a row (throttled, unreachable): retried within the lease.

@@ -7,7 +7,9 @@ QUEUED/RUNNING jobs carry ``sweep_shard`` and ``sweep_at``) so that no caller ca
 ``sweep_at`` keeps one invariant: for every QUEUED or RUNNING job it is no later than the time
 the row may need the sweeper (its hand-off deadline, or the expiry of any lease it has or may
 still get). A lease and its heartbeats only push that time later, so they never touch the
-index; the sweeper moves ``sweep_at`` forward itself (:meth:`DynamoJobStore.move_sweep`).
+index; the sweeper moves ``sweep_at`` forward itself (:meth:`DynamoJobStore.move_sweep`). A
+QUEUED row's hand-off deadline is never later than its start window (``start_by``), whoever
+hands it off, so a job that waits past its window is found and ended then.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from leasehold.aws.dynamo import (
     update_request,
 )
 from leasehold.core import retention
+from leasehold.core.flowcontrol import START_BY
 from leasehold.core.ids import shard_of
 from leasehold.core.jobs import Job, Transition, job_from_item, job_to_item
 from leasehold.core.states import INITIAL, JobState, check
@@ -188,7 +191,10 @@ class DynamoJobStore(LeaseWrites, IndexQueries):
             t.to_item() for t in history]}
         sets.update(change.set)
         removes = list(change.remove) + [k for k in self.cleared if k not in sets]
-        index = self._index_keys(job.job_id, change.target, None, sets, now=now)
+        start_by = None if START_BY in change.remove else \
+            change.set.get(START_BY, job.extra.get(START_BY))
+        index = self._index_keys(job.job_id, change.target, None, sets, now=now,
+                                 start_by=start_by)
         sets.update({k: v for k, v in index.items() if v is not None})
         removes += [k for k, v in index.items() if v is None and k not in sets]
         # Retention: a TTL only on terminal rows, removed on any way back to live.

@@ -10,6 +10,7 @@ from botocore.exceptions import ClientError
 
 from leasehold.aws.definitions import BY_TENANT_INDEX, DUE_INDEX, SWEEP_INDEX
 from leasehold.aws.dynamo import condition_failed, query_page, to_av
+from leasehold.core.flowcontrol import START_BY
 from leasehold.core.ids import shard_of
 from leasehold.core.jobs import Job
 from leasehold.core.states import JobState
@@ -78,10 +79,17 @@ class IndexQueries(StoreBase):
         return [(int(item["created_at"]), item["job_id"]) for item in items], last
 
     def _index_keys(self, job_id: str, state: JobState, job: Job | None,
-                    sets: Mapping[str, Any] | None = None, *, now: int) -> dict[str, Any]:
+                    sets: Mapping[str, Any] | None = None, *, now: int,
+                    start_by: int | None = None) -> dict[str, Any]:
         """The index attributes a job entering ``state`` at ``now`` must carry (None: must
         not carry). Only creation and :meth:`transition` call this; a lease enters RUNNING
-        without it, because the ``sweep_at`` written on entry to QUEUED already bounds it."""
+        without it, because the ``sweep_at`` written on entry to QUEUED already bounds it.
+
+        ``start_by``: the row's start window (creation reads it from ``job``). A QUEUED
+        row's hand-off deadline is never later than it, whoever hands the job off (the
+        submission, a parking or a throttle's delay, a wake-up, the ticker, the sweeper's
+        re-send): the sweeper looks at a job that waits past its window then, and ends it.
+        """
         shard = shard_of(job_id, self.settings.shards)
         keys: dict[str, Any] = {"due_shard": None, "sweep_shard": None, "sweep_at": None,
                                 "lease_expires_at": None}
@@ -97,6 +105,10 @@ class IndexQueries(StoreBase):
             if expires is None:
                 raise ValueError(f"a {state} job needs lease_expires_at")
             start = max(now, int((sets or {}).get("run_at") or now)) if handed_off else now
+            if job is not None and start_by is None:
+                start_by = job.extra.get(START_BY)
+            if state is JobState.QUEUED and start_by is not None:
+                expires = min(int(expires), int(start_by))
             keys["sweep_shard"] = shard
             keys["sweep_at"] = sweep_bound(start, int(expires), self.settings)
             keys["lease_expires_at"] = expires

@@ -21,7 +21,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from leasehold.aws.queues import Message
 from leasehold.core.context import JobContext
-from leasehold.core.failures import describe, error, unfit_result
+from leasehold.core.failures import deadline_exceeded, describe, error, unfit_result
 from leasehold.core.jobs import Job, JobError, with_attempt_error
 from leasehold.core.policy import decide_retry
 from leasehold.core.spec import MAX_RESULT_BYTES, encode_json
@@ -127,9 +127,8 @@ class Worker:
         deadline = job.extra.get(DEADLINE)
         if deadline is not None and now >= int(deadline):
             # The whole job's time is up (deadline_seconds): it ends DEAD, never retried.
-            return self._fail(job, owner, now, JobError(
-                type="DeadlineExceeded", types=("DeadlineExceeded", "NonRetryableError"),
-                message=f"the job's deadline passed before attempt {job.attempt} started"))
+            return self._fail(job, owner, now, deadline_exceeded(
+                f"the job's deadline passed before attempt {job.attempt} started"))
         if app.now() >= (job.lease_expires_at or now):
             # The lease landed after it had run out by our clock (a try that hung, retried):
             # the sweeper may be handing the job to another worker already. Never start it.
@@ -153,11 +152,15 @@ class Worker:
         app = self.app
         state = Attempt(lease_ends=job.lease_expires_at or app.now())
         timeout = job.timeout_seconds
+        # The attempt ends at its timeout or at the job's deadline, whichever comes first.
+        ends = app.now() + int(timeout * 1000)
+        cut = int(job.extra.get(DEADLINE) or ends)
+        cut_short = cut < ends
         ctx = JobContext(
             job_id=job.job_id, task=job.task, tenant=job.tenant, attempt=job.attempt,
             max_attempts=job.max_attempts, fencing_token=job.epoch,
             idempotency_key=job.idempotency_key or job.job_id,
-            deadline_ms=app.now() + int(timeout * 1000), labels=job.labels,
+            deadline_ms=min(cut, ends), labels=job.labels,
             extra=job.extra,
         )
 
@@ -193,13 +196,19 @@ class Worker:
             # never sleep past the lease's end by our clock.
             wait = interval if not state.failed_beats else min(interval / 2, 1.0)
             lease_left = (state.lease_ends - app.now()) / 1000
-            runner.join(max(0.0, min(wait, remaining, lease_left)))
+            # The job's deadline is a time on the app's clock (like the lease's end).
+            deadline_left = (ctx.deadline_ms - app.now()) / 1000 if cut_short else wait
+            runner.join(max(0.0, min(wait, remaining, lease_left, deadline_left)))
             if not runner.is_alive():
                 break
             if time.monotonic() - started >= timeout:
                 # Python cannot kill a thread: signal it and abandon it; the attempt is over.
                 ctx.cancel("attempt timed out")
                 state.timed_out = True
+                break
+            if cut_short and app.now() >= ctx.deadline_ms:
+                ctx.cancel("the job's deadline passed")  # ends DEAD, as a lease past it
+                state.timed_out = state.past_deadline = True
                 break
             heartbeat()
             if state.lease_lost:
@@ -263,8 +272,11 @@ class Worker:
 
     def _finish(self, job: Job, owner: str, attempt: Attempt, now: int) -> Outcome:
         view = attempt.view or job
-        if attempt.timed_out:
-            failure: JobError | None = error(
+        if attempt.past_deadline:
+            failure: JobError | None = deadline_exceeded(
+                f"attempt {job.attempt} ran until the job's deadline")
+        elif attempt.timed_out:
+            failure = error(
                 AttemptTimeout.__name__,
                 f"attempt {job.attempt} ran past its timeout of {job.timeout_seconds:g}s")
         elif attempt.failure is not None:
