@@ -58,7 +58,6 @@ from leasehold.durable import callbacks
 from leasehold.durable.children import PARENT
 from leasehold.errors import LeaseholdError, RateLimited
 from leasehold.flow import key_usage, slots
-from leasehold.flow.waking import PARKED_KEY
 from leasehold.lifecycle import control
 from leasehold.lifecycle.submission import COUNTED, DEADLINE
 from leasehold.streams.relay import event_id
@@ -66,19 +65,18 @@ from leasehold.tenancy.admission import retry_admitted, submit_admitted
 from leasehold.workflows import parse_workflow, start_workflow
 from leasehold.workflows.progress import step_job_id
 from tests.integration.api_client import ApiClient
+from tests.integration.liveness import wake_paths
 from tests.integration.stateful_effects import ZOMBIE
 
 #: Defects of issue 29 whose fix has not landed on this branch: the check that catches each
 #: stays off until it does. ``LEASEHOLD_SEAMS_CHECK=all`` (or ``=1,5``) turns them on, to see
 #: each catch its defect on the old code.
 AWAITING: dict[int, str] = {
-    1: "a sleeper woken into a full concurrency key is stranded (flowdeadline)",
     2: "ctx.transact inside ctx.step dies with an attempt that sleeps after it (effects)",
     3: "an effect whose own condition fails strands its job RUNNING (effects)",
     4: "ctx.spawn skips the child task's unique default (children)",
     5: "a cancelled or dead parent's children run on (children)",
     6: "children take no slot under the tenant's cap (children)",
-    7: "deadline_seconds does not bound the attempt (flowdeadline)",
     8: "a retry after CallbackTimeout dies at once (effects)",
     9: "a bulk action acts on jobs created after its request (bulkwf)",
     10: "bulk delete removes a workflow's step (bulkwf)",
@@ -120,6 +118,7 @@ class SeamsRules:
     failed: tuple[type[BaseException], ...]
     sent: set[tuple[str, int]]
     deleted: dict[str, Job]
+    step_runs: Any  # stateful_durable.py's record of each step's runs
 
     seams = ""
 
@@ -164,6 +163,8 @@ class SeamsRules:
         registry, table = self.app.registry, self.seams
 
         def charge(ctx: JobContext, what: str) -> str:
+            if what == "step":  # run as a step: what stateful_durable.py checks its store by
+                self.step_runs[(ctx.job_id, "charge")].append(what)
             # An item per effect: one transaction never holds two operations on one item.
             ctx.transact([{"Update": {
                 "TableName": table, "Key": {"pk": {"S": f"{ctx.job_id}#{what}"}},
@@ -403,14 +404,22 @@ class SeamsRules:
 
     @invariant()
     def seams_hold(self) -> None:
-        if not self.seams:
-            return
-        faulted = self._faulted()
+        if self.seams:
+            self._seams_hold(self._faulted())
+
+    def flow_drained(self) -> None:
+        """The machine's drain ends here (every job terminal, the weather clear): the same
+        checks once more, over every job's end."""
+        super().flow_drained()  # type: ignore[misc]
+        if self.seams:
+            self._seams_hold(False)
+
+    def _seams_hold(self, faulted: bool) -> None:
         rows = self._rows()
         self._forget_deleted(rows)
         self._no_referenced_row_is_deleted(rows)
         self._every_lease_and_slot_has_a_live_holder(rows, faulted)
-        self._every_non_terminal_job_has_a_way_to_wake(rows)
+        self._every_non_terminal_job_has_a_way_to_wake(rows, faulted)
         self._effects_applied_exactly_once(rows)
         self._children_follow_their_parents(rows, faulted)
         self._event_ids_are_unique()
@@ -456,23 +465,25 @@ class SeamsRules:
                    if row["state"] == JobState.RUNNING.value}
         assert held <= running, (held, running)
 
-    def _every_non_terminal_job_has_a_way_to_wake(self, rows: dict[str, dict[str, Any]]
-                                                  ) -> None:
-        # Defect 1: a sleeper whose lease its key refused has none: no message, not parked.
+    def _every_non_terminal_job_has_a_way_to_wake(self, rows: dict[str, dict[str, Any]],
+                                                  faulted: bool) -> None:
+        # Defect 1: a sleeper whose lease its key refused kept only the sweeper's hand-off
+        # deadline. The sweep index is a job's way to wake only when its message was never
+        # sent (the outbox case, a process that died before its send): a message sent and
+        # consumed without moving the job on left it stranded until that deadline.
         if not checking(1):
             return
         messages = self._messages()
         stranded = []
         for job_id, row in rows.items():
-            if row["state"] not in (JobState.QUEUED.value, JobState.SLEEPING.value):
+            if JobState(row["state"]).terminal:
                 continue
-            at = (job_id, int(row["epoch"]))
-            if PARKED_KEY in row or "due_shard" in row or at in messages:
-                continue
-            if at not in self.sent:
-                continue  # the outbox case: never sent, the sweeper's deadline finds it
-            stranded.append((job_id, row["state"], row.get("waiting")))
-        assert not stranded, stranded
+            kinds = {path.kind for path in wake_paths(self.app, row, in_flight=messages)}
+            assert kinds, (job_id, row)  # tests/integration/liveness.py: no way at all
+            if row["state"] in (JobState.QUEUED.value, JobState.SLEEPING.value) and \
+                    kinds == {"sweep"} and (job_id, int(row["epoch"])) in self.sent:
+                stranded.append(("stranded", job_id, row["state"], str(row.get("waiting"))))
+        assert not self._violations(stranded, faulted), stranded
 
     def _effects_applied_exactly_once(self, rows: dict[str, dict[str, Any]]) -> None:
         # Defect 2: the effect inside the step dies with an attempt that sleeps after it.
