@@ -122,8 +122,21 @@ class SeamsRules:
 
     seams = ""
 
-    @initialize()
-    def seam_tasks(self) -> None:
+    @initialize(jobs=st.lists(st.tuples(
+        st.lists(st.sampled_from(WAITS), max_size=2, unique=True), st.integers(0, 1),
+        st.booleans(), st.booleans(), st.booleans(), st.booleans()), min_size=2, max_size=4),
+        paused=st.booleans())
+    def seam_tasks(self, jobs: list[tuple[Any, ...]], paused: bool) -> None:
+        """The seam tasks, and from the start a few seam jobs and a seam workflow (the
+        machine's rules are many: without them most runs would meet few seams)."""
+        self._seam_setup()
+        for job in jobs:
+            self.submit_a_seam_job(*job)
+        self.start_a_seam_workflow()
+        if paused:
+            key_usage.pause(self.app, TENANT, KEY)
+
+    def _seam_setup(self) -> None:
         self.seams = self.app.settings.jobs_table + SEAMS
         self.inspect.create_table(
             TableName=self.seams, BillingMode="PAY_PER_REQUEST",
@@ -407,6 +420,12 @@ class SeamsRules:
         if self.seams:
             self._seams_hold(self._faulted())
 
+    def drain_round(self) -> None:
+        """After each round of the machine's drain (no faults any more): the same checks,
+        while jobs still wake, wait and run."""
+        if self.seams:
+            self._seams_hold(self._faulted())
+
     def flow_drained(self) -> None:
         """The machine's drain ends here (every job terminal, the weather clear): the same
         checks once more, over every job's end."""
@@ -552,7 +571,8 @@ class SeamsRules:
                     and job.error.type == "CallbackTimeout" and job.finished_at is not None:
                 assert job.finished_at >= retried + CALLBACK_S * 1000, (job_id, retried, job)
 
-    def seams_before_drain(self) -> None:
-        """The drain needs the key running: resume it (an operator would)."""
-        if self.seams:
+    def seams_before_drain(self, round_: int) -> None:
+        """The drain needs the key running: an operator resumes it after the first round
+        (which meets it paused, if it is)."""
+        if self.seams and round_ == 1:
             key_usage.resume(self.app, TENANT, KEY)

@@ -498,8 +498,8 @@ class Lifecycle(SeamsRules, EffectsRules, AdmissionContention, FlowKeysRules, Fl
 
     def _drain(self) -> None:
         self.injector.faults.clear()  # the weather clears; everything must settle
-        self.seams_before_drain()
-        for _ in range(60):
+        for round_ in range(60):
+            self.seams_before_drain(round_)
             if all(job.state.terminal for job in self.app.store.batch_get(self.jobs)):
                 break
             self.clock.advance(max(LEASE_S, self.app.settings.handoff_seconds) + 5)
@@ -507,6 +507,7 @@ class Lifecycle(SeamsRules, EffectsRules, AdmissionContention, FlowKeysRules, Fl
             sweeper.sweep(self.app)
             while batch := self.app.queues.receive(self.url, max_messages=10):
                 consume(Worker(self.app), batch)
+            self.drain_round()
         jobs = self.app.store.batch_get(self.jobs)
         assert all(job.state.terminal for job in jobs), [(j.job_id, j.state) for j in jobs]
         # What the observers saw is what the table holds, or an earlier state of the same
