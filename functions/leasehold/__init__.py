@@ -5,8 +5,8 @@ from leasehold.core.enqueueing import enqueue_item
 from leasehold.core.policy import RetryPolicy
 from leasehold.core.registry import task
 from leasehold.core.suspension import CallbackFailed, CallbackTimeout
-from leasehold.errors import LeaseholdError, NonRetryableError
+from leasehold.errors import InvalidPayload, LeaseholdError, NonRetryableError
 
-__all__ = ["CallbackFailed", "CallbackTimeout", "JobContext", "LeaseholdError",
-           "NonRetryableError", "RetryPolicy", "enqueue_item", "task"]
+__all__ = ["CallbackFailed", "CallbackTimeout", "InvalidPayload", "JobContext",
+           "LeaseholdError", "NonRetryableError", "RetryPolicy", "enqueue_item", "task"]
 __version__ = "0.1.0"

@@ -15,6 +15,7 @@ from leasehold.clock import Clock
 from leasehold.core.enqueueing import install_enqueuer
 from leasehold.core.registry import TaskRegistry
 from leasehold.durable import install as install_durable
+from leasehold.durable.references import referenced_children
 from leasehold.events.publishing import install as install_events
 from leasehold.flow import debounce, expiry, unique
 from leasehold.flow import install as install_flow
@@ -26,6 +27,7 @@ from leasehold.streams.once import install as install_once
 from leasehold.tenancy.counters import count_outcomes, slot_writes
 from leasehold.workflows.progress import install as install_workflows
 from leasehold.workflows.reconcile import reconcile as reconcile_workflows
+from leasehold.workflows.retention import referenced_steps
 
 
 def compose(
@@ -52,6 +54,8 @@ def compose(
     # sweeper redoes that for workflows that made no progress for a while.
     install_workflows(app)
     app.repairs["workflows"] = lambda app, now: reconcile_workflows(app, now=now).repaired
+    # ... and refuse the delete of a step while its workflow exists (it may be retried).
+    app.deletion_guards["workflow"] = referenced_steps
     # Flow control: a unique key's claim (taken with the row, given back with the end),
     # debounce windows, and start windows (refused at the lease, ended by the worker or the
     # sweeper).
@@ -76,4 +80,6 @@ def compose(
     # Durable execution: ctx.step/sleep/callback/spawn/wait_for, and parents woken by
     # their children.
     install_durable(app)
+    # A finished child is not deleted while its parent is live (it reads it when it wakes).
+    app.deletion_guards["durable parent"] = referenced_children
     return app

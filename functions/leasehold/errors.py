@@ -87,6 +87,12 @@ class NonRetryableError(LeaseholdError):
     code = "non_retryable"
 
 
+class InvalidPayload(NonRetryableError):
+    """The job's payload does not have the shape its task needs; no retry can fix it."""
+
+    code = "invalid_payload"
+
+
 class RateLimited(LeaseholdError):
     """Too many requests; retry later."""
 

@@ -132,3 +132,34 @@ def test_a_project_whose_requirements_miss_a_dependency_fails_synth_naming_the_m
     assert result.returncode != 0
     assert ("task module 'reports.tasks' cannot be imported from the bundle: "
             "ModuleNotFoundError: No module named 'humanize'") in result.stderr
+
+
+def test_a_task_module_that_imports_boto3_through_leasehold_workflows_synthesizes(
+        tmp_path: Path) -> None:
+    """The README's ``step_results`` example: ``leasehold.workflows`` imports boto3, which the
+    bundle leaves out because Lambda provides it. The synth's import check sees what the
+    runtime provides, and nothing more: a package neither has still fails it."""
+    project = tmp_path / "steps"
+    subprocess.run([sys.executable, "-m", "leasehold.cli", "init", str(project)],
+                   check=True, capture_output=True, env=_env())
+    tasks = (project / "steps" / "tasks.py")
+    tasks.write_text(tasks.read_text() + '''
+
+from leasehold.workflows import step_results
+
+
+@task("add-inputs")
+def add_inputs(payload, ctx):
+    return int(payload or 0) + sum(step_results(ctx).values())
+''')
+    synth = _synth(project / "app.py", tmp_path / "cdk.out", "Steps")
+    assert not (synth.bundle / "boto3").exists()  # still left to the runtime
+    assert (synth.bundle / "steps" / "tasks.py").read_text() == tasks.read_text()
+
+    tasks.write_text(tasks.read_text() + "\nimport requests  # neither bundled nor provided\n")
+    result = subprocess.run([sys.executable, str(project / "app.py")], cwd=tmp_path,
+                            capture_output=True, text=True, check=False,
+                            env=_env(CDK_OUTDIR=str(tmp_path / "cdk.out2")), timeout=900)
+    assert result.returncode != 0
+    assert ("task module 'steps.tasks' cannot be imported from the bundle: "
+            "ModuleNotFoundError: No module named 'requests'") in result.stderr

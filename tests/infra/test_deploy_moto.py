@@ -37,6 +37,7 @@ from leasehold.core.spec import JobSpec
 from leasehold.core.states import JobState
 from leasehold.events import triggers
 from leasehold.events.publishing import SOURCE as JOB_EVENT_SOURCE
+from leasehold.events.publishing import event_id
 from leasehold.handlers import api as api_handler
 from leasehold.handlers import relay as relay_handler
 from leasehold.handlers import telemetry
@@ -382,7 +383,7 @@ def test_a_user_event_reaches_the_trigger_whose_job_the_stream_relay_publishes_t
     # and the trigger rule did not take it back.
     published = drain(sqs, job_events)
     assert [(e["detail-type"], e["detail"]["job_id"], e["detail"]["event_id"])
-            for e in published] == [("Job Queued", job_id, f"{job_id}:{job.epoch}:QUEUED")]
+            for e in published] == [("Job Queued", job_id, event_id(job))]
     assert drain(sqs, delivered) == []
     # The archive kept the user event only.
     (archive,) = events.list_archives(EventSourceArn=events.describe_event_bus(
@@ -436,8 +437,8 @@ def test_the_deployed_relay_publishes_a_finished_jobs_outcome_once_from_the_stre
         synthesized: Synthesized, deployed: dict[str, str], monkeypatch: pytest.MonkeyPatch,
         relay_in_process: RelayRun) -> None:
     """A job run by a worker in the deployed worker's environment: its outcome reaches the bus
-    once, made by the relay from the committed row (only the relay sets ``event_id``), and
-    the worker itself published nothing."""
+    once, made by the relay from the committed row (with the row's ``event_id``), and the
+    worker itself published nothing."""
     lambda_ = boto3.client("lambda", region_name=REGION)
     sqs = boto3.client("sqs", region_name=REGION)
     settings = settings_from_outputs(deployed, ("default",))
@@ -476,7 +477,7 @@ def test_the_deployed_relay_publishes_a_finished_jobs_outcome_once_from_the_stre
     # As deployed (publish=terminal): the outcome only, once, from the relay.
     assert [(e["detail-type"], e["detail"]["job_id"], e["detail"]["event_id"])
             for e in published] == [
-        ("Job Succeeded", job.job_id, f"{job.job_id}:{job.epoch}:SUCCEEDED")]
+        ("Job Succeeded", job.job_id, event_id(app.store.get(job.job_id)))]
     # Building its application and relaying take nothing but PutEvents, all its role allows
     # beyond the stream reads Lambda makes for it (tests/infra/test_relay.py).
     assert relay_in_process.calls == {"events:PutEvents"}

@@ -6,9 +6,10 @@ attempts as planned; a worker may die at any write of a delivery (a step's store
 to SLEEPING, the finish), with the machine's lost responses and throttles around them.
 
 After every step: a stored step was never run again after its store (its stored result is
-the last one its function returned), a callback's outcome never changes once written, and a
-SLEEPING job holds no lease and is watched by the ticker (``due``) or the sweeper
-(``sweep``). The machine's drain checks that none is stranded.
+the last one its function returned), a callback's outcome never changes once written in a
+run (a manual re-run re-arms one without a value), and a SLEEPING job holds no lease and is
+watched by the ticker (``due``) or the sweeper (``sweep``). The machine's drain checks that
+none is stranded.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from leasehold.core.states import JobState
 from leasehold.core.suspension import CallbackTimeout
 from leasehold.durable import callbacks
 from leasehold.durable.records import PREFIX
+from leasehold.durable.runs import RECORD_RUN
 from leasehold.lifecycle.consumer import consume
 from leasehold.lifecycle.submission import submit
 from leasehold.lifecycle.worker import Worker
@@ -54,7 +56,7 @@ class DurableRules:
     def durable_tasks(self) -> None:
         self.step_runs: dict[tuple[str, str], list[str]] = defaultdict(list)
         self.callback_tokens: dict[str, str] = {}
-        self.outcomes: dict[str, str] = {}
+        self.outcomes: dict[tuple[str, int], str] = {}
         self.durable_keys = itertools.count()
 
         def durable(payload: Any, ctx: JobContext) -> Any:
@@ -148,7 +150,9 @@ class DurableRules:
                 # came after the store (at most once per store).
                 assert runs and record["result"] == f'"{runs[-1]}"', (record, runs)
             if record["kind"] == "callback" and record.get("outcome"):
-                first = self.outcomes.setdefault(job_id, record["outcome"])
+                # Once per run: a manual re-run re-arms a callback without a value (issue 29).
+                run = int(record.get(RECORD_RUN) or 0)
+                first = self.outcomes.setdefault((job_id, run), record["outcome"])
                 assert record["outcome"] == first, (record, first)
 
     @invariant()

@@ -4,11 +4,14 @@ after an admission refusal, and never leaves the caller's tenant (issue 25)."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
 
-from leasehold.clock import FakeClock
+from leasehold.aws.faults import Fault, InjectedCrash
+from leasehold.bulk import run
+from leasehold.clock import FakeClock, iso
 from leasehold.core.registry import TaskRegistry
 from leasehold.core.states import JobState
 from leasehold.lifecycle import sweeper
@@ -16,7 +19,11 @@ from leasehold.lifecycle.app import Leasehold
 from leasehold.time import ticker
 
 from .api_client import ApiClient, api_for
-from .helpers import deliver
+from .helpers import deliver, inject
+
+#: Every DynamoDB write.
+WRITES = "|".join(f"dynamodb.{op}" for op in (
+    "PutItem", "UpdateItem", "TransactWriteItems", "DeleteItem"))
 
 
 @pytest.fixture
@@ -65,7 +72,8 @@ def test_a_dry_run_counts_then_the_bulk_job_retries_each_match_once(
     deliver(app, once=True)  # the bulk job runs: each DEAD job re-queued once
     shown = api.get(f"/jobs/bulk/{bulk_id}", tenant="acme").body
     assert shown["state"] == "SUCCEEDED", shown
-    assert shown["result"] == {"action": "retry", "done": 5, "skipped": 0}
+    assert shown["result"] == {"action": "retry", "done": 5, "skipped": 0,
+                               "created_before": shown["created_before"]}
     assert shown["progress"]["done"] == 5
     assert states(app, dead) == [JobState.QUEUED] * 5
     assert states(app, [ok, rival]) == [JobState.SUCCEEDED, JobState.DEAD]  # untouched
@@ -110,4 +118,88 @@ def test_an_admission_refusal_pauses_the_bulk_job_and_it_resumes_from_its_checkp
         deliver(app, once=True)
     done = app.store.get(bulk_id)
     assert done.state is JobState.SUCCEEDED, done.history
-    assert done.result == {"action": "redrive", "done": 4, "skipped": 0}
+    assert {k: v for k, v in done.result.items() if k != "created_before"} == {
+        "action": "redrive", "done": 4, "skipped": 0}
+
+
+def later(api: ApiClient, tag: str, tenant: str = "acme") -> str:
+    """A job that waits an hour (SCHEDULED: live, and no message a delivery would run)."""
+    reply = api.post("/jobs", {"task": "work", "payload": tag, "delay_seconds": 3600,
+                               "labels": {"env": "prod"}}, tenant=tenant)
+    assert reply.status == 201, reply.body
+    job_id: str = reply.body["job_id"]
+    return job_id
+
+
+def test_a_bulk_action_acts_only_on_jobs_created_up_to_its_request_across_a_crash(
+        api: ApiClient, clock: FakeClock, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 29, 9: the dry run counted 3, the cancel that followed cancelled 5, two of them
+    submitted after it was asked for. A bulk job killed mid-run resumes from its checkpoint
+    and still never reaches a job created after its request."""
+    app = api.app
+    monkeypatch.setattr(run, "PAGE", 2)  # two pages: a checkpoint between them
+    before = [later(api, f"before-{i}") for i in range(3)]
+    body = {"action": "cancel", "filter": {"label": ["env:prod"]}}
+    clock.advance(1)
+    preview = api.post("/jobs/bulk", {**body, "dry_run": True}, tenant="acme").body
+    assert (preview["matches"], preview["sample"]) == (3, sorted(before))
+    clock.advance(1)
+    asked_at = app.now()
+    started = api.post("/jobs/bulk", body, tenant="acme")
+    assert started.status == 202, started.body
+    bulk_id = started.body["bulk_id"]
+    clock.advance(1)
+    after = [later(api, f"after-{i}") for i in range(2)]  # while the bulk job waits to run
+    # The worker dies just before it cancels the third job: two are done and checkpointed.
+    injector = inject(app, Fault(target=WRITES, kind="crash",
+                                 when=lambda params: sorted(before)[2] in json.dumps(params)))
+    with pytest.raises(InjectedCrash):
+        deliver(app, once=True)
+    injector.revive()
+    injector.faults.clear()
+    midway = app.store.get(bulk_id)
+    assert midway.state is JobState.RUNNING, midway.history
+    assert json.loads(midway.progress_json or "{}")["done"] == 2
+    more = [later(api, f"while-dead-{i}") for i in range(2)]  # before it resumes
+    for _ in range(10):  # its lease runs out; the sweeper hands it off again; it resumes
+        clock.advance(300)
+        sweeper.sweep(app)
+        deliver(app, once=True)
+        if app.store.get(bulk_id).state is JobState.SUCCEEDED:
+            break
+    shown = api.get(f"/jobs/bulk/{bulk_id}", tenant="acme").body
+    assert shown["state"] == "SUCCEEDED", shown
+    assert states(app, before) == [JobState.CANCELLED] * 3
+    assert states(app, after + more) == [JobState.SCHEDULED] * 4  # never touched
+    assert shown["result"]["done"] == 3 and shown["result"]["skipped"] == 0, shown
+    # The bound, shown by both answers and in the result.
+    assert started.body["created_before"] == iso(asked_at + 1)
+    assert shown["result"]["created_before"] == shown["created_before"] == iso(asked_at + 1)
+
+
+def test_an_earlier_created_before_of_the_users_is_kept(api: ApiClient,
+                                                        clock: FakeClock) -> None:
+    app = api.app
+    old = later(api, "old")
+    clock.advance(60)
+    cutoff = app.now()
+    newer = later(api, "newer")
+    clock.advance(60)
+    body = {"action": "cancel", "filter": {"created_before": iso(cutoff)}}
+    preview = api.post("/jobs/bulk", {**body, "dry_run": True}, tenant="acme").body
+    assert (preview["matches"], preview["created_before"]) == (1, iso(cutoff))
+    bulk_id = api.post("/jobs/bulk", body, tenant="acme").body["bulk_id"]
+    deliver(app, once=True)
+    shown = api.get(f"/jobs/bulk/{bulk_id}", tenant="acme").body
+    assert (shown["result"]["done"], shown["created_before"]) == (1, iso(cutoff))
+    assert states(app, [old, newer]) == [JobState.CANCELLED, JobState.SCHEDULED]
+
+
+def test_both_bulk_answers_carry_the_bulk_id(api: ApiClient) -> None:
+    """Issue 30, 4: ``GET /jobs/bulk/{id}`` answered without ``bulk_id`` (the CLI's --wait
+    crashed on it)."""
+    started = api.post("/jobs/bulk", {"action": "cancel"}, tenant="acme")
+    followed = api.get(f"/jobs/bulk/{started.body['bulk_id']}", tenant="acme")
+    assert followed.status == 200
+    assert followed.body["bulk_id"] == started.body["bulk_id"] == started.body["job_id"]
+    assert followed.body["created_before"] == started.body["created_before"]

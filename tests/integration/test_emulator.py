@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+import socket
 import threading
 from collections import Counter
 from typing import Any
 
 import boto3
+import pytest
 from botocore.exceptions import ClientError
 
 from leasehold.aws.clients import Clients
 from leasehold.aws.definitions import TABLES, queues
 from leasehold.aws.provision import create_all
-from leasehold.local import snapshots
+from leasehold.local import emulator, snapshots
 from leasehold.local.emulator import counts
 from leasehold.settings import Settings
 
@@ -119,3 +121,15 @@ def test_a_snapshot_holds_the_items_a_scan_reads_and_is_skipped_while_nothing_is
     later = snapshots.take(endpoint, region, ["snap-a", "snap-b"], unless=cut.sequence)
     assert later.tables is not None and later.tables["snap-b"] == []
     assert later.sequence > cut.sequence
+
+
+def test_an_emulator_that_cannot_start_says_why() -> None:
+    # A port another process holds: the child fails to listen, and its error is the message
+    # (its stderr used to be discarded, which left only '').
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        with pytest.raises(RuntimeError) as failed:
+            emulator.start(port=taken.getsockname()[1], timeout=30)
+    assert "the embedded AWS emulator did not start" in str(failed.value)
+    assert "Address already in use" in str(failed.value)

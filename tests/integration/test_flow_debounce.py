@@ -19,6 +19,7 @@ from leasehold.lifecycle.app import Leasehold
 from leasehold.lifecycle.submission import submit
 from leasehold.tenancy.listing import list_jobs
 
+from .api_client import ApiClient
 from .helpers import deliver, inject
 
 RUNS: Counter[str] = Counter()
@@ -127,3 +128,32 @@ def test_debounce_refuses_what_would_change_its_window(app: Leasehold) -> None:
     with pytest.raises(ValidationError, match=r"payload\.doc"):
         submit(app, JobSpec(task="rebuild", payload={}))
     assert list_jobs(app, "default", limit=10)[0] == []
+
+
+def test_the_clients_retry_token_is_ignored_for_a_debounced_task_and_kept_for_others(
+    app: Leasehold, registry: TaskRegistry,
+) -> None:
+    registry.task("plain")(lambda payload, ctx: payload)
+    api = ApiClient(app)
+    # The task's debounce decides: the token is dropped, and a repeat of the same token
+    # joins the window that carried the first (one job).
+    first = api.post("/jobs", {"task": "rebuild", "payload": {"doc": "d9", "n": 1}},
+                     headers={"Idempotency-Key": "client-1"})
+    again = api.post("/jobs", {"task": "rebuild", "payload": {"doc": "d9", "n": 1}},
+                     headers={"Idempotency-Key": "client-1"})
+    assert (first.status, again.status) == (201, 200), (first.body, again.body)
+    assert again.body["job_id"] == first.body["job_id"] and again.body["coalesced"]
+    # Without debounce the token is the submission's idempotency key: a replay answers it.
+    plain = api.post("/jobs", {"task": "plain", "payload": 1},
+                     headers={"Idempotency-Key": "client-2"})
+    replay = api.post("/jobs", {"task": "plain", "payload": 1},
+                      headers={"Idempotency-Key": "client-2"})
+    assert (plain.status, replay.status) == (201, 200)
+    assert replay.body["job_id"] == plain.body["job_id"]
+    assert app.store.get(plain.body["job_id"]).idempotency_key == "client-2"
+    # The body's own key still cannot be combined with debounce: it asks for an identity.
+    refused = api.post("/jobs", {"task": "rebuild", "payload": {"doc": "d9", "n": 2},
+                                 "idempotency_key": "mine"})
+    assert refused.status == 422 and refused.body["error"]["field"] == "debounce"
+    unknown = api.post("/jobs", {"task": "nope"}, headers={"Idempotency-Key": "client-3"})
+    assert unknown.status == 422 and unknown.body["error"]["field"] == "task"

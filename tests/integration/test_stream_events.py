@@ -26,6 +26,7 @@ from leasehold.handlers import telemetry
 from leasehold.lifecycle import sweeper
 from leasehold.lifecycle.app import Leasehold
 from leasehold.streams.poller import Checkpoint, poll, stream_arn
+from leasehold.streams.relay import event_id
 from tests.conftest import MakeApp
 from tests.integration.helpers import deliver
 from tests.integration.test_event_batching import Bus, _app, _consume_one_batch, _submit
@@ -110,8 +111,7 @@ def test_the_lambda_handler_publishes_a_stream_batch_with_stable_event_ids(
     assert handler.handler(event, LambdaContext()) == {"batchItemFailures": []}  # redelivered
     ids = [e["detail"]["event_id"] for e in tail(log)]
     # Terminal states only (the default); the redelivery repeats the same ids.
-    assert sorted(set(ids)) == sorted(f"{job}:{app.store.get(job).epoch}:SUCCEEDED"
-                                      for job in jobs)
+    assert sorted(set(ids)) == sorted(event_id(app.store.get(job)) for job in jobs)
     assert len(ids) == 4
 
 

@@ -41,3 +41,17 @@ def test_a_preview_and_a_progress_read_plainly() -> None:
     text = show({"bulk_id": "X", "job_id": "X", "state": "RUNNING",
                  "progress": {"done": 40, "skipped": 2, "paused": "admission refused"}})
     assert "40" in text and "admission refused" in text and "leasehold status X" in text
+
+
+def test_a_delete_says_how_many_rows_it_kept_and_why() -> None:
+    text = show({"dry_run": True, "action": "delete", "matches": 1, "complete": True,
+                 "sample": ["A"], "created_before": "2026-03-01T16:00:00.001Z",
+                 "skipped_referenced": 5, "referenced_by": {"workflow": 4,
+                                                            "durable parent": 1}})
+    assert "would keep" in text and "5 (durable parent: 1, workflow: 4)" in text
+    assert "2026-03-01T16:00:00.001Z" in text
+    text = show({"bulk_id": "X", "job_id": "X", "state": "SUCCEEDED",
+                 "created_before": "2026-03-01T16:00:00.001Z",
+                 "result": {"done": 1, "skipped": 0, "skipped_referenced": 4,
+                            "referenced_by": {"workflow": 4}}})
+    assert "4 (workflow: 4): still referenced, kept" in text

@@ -1,4 +1,5 @@
-"""What `leasehold status` and `leasehold submit` print about flow control (issue 22)."""
+"""What `leasehold status` and `leasehold submit` print about flow control (issue 22) and
+a durable job's children (issue 29)."""
 
 from __future__ import annotations
 
@@ -30,3 +31,21 @@ def test_a_submission_answered_by_a_live_job_or_a_window_says_so() -> None:
     assert "debounced into this job" in show_job(job(coalesced=True))
     plain = show_job(job())
     assert "unique" not in plain and "debounce" not in plain and "flow" not in plain
+
+
+def test_a_parent_shows_its_children_and_a_child_its_parent() -> None:
+    text = show_job(job(state="SLEEPING", waiting="children",
+                        sleeping_until="2026-11-26T06:05:00.000Z", more_children=True,
+                        children=[
+        {"name": "kid.1", "job_id": "c1", "task": "kid", "state": "RUNNING",
+         "on_parent_end": "cancel", "own": True},
+        {"name": "one", "job_id": "u1", "task": "sync", "state": "QUEUED",
+         "on_parent_end": "abandon", "own": False}]))
+    lines = text.splitlines()
+    assert "until 2026-11-26T06:05:00.000Z (children)" in text
+    assert lines[-4].split() == ["CHILD", "JOB", "TASK", "STATE", "ON", "PARENT", "END"]
+    assert lines[-3].split() == ["kid.1", "c1", "kid", "RUNNING", "cancel"]
+    assert lines[-2].split() == ["one", "u1", "sync", "QUEUED", "not", "its", "own"]
+    assert lines[-1] == "(the first 2 children, by name)"
+    child = show_job(job(parent_id="p1", on_parent_end="cancel"))
+    assert "p1 (on its end: cancel)" in child and "CHILD" not in child

@@ -91,8 +91,11 @@ def test_a_submit_refused_with_429_is_sent_again_after_its_retry_after(
     assert handle.job_id == "J1" and handle.created
     assert waits == [2.0]
     (_, _, first_headers, first), (_, _, _, second) = script.seen
-    assert first == second  # the same request, idempotency key included
-    assert first["idempotency_key"].startswith("client-")
+    (_, _, second_headers, _) = script.seen[1]
+    assert first == second  # the same request, its retry token included
+    assert first_headers["Idempotency-Key"].startswith("client-")
+    assert second_headers["Idempotency-Key"] == first_headers["Idempotency-Key"]
+    assert "idempotency_key" not in first  # the token is a header: the API decides its use
     assert first["delay_seconds"] == 60 and first["labels"] == {"team": "x"}
     assert first_headers["X-Leasehold-Tenant"] == "acme"
 
@@ -104,7 +107,7 @@ def test_a_submit_that_may_have_landed_is_repeated_only_with_an_idempotency_key(
     client, waits = recording_client(url)
     assert not client.submit("echo").created  # 200: an earlier submit made the job
     assert len(script.seen) == 2 and len(waits) == 1
-    assert script.seen[0][3]["idempotency_key"] == script.seen[1][3]["idempotency_key"]
+    assert script.seen[0][2]["Idempotency-Key"] == script.seen[1][2]["Idempotency-Key"]
 
     script.seen.clear()
     script.answers = [refused(502), (201, {}, job("QUEUED"))]
@@ -112,6 +115,7 @@ def test_a_submit_that_may_have_landed_is_repeated_only_with_an_idempotency_key(
     with pytest.raises(ApiError) as raised:
         bare.submit("echo")
     assert raised.value.status == 502 and len(script.seen) == 1
+    assert "Idempotency-Key" not in script.seen[0][2]
     assert "idempotency_key" not in script.seen[0][3]
 
 

@@ -63,9 +63,9 @@ def test_requirements_dev_installs_the_running_leasehold_not_a_name_on_an_index(
     checkout = Path(leasehold.__file__).resolve().parents[2]
     init_project(tmp_path / "new", package="billing")
     lines = (tmp_path / "new" / "requirements-dev.txt").read_text().splitlines()
-    assert f"-e {checkout}[infra]" in lines
+    assert f"-e {checkout}[infra,local]" in lines
     assert "leasehold[infra]" not in lines
     # Installed from a wheel (site-packages): that same version, pinned.
     installed = tmp_path / "site-packages" / "leasehold" / "__init__.py"
     assert leasehold_requirement(str(installed)) == \
-        f"leasehold[infra]=={importlib.metadata.version('leasehold')}"
+        f"leasehold[infra,local]=={importlib.metadata.version('leasehold')}"

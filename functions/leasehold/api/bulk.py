@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Annotated, Any, Literal
 
 from aws_lambda_powertools.event_handler import Response, content_types
@@ -14,6 +15,8 @@ from leasehold.api.answers import answers, errors, view
 from leasehold.api.models import JobOut, _Strict
 from leasehold.api.search import COST_NOTE, SearchIn
 from leasehold.bulk import run
+from leasehold.clock import iso
+from leasehold.core.jobs import Job
 from leasehold.core.spec import JobSpec
 from leasehold.errors import NotFound
 from leasehold.lifecycle import control
@@ -30,6 +33,13 @@ class BulkIn(_Strict):
     dry_run: bool = Field(default=False, description="answer the count only, change nothing")
 
 
+CREATED_BEFORE = ("the action's bound: it acts only on jobs created before this time, the "
+                  "moment it was asked for (or the filter's earlier created_before); jobs "
+                  "submitted later are never touched")
+REFERENCED = ("delete only: finished jobs kept because something still references them (a "
+              "step of a workflow that still exists, the child of a live durable job)")
+
+
 class BulkPreview(BaseModel):
     dry_run: Literal[True] = True
     action: str
@@ -37,10 +47,26 @@ class BulkPreview(BaseModel):
     complete: bool = Field(description="false: the count stopped early, there are at least "
                                        "this many (narrow the search with created_after)")
     sample: list[str] = Field(description="the first few of them (oldest first)")
+    created_before: str | None = Field(default=None, description=CREATED_BEFORE)
+    skipped_referenced: int = Field(default=0, description=REFERENCED)
+    referenced_by: dict[str, int] = Field(
+        default_factory=dict, examples=[{"workflow": 4}],
+        description="skipped_referenced by reason: workflow, durable parent")
 
 
 class BulkJob(JobOut):
     bulk_id: str = Field(description="the bulk job's id: follow it at GET /jobs/bulk/{id}")
+    created_before: str | None = Field(default=None, description=CREATED_BEFORE)
+
+
+def bulk_view(job: Job, now: int) -> BulkJob:
+    """The bulk job as both routes answer it: its id as ``bulk_id``, and its bound."""
+    shown = view(job, now).model_dump(by_alias=True)
+    try:
+        bound = run.filter_from_payload(json.loads(job.payload_json)["filter"]).created_before
+    except (KeyError, TypeError, ValueError):
+        bound = None  # not a payload this route wrote: the job fails with InvalidPayload
+    return BulkJob(**shown, bulk_id=job.job_id, created_before=iso(bound))
 
 
 @router.post("/jobs/bulk", summary="Retry, cancel, redrive or delete every job a search "
@@ -49,6 +75,9 @@ class BulkJob(JobOut):
                          "its own (task leasehold.bulk), admitted like a submission, that "
                          "pages through the matches oldest first with fenced conditional "
                          "writes, checkpoints its progress and resumes after a failure. "
+                         "Both act only on jobs created up to the request (created_before). "
+                         "A delete keeps the rows something still references (a workflow's "
+                         "steps, a live durable job's children) and counts them apart. "
                          "Retries and redrives are admitted like submissions. " + COST_NOTE
                          + ".",
              responses={200: {"description": "the dry run's count",
@@ -58,33 +87,36 @@ class BulkJob(JobOut):
                         **errors(400, 401, 422, 429, 503)})
 def bulk_action(body: BulkIn) -> Response[Any]:
     app, api, tenant = context.leasehold(router), context.config(router), context.tenant(router)
-    where = body.filter.to_filter()
+    # Bounded by the request: jobs submitted after it, while it runs, are never touched.
+    where = run.bounded(body.filter.to_filter(), app.now())
     run.effective(where, body.action)  # a bad combination is a 422 before anything runs
     if body.dry_run:
-        count, complete, sample = run.preview(app, tenant, body.action, where)
+        count, complete, sample, kept = run.preview(app, tenant, body.action, where)
         return Response(status_code=200, content_type=content_types.APPLICATION_JSON,
                         body=BulkPreview(action=body.action, matches=count, complete=complete,
-                                         sample=sample))
+                                         sample=sample, created_before=iso(where.created_before),
+                                         skipped_referenced=sum(kept.referenced_by.values()),
+                                         referenced_by=kept.referenced_by))
     spec = JobSpec(task=run.TASK, tenant=tenant, labels={"bulk": body.action},
                    payload={"action": body.action,
                             "filter": run.filter_to_payload(where)})
     result = submit_admitted(app, spec, app.settings.pools[0], api.limits, api.backlog,
-                             api.buckets)
-    shown = BulkJob(**view(result.job, app.now()).model_dump(by_alias=True),
-                    bulk_id=result.job.job_id)
-    return Response(status_code=202, content_type=content_types.APPLICATION_JSON, body=shown)
+                             api.buckets, internal=True)
+    return Response(status_code=202, content_type=content_types.APPLICATION_JSON,
+                    body=bulk_view(result.job, app.now()))
 
 
 BulkId = Annotated[str, Path(min_length=1, max_length=64, pattern=r"^[0-9A-Za-z]+$")]
 
 
 @router.get("/jobs/bulk/<bulk_id>", summary="A bulk action's progress", tags=["jobs"],
-            description="The bulk job: its progress (done, skipped, where it resumes) while "
-                        "it runs, its result when finished.",
-            responses=answers(JobOut, 401, 404, 422))
-def bulk_progress(bulk_id: BulkId) -> JobOut:
+            description="The bulk job: its progress (done, skipped, skipped_referenced by "
+                        "reason, where it resumes) while it runs, its result when finished, "
+                        "and its bound (created_before).",
+            responses=answers(BulkJob, 401, 404, 422))
+def bulk_progress(bulk_id: BulkId) -> BulkJob:
     app = context.leasehold(router)
     job = control.get_job(app, bulk_id, context.tenant(router))
     if job.task != run.TASK:
         raise NotFound(f"no bulk action {bulk_id}", job_id=bulk_id)
-    return view(job, app.now())
+    return bulk_view(job, app.now())

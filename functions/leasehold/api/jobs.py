@@ -2,22 +2,33 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime
 from typing import Annotated
 
 from aws_lambda_powertools.event_handler import Response, content_types
 from aws_lambda_powertools.event_handler.api_gateway import Router
-from aws_lambda_powertools.event_handler.openapi.params import Path, Query
+from aws_lambda_powertools.event_handler.openapi.params import Header, Path, Query
 
 from leasehold.api import context, search
 from leasehold.api.answers import answers, decode_cursor, encode_cursor, errors, view
-from leasehold.api.models import JobOut, JobPage, Priority, StateName, SubmitJob, SubmittedJob
+from leasehold.api.models import (
+    ChildOut,
+    JobOut,
+    JobPage,
+    Priority,
+    StateName,
+    SubmitJob,
+    SubmittedJob,
+)
 from leasehold.clock import iso, to_ms
 from leasehold.core.jobs import Job
 from leasehold.core.policy import RetryPolicy
 from leasehold.core.spec import JobSpec, resolve
 from leasehold.core.states import JobState
+from leasehold.durable import children
 from leasehold.errors import ValidationError
+from leasehold.flow import debounce
 from leasehold.lifecycle import control
 from leasehold.lifecycle.app import Leasehold
 from leasehold.tenancy.admission import retry_admitted, submit_admitted
@@ -61,10 +72,20 @@ JobId = Annotated[str, Path(min_length=1, max_length=64, pattern=r"^[0-9A-Za-z]+
                      "content": {"application/json": {"model": SubmittedJob}}},
                **errors(400, 401, 409, 413, 422, 429, 503)},
 )
-def submit_job(body: SubmitJob) -> Response[SubmittedJob]:
+def submit_job(
+    body: SubmitJob,
+    idempotency_key: Annotated[str | None, Header(
+        alias="Idempotency-Key", max_length=256,
+        description="a retry token the client made up (`leasehold.client` sends one): a "
+                    "submission sent again with the same token makes one job, as with "
+                    "`idempotency_key` (which wins when both are given); a debounced "
+                    "submission ignores it, since a repeat joins the window that carried it"
+    )] = None,
+) -> Response[SubmittedJob]:
     app, api = context.leasehold(router), context.config(router)
     tenant = context.tenant(router)
     spec = spec_from(body, tenant)
+    spec = replace(spec, idempotency_key=debounce.retry_key(app, spec, idempotency_key))
     now = app.now()
     # Validate before admission so bad input spends no token and writes nothing.
     resolved = resolve(spec, app.registry, pools=app.settings.pools,
@@ -116,7 +137,13 @@ def get_job(
 ) -> JobOut:
     app = context.leasehold(router)
     tenant = context.tenant(router)
-    return view(await_job(app, job_id, tenant, wait_seconds), app.now())
+    job = await_job(app, job_id, tenant, wait_seconds)
+    shown = view(job, app.now())
+    family = children.shown(app, job)  # a durable parent's children, bounded
+    if family is not None:
+        shown.children = [ChildOut.model_validate(child) for child in family[0]]
+        shown.more_children = family[1]
+    return shown
 
 
 #: A job listing's position (the tenant is the caller's, never in the cursor).

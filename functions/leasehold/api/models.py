@@ -137,6 +137,17 @@ class TransitionOut(BaseModel):
     reason: str = ""
 
 
+class ChildOut(BaseModel):
+    name: str = Field(description="the call site's name (``ctx.spawn(name=...)``)")
+    job_id: str
+    task: str | None = None
+    state: StateName | None = Field(default=None, description="null if the row is gone")
+    on_parent_end: str
+    own: bool = Field(description="false when another live job answered the spawn (a "
+                                  "unique key's holder, a debounce window): not cancelled "
+                                  "with the parent")
+
+
 class JobOut(BaseModel):
     # Other features add attributes to the job view (schedule_id, workflow_id, ...).
     model_config = ConfigDict(extra="allow")
@@ -163,7 +174,8 @@ class JobOut(BaseModel):
         default=None, description="a durable job asleep (SLEEPING): when it runs again at "
                                   "the latest")
     waiting: str | None = Field(default=None, description="what a SLEEPING job waits for: "
-                                "sleep, callback:<name> or children")
+                                "sleep, callback:<name>, children, or admission (a spawn "
+                                "over its tenant's live-job cap)")
     started_at: str | None = None
     finished_at: str | None = None
     cancel_requested: bool = False
@@ -189,6 +201,15 @@ class JobOut(BaseModel):
         default=None, description="when DynamoDB may delete this finished job (its TTL; "
                                   "deletion follows within a few days); null while it is live "
                                   "or kept forever")
+    parent_id: str | None = Field(default=None, description="the durable job that spawned "
+                                  "this one (``ctx.spawn``)")
+    on_parent_end: str | None = Field(default=None, description="a child's policy when its "
+                                      "parent ends: `cancel` (the default) or `abandon`")
+    children: list[ChildOut] | None = Field(
+        default=None, description="the jobs it spawned (``ctx.spawn``) with their states, the "
+                                  "first 100 by call-site name; only on GET /jobs/{id}")
+    more_children: bool | None = Field(default=None, description="it spawned more children "
+                                       "than `children` shows")
 
 
 class SubmittedJob(JobOut):

@@ -111,14 +111,17 @@ def contended(exc: ClientError) -> bool:
 class Cancelled(Exception):
     """A transaction was cancelled by a failed condition.
 
-    ``codes[i]`` is why item ``i`` was cancelled (``"None"``: its condition held) and
-    ``items[i]`` the item as DynamoDB saw it (with ``ReturnValuesOnConditionCheckFailure``).
+    ``codes[i]`` is why item ``i`` was cancelled (``"None"``: its condition held),
+    ``items[i]`` the item as DynamoDB saw it (with ``ReturnValuesOnConditionCheckFailure``)
+    and ``messages[i]`` DynamoDB's words for it.
     """
 
-    def __init__(self, codes: list[str], items: list[dict[str, Any] | None]) -> None:
+    def __init__(self, codes: list[str], items: list[dict[str, Any] | None],
+                 messages: list[str] | None = None) -> None:
         super().__init__(", ".join(codes))
         self.codes = codes
         self.items = items
+        self.messages = messages or [""] * len(codes)
 
     def failed(self, index: int) -> bool:
         return index < len(self.codes) and self.codes[index] == "ConditionalCheckFailed"
@@ -146,7 +149,9 @@ def transact_write(ddb: Any, items: Sequence[Mapping[str, Any]], *, attempts: in
             codes = [str(reason.get("Code", "None")) for reason in reasons]
             if "ConditionalCheckFailed" in codes:
                 raise Cancelled(codes, [from_av(reason["Item"]) if reason.get("Item") else None
-                                        for reason in reasons]) from None
+                                        for reason in reasons],
+                                [str(reason.get("Message") or "") for reason in reasons]
+                                ) from None
             if attempt == attempts - 1 or not set(codes) & _TRANSIENT_CANCELLATIONS:
                 raise
             sleep(random.uniform(0, min(1.0, 0.02 * 2 ** attempt)))

@@ -5,20 +5,18 @@
   the queue drops them).
 * ``cancel``: a live job cancelled (a RUNNING one is flagged and stops at its heartbeat).
 * ``delete``: a finished job's row deleted (on the condition that it is still in the state
-  and epoch read: a job retried meanwhile is live and is kept).
+  and epoch read: a job retried meanwhile is live and is kept), unless something still
+  references it (:mod:`leasehold.lifecycle.deletion`: a workflow's step, a durable child).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from botocore.exceptions import ClientError
-
-from leasehold.aws.dynamo import condition_failed, to_av
 from leasehold.core.jobs import Job
 from leasehold.core.states import TERMINAL, JobState
 from leasehold.errors import Conflict, NotFound
-from leasehold.lifecycle import control
+from leasehold.lifecycle import control, deletion
 from leasehold.lifecycle.app import Leasehold
 
 ACTIONS = ("retry", "cancel", "redrive", "delete")
@@ -46,22 +44,7 @@ def apply(app: Leasehold, job: Job, action: str, admit: Admit) -> bool:
         elif action == "cancel":
             control.cancel(app, job.job_id, job.tenant, actor=ACTOR)
         else:
-            return delete(app, job)
+            return job.job_id in deletion.delete_finished(app, [job]).deleted
     except (Conflict, NotFound):
         return False  # it changed since the search read it: not ours to touch
-    return True
-
-
-def delete(app: Leasehold, job: Job) -> bool:
-    try:
-        app.clients.dynamodb.delete_item(
-            TableName=app.settings.jobs_table, Key={"job_id": {"S": job.job_id}},
-            ConditionExpression="#state = :state AND epoch = :epoch AND tenant = :tenant",
-            ExpressionAttributeNames={"#state": "state"},
-            ExpressionAttributeValues=to_av({":state": job.state.value, ":epoch": job.epoch,
-                                             ":tenant": job.tenant}))
-    except ClientError as exc:
-        if not condition_failed(exc):
-            raise
-        return False
     return True

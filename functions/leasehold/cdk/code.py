@@ -109,20 +109,24 @@ class LocalBundler:
 
     def try_bundle(self, output_dir: str, *, image: cdk.DockerImage, **_: Any) -> bool:
         out = Path(output_dir)
-        if self.spec.install:
-            requirements = [*leasehold_requirements()]
-            if self.spec.requirements is not None:
-                requirements += ["-r", str(self.spec.requirements)]
-            _run([self.python, "-m", "pip", "install", "--quiet", "--no-compile",
-                  "--disable-pip-version-check", "--target", str(out), *PIP_PLATFORM,
-                  *requirements])
-            prune_runtime_provided(out)
-        copy_leasehold(out)
-        for path in self.spec.code:
-            copy_code(path, out)
-        check_tasks(out, task_modules=self.spec.task_modules, pools=self.spec.pools,
-                    required_tasks=self.spec.required_tasks, isolated=self.spec.install,
-                    python=self.python)
+        # What the Lambda runtime provides is left out of the bundle, but the check must
+        # see it, as the function will: it goes here, on the check's path after the bundle.
+        with tempfile.TemporaryDirectory(prefix="leasehold-runtime-") as provided:
+            runtime = Path(provided) if self.spec.install else None
+            if self.spec.install:
+                requirements = [*leasehold_requirements()]
+                if self.spec.requirements is not None:
+                    requirements += ["-r", str(self.spec.requirements)]
+                _run([self.python, "-m", "pip", "install", "--quiet", "--no-compile",
+                      "--disable-pip-version-check", "--target", str(out), *PIP_PLATFORM,
+                      *requirements])
+                prune_runtime_provided(out, into=runtime)
+            copy_leasehold(out)
+            for path in self.spec.code:
+                copy_code(path, out)
+            check_tasks(out, task_modules=self.spec.task_modules, pools=self.spec.pools,
+                        required_tasks=self.spec.required_tasks, isolated=self.spec.install,
+                        python=self.python, runtime=runtime)
         return True
 
 
@@ -169,17 +173,20 @@ def copy_code(path: Path, out: Path) -> None:
         shutil.copy2(path, target)
 
 
-def prune_runtime_provided(out: Path) -> None:
-    """Delete the packages the Lambda runtime provides from a pip ``--target`` folder."""
+def prune_runtime_provided(out: Path, *, into: Path | None = None) -> None:
+    """Take the packages the Lambda runtime provides out of a pip ``--target`` folder:
+    deleted, or moved ``into`` a folder (where the synth-time import check finds them)."""
     for name in RUNTIME_PROVIDED:
-        for path in (out / name, out / f"{name}.py"):
-            if path.is_dir():
-                shutil.rmtree(path)
-            elif path.exists():
-                path.unlink()
         distribution = "python_dateutil" if name == "dateutil" else name
-        for info in out.glob(f"{distribution}-*.dist-info"):
-            shutil.rmtree(info)
+        for path in (out / name, out / f"{name}.py", *out.glob(f"{distribution}-*.dist-info")):
+            if not path.exists():
+                continue
+            if into is not None:
+                shutil.move(path, into / path.name)
+            elif path.is_dir():
+                shutil.rmtree(path)
+            else:
+                path.unlink()
     # pip --target leaves console scripts of the dependencies here; nothing runs them.
     shutil.rmtree(out / "bin", ignore_errors=True)
 

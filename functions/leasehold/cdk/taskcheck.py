@@ -7,6 +7,11 @@ its content, so they would make every synth a new upload. A module missing from 
 bundle, a dependency missing from the requirements or a module that raises on import therefore
 fails the synth here, naming the module, instead of failing every function on AWS.
 
+The packages the Lambda runtime provides (``code.RUNTIME_PROVIDED``: boto3 and its
+dependencies) are left out of the bundle; the check puts them on its path after the bundle,
+as the runtime does, and nothing else: a module that imports boto3 passes, one that imports
+a package neither the bundle nor the runtime has fails.
+
 The bundle holds wheels for Lambda (arm64, Python 3.12). Where this machine is something else,
 compiled packages in it cannot load here; if the first import fails and the bundle holds any,
 the same versions are installed for this machine into a folder put before the bundle (only
@@ -60,23 +65,26 @@ class TaskCheckError(ValueError):
 
 def check_tasks(bundle: Path, *, task_modules: Sequence[str], pools: Sequence[str],
                 required_tasks: Sequence[str] = (), isolated: bool = True,
-                python: str = sys.executable) -> dict[str, dict[str, str]]:
+                python: str = sys.executable,
+                runtime: Path | None = None) -> dict[str, dict[str, str]]:
     """Import ``task_modules`` from ``bundle``; raise :class:`TaskCheckError` naming every
     module that fails, every module that registers no task (a typo would otherwise deploy
     none) and every required task that no module registers. Returns the
     registered tasks (name -> module and pool).
 
     ``isolated=False`` (a bundle without its dependencies, as tests build it) also puts this
-    interpreter's site-packages after the bundle.
+    interpreter's site-packages after the bundle. ``runtime``: a folder holding what the
+    Lambda runtime provides, put after the bundle.
     """
     if not task_modules:
         raise TaskCheckError("name at least one task module (tasks=[\"myapp.tasks\"])")
+    provided = [] if runtime is None else [str(runtime)]
     extra = [] if isolated else [*site.getsitepackages()]
-    report = _probe(python, [str(bundle), *extra], task_modules)
+    report = _probe(python, [str(bundle), *provided, *extra], task_modules)
     if report["errors"] and isolated and not _runs_lambda_wheels():
         with tempfile.TemporaryDirectory(prefix="leasehold-check-") as native:
             if _install_native(python, bundle, Path(native)):
-                report = _probe(python, [native, str(bundle)], task_modules)
+                report = _probe(python, [native, str(bundle), *provided], task_modules)
     problems = [f"task module {module!r} cannot be imported from the bundle: {error}"
                 for module, error in report["errors"].items()]
     problems += [f"task module {module!r} registers no task (no @task in it: is the module "

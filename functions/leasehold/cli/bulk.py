@@ -101,14 +101,27 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def referenced(counts: dict[str, Any]) -> str | None:
+    """``4 (workflow: 3, durable parent: 1)``: the rows a delete keeps, and why."""
+    total = counts.get("skipped_referenced")
+    if not total:
+        return None
+    why = ", ".join(f"{name}: {n}" for name, n in sorted(counts.get("referenced_by", {}).items()))
+    return f"{total} ({why}): still referenced, kept"
+
+
 def show(reply: dict[str, Any]) -> str:
     if reply.get("dry_run"):
         count = f"{reply['matches']}" + ("" if reply["complete"] else "+ (stopped counting)")
         return fields([("would " + reply["action"], f"{count} job(s)"),
+                       ("created before", reply.get("created_before")),
+                       ("would keep", referenced(reply)),
                        ("for example", ", ".join(reply["sample"]) or None)])
     progress = reply.get("result") or reply.get("progress") or {}
     return fields([
-        ("bulk job", reply.get("bulk_id") or reply["job_id"]), ("state", reply["state"]),
+        ("bulk job", reply["bulk_id"]), ("state", reply["state"]),
+        ("created before", reply.get("created_before")),
         ("done", progress.get("done")), ("skipped", progress.get("skipped")),
+        ("kept", referenced(progress)),
         ("paused", progress.get("paused")),
-        ("follow", f"leasehold status {reply.get('bulk_id') or reply['job_id']}")])
+        ("follow", f"leasehold status {reply['bulk_id']}")])

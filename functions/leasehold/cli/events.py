@@ -59,6 +59,33 @@ def _wanted(args: argparse.Namespace, event: dict[str, Any]) -> bool:
                (("job_id", args.job), ("task", args.task), ("tenant", args.tenant)))
 
 
+#: How many event ids ``tail`` keeps to drop a repeat: the relay publishes at least once (one
+#: killed mid-batch writes the batch's events again when it resumes, with the same ids).
+REMEMBERED = 10_000
+
+
+class Repeats:
+    """The ids of the last :data:`REMEMBERED` events shown."""
+
+    def __init__(self, size: int = REMEMBERED) -> None:
+        self.order: deque[str] = deque()
+        self.ids: set[str] = set()
+        self.size = size
+
+    def first(self, event: dict[str, Any]) -> bool:
+        """Whether ``event`` was not shown yet (an event without an id always is new)."""
+        event_id = (event.get("detail") or {}).get("event_id")
+        if event_id is None:
+            return True
+        if event_id in self.ids:
+            return False
+        self.ids.add(event_id)
+        self.order.append(event_id)
+        if len(self.order) > self.size:
+            self.ids.discard(self.order.popleft())
+        return True
+
+
 def _line(args: argparse.Namespace, event: dict[str, Any]) -> str:
     if args.json:
         return json.dumps(event)
@@ -69,10 +96,13 @@ def _line(args: argparse.Namespace, event: dict[str, Any]) -> str:
             f"{detail.get('previous_state') or '-'} -> {detail['state']}")
 
 
-def backlog(args: argparse.Namespace, path: Path) -> tuple[list[dict[str, Any]], int]:
-    """The events to print first (the current run's, or all with --all; the last -n of them)
-    and the byte offset to follow from."""
+def backlog(args: argparse.Namespace, path: Path, repeats: Repeats | None = None
+            ) -> tuple[list[dict[str, Any]], int]:
+    """The events to print first (the current run's, or all with --all; the last -n of them,
+    each change once) and the byte offset to follow from."""
     from leasehold.events.publishing import tail
+
+    repeats = repeats or Repeats()
 
     shown: deque[dict[str, Any]] = deque(maxlen=max(0, args.lines) or None)
     earlier = False
@@ -81,7 +111,7 @@ def backlog(args: argparse.Namespace, path: Path) -> tuple[list[dict[str, Any]],
         if event.get("source") == RUNTIME_SOURCE and not args.all:
             earlier = earlier or bool(shown)
             shown.clear()  # a new run began: what came before is history
-        if _wanted(args, event):
+        if _wanted(args, event) and repeats.first(event):
             shown.append(event)
     if args.lines <= 0:
         shown.clear()
@@ -96,6 +126,7 @@ def run_tail(args: argparse.Namespace) -> int:
     path = Path(args.log)
     first: list[dict[str, Any]] = []
     start = 0
+    repeats = Repeats()
     if not path.exists():
         message = (f"no event log at {path}: `leasehold dev` writes it (its banner names it); "
                    "is it running, from this directory? Or pass --log.")
@@ -104,13 +135,13 @@ def run_tail(args: argparse.Namespace) -> int:
             return 1
         print(f"waiting: {message}", file=sys.stderr, flush=True)
     else:
-        first, start = backlog(args, path)
+        first, start = backlog(args, path, repeats)
     try:
         for event in first:
             print(_line(args, event), flush=True)
         if args.follow:
             for event in tail(path, follow=True, start=start):
-                if _wanted(args, event):
+                if _wanted(args, event) and repeats.first(event):
                     print(_line(args, event), flush=True)
     except KeyboardInterrupt:
         pass

@@ -72,17 +72,18 @@ def init_project(target: Path, *, package: str) -> list[str]:
 
 
 def leasehold_requirement(module_file: str | None = None) -> str:
-    """The requirement line that installs this Leasehold with its CDK construct: its source
+    """The requirement line that installs this Leasehold with its CDK construct and its
+    local runtime's emulator (``leasehold dev``, the pytest fixture): its source
     checkout, editable, when it runs from one (``<checkout>/functions/leasehold``, with the
     checkout's ``pyproject.toml``), else the installed version, pinned."""
     package = Path(module_file or leasehold.__file__).resolve().parent
     checkout = package.parent.parent
     if package.parent.name == "functions" and (checkout / "pyproject.toml").is_file():
-        return f"-e {checkout}[infra]"
+        return f"-e {checkout}[infra,local]"
     try:
-        return f"leasehold[infra]=={importlib.metadata.version('leasehold')}"
+        return f"leasehold[infra,local]=={importlib.metadata.version('leasehold')}"
     except importlib.metadata.PackageNotFoundError:
-        return "leasehold[infra]"
+        return "leasehold[infra,local]"
 
 
 def check_package(package: str) -> None:

@@ -64,6 +64,10 @@ def show_job(job: dict[str, Any], history: bool = False) -> str:
         pairs.append(("waiting", job["waiting_for"]))
     if job.get("flow"):
         pairs.append(("flow", flow_text(job["flow"])))
+    if job.get("waiting"):
+        pairs.append(("sleeping", f"until {job.get('sleeping_until')} ({job['waiting']})"))
+    if job.get("parent_id"):
+        pairs.append(("parent", f"{job['parent_id']} (on its end: {job.get('on_parent_end')})"))
     if job.get("cancel_requested") and job["state"] not in ("CANCELLED", "SUCCEEDED", "DEAD"):
         pairs.append(("cancel", "requested: the job stops at its next heartbeat"))
     if job.get("progress") is not None:
@@ -75,11 +79,22 @@ def show_job(job: dict[str, Any], history: bool = False) -> str:
     for warning in job.get("warnings") or ():
         pairs.append(("warning", warning))
     text = fields(pairs)
+    if job.get("children"):
+        text += "\n\n" + children_table(job["children"])
+        if job.get("more_children"):
+            text += f"\n(the first {len(job['children'])} children, by name)"
     if history:
         text += "\n\n" + table([(h["at"], h["from"] or "", h["to"], h["by"], h["reason"])
                                 for h in job.get("history", [])],
                                ["AT", "FROM", "TO", "BY", "REASON"])
     return text
+
+
+def children_table(children: list[dict[str, Any]]) -> str:
+    """A durable parent's children: what each call site spawned, and where it is."""
+    return table([(c["name"], c["job_id"], c.get("task"), c.get("state") or "gone",
+                   c["on_parent_end"] if c.get("own", True) else "not its own")
+                  for c in children], ["CHILD", "JOB", "TASK", "STATE", "ON PARENT END"])
 
 
 def flow_text(flow: dict[str, Any]) -> str:

@@ -110,7 +110,8 @@ if __name__ == "__main__":
 humanize>=4,<5
 ''',
     "requirements-dev.txt": '''\
-# What this project needs on your machine: Leasehold with its CDK construct, and pytest
+# What this project needs on your machine: Leasehold with its CDK construct and its local
+# runtime (`leasehold dev`, the pytest fixture: the `local` extra, moto), and pytest
 # (Leasehold as `leasehold init` found it installed: its checkout, or the same version).
 -r requirements.txt
 $leasehold
@@ -139,7 +140,7 @@ managed services: tasks in `$package/`, deployed by the CDK app in `app.py`.
 | `$package/tasks.py` | the tasks: `@task("$package.describe")` functions |
 | `tests/test_tasks.py` | their tests (pytest; `leasehold.testing` runs a task as a job would) |
 | `requirements.txt` | the tasks' dependencies, bundled into the deployment |
-| `requirements-dev.txt` | Leasehold with its CDK construct, and pytest |
+| `requirements-dev.txt` | Leasehold with its CDK construct and local runtime, and pytest |
 | `app.py`, `cdk.json` | the CDK app: Leasehold's construct with your tasks |
 
 ## Set up and test

@@ -88,8 +88,10 @@ class Client(Operations):
 
     def exchange(self, method: str, path: str, body: Any = None,
                  query: Mapping[str, Any] | None = None, *, repeatable: bool | None = None,
-                 wait: float = 0.0) -> tuple[int, Any]:
-        """As :meth:`request`, with the answer's status."""
+                 wait: float = 0.0, headers: Mapping[str, str] | None = None
+                 ) -> tuple[int, Any]:
+        """As :meth:`request`, with the answer's status; ``headers`` go with every try."""
+        extra = headers
         url = self.url + path
         if query:
             pairs = [(k, v) for k, vs in query.items() if vs is not None
@@ -103,8 +105,9 @@ class Client(Operations):
         for tries in range(self.retries.attempts):
             last = tries == self.retries.attempts - 1
             try:
-                status, headers, raw = self.transport(method, url, self._headers(method, url, data),
-                                                      data, self.timeout + wait)
+                status, headers, raw = self.transport(
+                    method, url, self._headers(method, url, data, extra), data,
+                    self.timeout + wait)
             except OSError as exc:
                 if repeatable and not last and unsure(exc):
                     landed = True
@@ -128,8 +131,9 @@ class Client(Operations):
             raise error
         raise AssertionError("unreachable")
 
-    def _headers(self, method: str, url: str, data: bytes | None) -> dict[str, str]:
-        headers = {"Accept": "application/json"}
+    def _headers(self, method: str, url: str, data: bytes | None,
+                 extra: Mapping[str, str] | None = None) -> dict[str, str]:
+        headers = {"Accept": "application/json", **(extra or {})}
         if data is not None:
             headers["Content-Type"] = "application/json"
         if self.tenant:
@@ -160,9 +164,11 @@ class Client(Operations):
         (``{"key": ...}``), ``debounce`` (``{"key", "seconds", "max_wait_seconds"}``),
         ``start_within_seconds`` or ``expires_at`` (a datetime)).
 
-        Without an ``idempotency_key`` one is made up, so a submit retried after a lost
-        answer makes one job, not two (``idempotency_keys=False`` turns that off; a debounced
-        submission gets none: the server refuses the pair).
+        Without an ``idempotency_key`` a retry token is made up and sent as the
+        ``Idempotency-Key`` header, so a submit retried after a lost answer makes one job,
+        not two (``idempotency_keys=False`` turns that off). The API ignores the token for a
+        debounced job (the submission's ``debounce`` or its task's): a repeat of a debounced
+        submission joins the window that carried it, so it is safe to send again without.
         """
         unknown = set(options) - set(JOB_OPTIONS)
         if unknown:
@@ -180,11 +186,12 @@ class Client(Operations):
             elif hasattr(value, "to_dict"):
                 value = {k: v for k, v in value.to_dict().items() if v is not None}
             body[name] = value
-        # A debounced submission has no identity of its own (its window's job carries it).
-        if self.idempotency_keys and "idempotency_key" not in body and "debounce" not in body:
-            body["idempotency_key"] = f"client-{uuid.uuid4().hex}"
-        status, job = self.exchange("POST", "/jobs", body,
-                                    repeatable="idempotency_key" in body)
+        # Not the body's idempotency_key: only the API knows whether the task debounces,
+        # and a debounced job cannot take one (its window's job carries its identity).
+        token = {"Idempotency-Key": f"client-{uuid.uuid4().hex}"} \
+            if self.idempotency_keys and "idempotency_key" not in body else None
+        status, job = self.exchange("POST", "/jobs", body, headers=token, repeatable=bool(
+            token) or "idempotency_key" in body or "debounce" in body)
         return JobHandle(self, job["job_id"], job, created=status == 201)
 
     def job(self, job_id: str) -> JobHandle:
@@ -289,8 +296,7 @@ class Client(Operations):
         """``POST /workflows``: the graph, checked whole before anything is written. Made
         idempotent (an ``idempotency_key`` is added unless given) so a retry starts one."""
         body = dict(spec)
-        # A debounced submission has no identity of its own (its window's job carries it).
-        if self.idempotency_keys and "idempotency_key" not in body and "debounce" not in body:
+        if self.idempotency_keys and "idempotency_key" not in body:
             body["idempotency_key"] = f"client-{uuid.uuid4().hex}"
         workflow: dict[str, Any] = self.request("POST", "/workflows", body,
                                                 repeatable="idempotency_key" in body)

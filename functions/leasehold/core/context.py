@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -65,9 +66,12 @@ class JobContext:
         """Write ``items`` (``TransactWriteItems`` entries: Put, Update, Delete or
         ConditionCheck on the application's tables) in the transaction that records this
         attempt's success: they commit exactly when this attempt finishes the job, never for
-        a zombie's, a cancelled or a failed attempt. Over DynamoDB's limits (100 entries and
-        4 MB per transaction, less Leasehold's own) or malformed: NonRetryableError, before
-        anything is written."""
+        a zombie's, a cancelled or a failed attempt. Inside ``ctx.step``, they commit with
+        the step's stored result instead (one transaction, fenced by the lease), so a replay
+        that returns the stored result has them applied once. Over DynamoDB's limits (100
+        entries and 4 MB per transaction, less Leasehold's own; per step inside a step) or
+        malformed: NonRetryableError, before anything is written. An entry whose condition
+        fails fails the attempt with ``EffectRefused``, which names it."""
         size = self._effect_bytes
         for item in items:
             if (not isinstance(item, Mapping) or len(item) != 1
@@ -80,14 +84,26 @@ class JobContext:
             size += len(json.dumps(item, default=str))
         if len(self._effects) + len(items) > MAX_EFFECTS:
             raise NonRetryableError(
-                f"ctx.transact: {len(self._effects) + len(items)} entries; a job's success "
-                f"transaction takes at most {MAX_EFFECTS} (DynamoDB's 100 less Leasehold's)")
+                f"ctx.transact: {len(self._effects) + len(items)} entries; one transaction (the "
+                f"job's success, or a durable step's result) takes at most {MAX_EFFECTS} "
+                "(DynamoDB's 100 less Leasehold's)")
         if size > MAX_EFFECT_BYTES:
             raise NonRetryableError(
                 f"ctx.transact: {size} bytes of entries; at most {MAX_EFFECT_BYTES} "
                 "(DynamoDB's 4 MB per transaction less Leasehold's share)")
         self._effects.extend(dict(item) for item in items)
         self._effect_bytes = size
+
+    @contextmanager
+    def _effects_apart(self) -> Iterator[list[dict[str, Any]]]:
+        """The entries ``transact`` adds within this block, kept apart from the attempt's
+        and within limits of their own: a durable step's, which commit with its record."""
+        outer, outer_bytes = self._effects, self._effect_bytes
+        self._effects, self._effect_bytes = [], 0
+        try:
+            yield self._effects
+        finally:
+            self._effects, self._effect_bytes = outer, outer_bytes
 
     @property
     def cancelled(self) -> bool:

@@ -133,7 +133,8 @@ class Job:
 #: Extra attributes the API shows as they are.
 VISIBLE_EXTRA = frozenset({"schedule_id", "scheduled_for", "workflow_id", "step_id",
                            "attempt_errors", "retention_days",
-                           "waiting_for"})  # why a QUEUED job waits (leasehold.flow)
+                           "waiting_for",  # why a QUEUED job waits (leasehold.flow)
+                           "parent_id", "on_parent_end"})  # a durable child's parent
 #: How many failed attempts' errors a job keeps (newest last), after its last error is cleared
 #: by a success: enough to see why it needed its retries, small enough for the row.
 ATTEMPT_ERRORS_KEPT = 5

@@ -17,6 +17,10 @@ Submitter = Callable[..., Any]
 #: Installed by :mod:`leasehold.client` when it is imported. Core never imports the client
 #: (it sits above core and speaks HTTP): the client hands core its submit function instead.
 _submitters: list[Submitter] = []
+#: Leasehold's own tasks (``leasehold.bulk``): only Leasehold submits them, each from the
+#: route that builds its payload; every other way a job is made refuses them
+#: (``core.spec.check_internal``), and ``@task`` refuses the names.
+INTERNAL_PREFIX = "leasehold."
 
 
 def install_submitter(submit: Submitter) -> None:
@@ -97,6 +101,10 @@ class TaskRegistry:
         return sorted(self._tasks)
 
     def task(self, name: str, **defaults: Any) -> Callable[[Handler], Handler]:
+        if name.startswith(INTERNAL_PREFIX):
+            raise ValidationError("task", f"{name!r}: names starting with {INTERNAL_PREFIX!r} "
+                                          "are Leasehold's own tasks; choose another")
+
         def decorate(fn: Handler) -> Handler:
             self.register(TaskDefinition(name=name, fn=fn, **defaults))
             _with_submit(name, fn)

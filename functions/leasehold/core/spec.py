@@ -17,7 +17,7 @@ from typing import Any
 from leasehold.clock import iso
 from leasehold.core import flowcontrol
 from leasehold.core.policy import RetryPolicy
-from leasehold.core.registry import TaskRegistry
+from leasehold.core.registry import INTERNAL_PREFIX, TaskRegistry
 from leasehold.core.retention import check_days
 from leasehold.errors import PayloadTooLarge, ValidationError
 from leasehold.settings import FUNCTION_TIMEOUT_RESERVE_SECONDS, PRIORITIES
@@ -133,16 +133,26 @@ def check_tenant(value: object) -> str:
     return check_text("tenant", value, limit=128, pattern=_TENANT)
 
 
+def check_internal(task: str, internal: bool = False) -> None:
+    """Refuse one of Leasehold's own tasks unless Leasehold itself submits it."""
+    if task.startswith(INTERNAL_PREFIX) and not internal:
+        raise ValidationError("task", f"{task!r} is internal to Leasehold: it runs only as "
+                                      "Leasehold submits it (a bulk action: POST /jobs/bulk)")
+
+
 def resolve(spec: JobSpec, registry: TaskRegistry, *, pools: tuple[str, ...], now_ms: int,
-            timeout_limits: Mapping[str, float] | None = None) -> ResolvedSpec:
+            timeout_limits: Mapping[str, float] | None = None,
+            internal: bool = False) -> ResolvedSpec:
     """Validate ``spec`` and fill in its defaults.
 
     ``timeout_limits``: the longest ``timeout_seconds`` of each pool that has a limit (a
     Lambda pool: its function timeout less a reserve, see ``Settings.job_timeout_limits``).
     A longer ``timeout_seconds`` given in ``spec`` is refused; a longer default of the task is
-    lowered to the limit.
+    lowered to the limit. ``internal``: Leasehold itself submits one of its own tasks
+    (:data:`INTERNAL_PREFIX`); every other submission of one is refused.
     """
     check_text("task", spec.task, limit=128, pattern=_NAME)
+    check_internal(spec.task, internal)
     definition = registry.get(spec.task)
     limit = min(MAX_PAYLOAD_BYTES, definition.max_payload_bytes or MAX_PAYLOAD_BYTES)
     payload_json = encode_json("payload", spec.payload, limit)

@@ -18,7 +18,7 @@ from typing import Any
 from leasehold.aws.dynamo import Cancelled
 from leasehold.core.spec import encode_json
 from leasehold.core.states import JobState
-from leasehold.durable import records
+from leasehold.durable import records, runs
 from leasehold.errors import Conflict, NotFound
 from leasehold.lifecycle.app import Leasehold
 from leasehold.lifecycle.suspending import WAITING, wake
@@ -61,22 +61,31 @@ def find(app: Leasehold, token: str, tenant: str | None) -> dict[str, Any]:
 
 def complete(app: Leasehold, token: str, tenant: str | None, *, value: Any = None,
              error: str | None = None) -> Completion:
-    """Complete (or, with ``error``, fail) a callback once; a repeat changes nothing."""
+    """Complete (or, with ``error``, fail) a callback once; a repeat changes nothing.
+
+    A callback that an earlier run of its job closed without a value (timed out, failed) is
+    open again once the job is re-run by hand (:mod:`.runs`): a completion that comes before
+    the replay re-arms it counts for the new run."""
     record = find(app, token, tenant)
     job_id, name = parse_token(token)[0], str(record["name"])
-    if record.get("outcome"):
+    job = app.store.get(job_id)
+    run = runs.current(job)
+    if record.get("outcome") and not runs.rearmable(record, run):
         return Completion(job_id, name, str(record["outcome"]), changed=False)
     now = app.now()
     sets: dict[str, Any] = {"outcome": "failed" if error is not None else "completed",
-                            "settled_at": now}
+                            "settled_at": now, runs.RECORD_RUN: run}
     if error is not None:
         sets["error"] = str(error)[:2000]
     else:
         sets["value"] = encode_json("value", value, MAX_VALUE_BYTES)
-    update = records.update_if(app, job_id, "cb#" + name, sets,
-                               "attribute_exists(sk) AND attribute_not_exists(outcome)", {})
-    for _ in range(5):  # the job may change between our read and our write
-        job = app.store.get(job_id)
+    update = records.update_if(
+        app, job_id, "cb#" + name, sets,
+        f"attribute_exists(sk) AND (attribute_not_exists(outcome) OR ({runs.REARMABLE}))",
+        runs.values(run))
+    for tries in range(5):  # the job may change between our read and our write
+        if tries:
+            job = app.store.get(job_id)
         if job.state.terminal:
             raise Conflict(f"job {job_id} is {job.state}: its callbacks are closed",
                            job_id=job_id)

@@ -18,14 +18,24 @@ owner). An attempt that lost its lease stores nothing.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from botocore.exceptions import ClientError
+from botocore.exceptions import BotoCoreError, ClientError
 
-from leasehold.aws.dynamo import Cancelled, from_av, old_item, query, to_av, transact_write
+from leasehold.aws.dynamo import (
+    Cancelled,
+    from_av,
+    old_item,
+    query,
+    to_av,
+    transact_write,
+    update_request,
+)
+from leasehold.core.effects import refused_entry
 from leasehold.core.jobs import Job
 from leasehold.core.states import JobState
+from leasehold.durable import runs
 from leasehold.errors import LeaseLost
 from leasehold.lifecycle.app import Leasehold
 
@@ -69,22 +79,37 @@ def lease_check(app: Leasehold, job: Job, owner: str) -> dict[str, Any]:
                                             ":epoch": job.epoch, ":owner": owner})}}
 
 
-def put_fenced(app: Leasehold, job: Job, owner: str, sk: str, attributes: Mapping[str, Any]
-               ) -> dict[str, Any]:
-    """Store a record once, under the lease; the record as stored.
+def put_fenced(app: Leasehold, job: Job, owner: str, sk: str, attributes: Mapping[str, Any],
+               effects: Sequence[Mapping[str, Any]] = (), where: str = "") -> dict[str, Any]:
+    """Store a record once, under the lease, with ``effects`` (the ``ctx.transact`` entries
+    of a step) in the same transaction; the record as stored.
 
     If it exists already (an earlier attempt stored it, or our own first try whose response
     was lost), the stored one is returned and nothing changes: a record is written at most
-    once per job. Raises :class:`LeaseLost` if this attempt no longer holds the lease.
+    once per job, and its effects with it, so they too apply once. Raises
+    :class:`LeaseLost` if this attempt no longer holds the lease, and
+    :class:`~leasehold.core.effects.EffectRefused` if an effect's own condition failed
+    (nothing was written).
     """
     item = {"pk": partition(job.job_id), "sk": sk, **attributes}
     put = {"Put": {"TableName": app.settings.coordination_table, "Item": to_av(item),
                    "ConditionExpression": "attribute_not_exists(sk)",
                    "ReturnValuesOnConditionCheckFailure": "ALL_OLD"}}
-    refused = _fenced(app, job, owner, put)
-    if refused is not None:
-        return refused.items[0] or get(app, job.job_id, sk) or item
-    return item
+    try:
+        refused = _fenced(app, job, owner, put, effects)
+    except (ClientError, BotoCoreError):
+        # The answer was lost (botocore's retries ran out): the transaction may have landed.
+        # The record is its proof, and with it the effects; else nothing was written.
+        stored = get(app, job.job_id, sk)
+        if stored is None:
+            raise
+        return stored
+    if refused is None:
+        return item
+    if not refused.failed(0):
+        raise refused_entry(effects, refused.codes, refused.messages, first=2,
+                            where=where or sk) or refused
+    return refused.items[0] or get(app, job.job_id, sk) or item
 
 
 def update_fenced(app: Leasehold, job: Job, owner: str, sk: str, sets: Mapping[str, Any],
@@ -97,12 +122,36 @@ def update_fenced(app: Leasehold, job: Job, owner: str, sk: str, sets: Mapping[s
     return get(app, job.job_id, sk)
 
 
-def _fenced(app: Leasehold, job: Job, owner: str, entry: Mapping[str, Any]
-            ) -> Cancelled | None:
-    """Write ``entry`` in one transaction with :func:`lease_check`; its refusal (None: it
-    was written). Raises :class:`LeaseLost` if this attempt no longer holds the lease."""
+def rearm_fenced(app: Leasehold, job: Job, owner: str, sk: str, run: int, timeout_at: int,
+                 now: int) -> dict[str, Any]:
+    """Re-arm a callback an earlier run closed or left open (see :mod:`.runs`): no outcome,
+    a fresh timeout, this run's; under the lease. The record as it is after: re-armed, or
+    as a completion that won meanwhile left it."""
+    update = update_request(
+        app.settings.coordination_table,
+        {"pk": {"S": partition(job.job_id)}, "sk": {"S": sk}},
+        sets={"timeout_at": timeout_at, runs.RECORD_RUN: run, "at": now},
+        removes=("outcome", "settled_at", "error", "value"), increments={},
+        condition=["attribute_exists(sk)", runs.REARMABLE], names={},
+        values=runs.values(run))
     try:
-        transact_write(app.clients.dynamodb, [entry, lease_check(app, job, owner)])
+        _fenced(app, job, owner, {"Update": update})  # refused: a completion won, or ours
+    except (ClientError, BotoCoreError):
+        # The answer was lost: the record says whether it landed (this run's) or not.
+        record = get(app, job.job_id, sk) or {}
+        if int(record.get(runs.RECORD_RUN) or 0) != run:
+            raise
+        return record
+    return get(app, job.job_id, sk) or {}
+
+
+def _fenced(app: Leasehold, job: Job, owner: str, entry: Mapping[str, Any],
+            also: Sequence[Mapping[str, Any]] = ()) -> Cancelled | None:
+    """Write ``entry`` in one transaction with :func:`lease_check` (and ``also`` after it);
+    its refusal (None: it was written). Raises :class:`LeaseLost` if this attempt no longer
+    holds the lease."""
+    try:
+        transact_write(app.clients.dynamodb, [entry, lease_check(app, job, owner), *also])
     except Cancelled as cancelled:
         if cancelled.failed(1):
             raise LeaseLost(f"job {job.job_id} is no longer this attempt's",

@@ -27,8 +27,8 @@ from leasehold.core.suspension import (
     Sleep,
     Suspend,
 )
-from leasehold.durable import records
-from leasehold.durable.children import CHILD_POLL_SECONDS, spawn_child, wait_checks
+from leasehold.durable import records, runs
+from leasehold.durable.children import CHILD, CHILD_POLL_SECONDS, spawn_child, wait_checks
 from leasehold.errors import NotFound, PayloadTooLarge, ValidationError
 from leasehold.lifecycle.app import Leasehold
 
@@ -72,10 +72,11 @@ def outcome(record: Mapping[str, Any]) -> Any:
 
 
 class Runner:
-    def __init__(self, app: Leasehold, job: Job, owner: str) -> None:
+    def __init__(self, app: Leasehold, job: Job, owner: str, ctx: JobContext) -> None:
         self.app = app
         self.job = job
         self.owner = owner
+        self.ctx = ctx
         self._records: dict[str, dict[str, Any]] | None = None
         self._used: set[str] = set()
         self._sleeps = 0
@@ -97,11 +98,14 @@ class Runner:
                                 f"{what} needs a name of its own")
         self._used.add(sk)
 
-    def _store(self, sk: str, attributes: Mapping[str, Any]) -> dict[str, Any]:
-        if sk not in self.stored and len(self.stored) >= records.MAX_RECORDS:
+    def _store(self, sk: str, attributes: Mapping[str, Any],
+               effects: Sequence[Mapping[str, Any]] = (), where: str = "") -> dict[str, Any]:
+        kept = sum(1 for key in self.stored if not key.startswith(CHILD))  # children: own bound
+        if sk not in self.stored and kept >= records.MAX_RECORDS:
             raise DurableMisuse(f"a job keeps at most {records.MAX_RECORDS} steps, sleeps "
                                 "and callbacks; split the work into child jobs")
-        record = records.put_fenced(self.app, self.job, self.owner, sk, attributes)
+        record = records.put_fenced(self.app, self.job, self.owner, sk, attributes, effects,
+                                    where)
         self.stored[sk] = record
         return record
 
@@ -112,14 +116,18 @@ class Runner:
         self._claim(sk, "step", name)
         record = self.stored.get(sk)
         if record is None:
-            value = fn(*args, **kwargs)  # raises: nothing stored, the attempt fails
+            # What fn adds with ctx.transact commits with its stored result, in the same
+            # fenced transaction: a replay that returns the result has them applied, once.
+            with self.ctx._effects_apart() as effects:
+                value = fn(*args, **kwargs)  # raises: nothing stored, the attempt fails
             try:
                 text = encode_json(f"step {name!r} result", value, records.MAX_STEP_BYTES)
             except (PayloadTooLarge, ValidationError) as exc:
                 raise DurableMisuse(f"{exc} (store large results elsewhere and return "
                                     "their key)") from None
             record = self._store(sk, {"kind": "step", "name": name, "result": text,
-                                      "at": self.app.now(), "attempt": self.job.attempt})
+                                      "at": self.app.now(), "attempt": self.job.attempt},
+                                 effects, f"step {name!r}")
         return json.loads(record["result"])
 
     # -- sleeps ---------------------------------------------------------------------------
@@ -159,12 +167,18 @@ class Runner:
                 or not 1 <= timeout_seconds <= MAX_CALLBACK_SECONDS:
             raise DurableMisuse(f"timeout_seconds must be 1 to {MAX_CALLBACK_SECONDS}")
         record = self.stored.get(sk)
+        run, now = runs.current(self.job), self.app.now()
         if record is None:
-            now = self.app.now()
             record = self._store(sk, {
                 "kind": "callback", "name": name, "tenant": self.job.tenant,
                 "secret": secrets.token_hex(16), "at": now,
-                "timeout_at": now + int(timeout_seconds * 1000)})
+                "timeout_at": now + int(timeout_seconds * 1000), runs.RECORD_RUN: run})
+        elif runs.rearmable(record, run):
+            # The job was re-run by hand since this callback timed out, failed or was left
+            # waiting: it waits again, as long as it asks now (its token stays).
+            record = records.rearm_fenced(self.app, self.job, self.owner, sk, run,
+                                          now + int(timeout_seconds * 1000), now)
+            self.stored[sk] = record
         return Callback(self, name, token_of(self.job.job_id, record["secret"], name),
                         int(record["timeout_at"]))
 
@@ -198,7 +212,8 @@ class Runner:
             self._spawns[task] = count
             name = f"{task}.{count}"
         self._claim("child#" + name, "spawn", name)
-        return spawn_child(self.app, self.job, name, task, payload, options)
+        return spawn_child(self.app, self.job, self.owner, self.stored, name, task, payload,
+                           options)
 
     def wait_for(self, job_ids: Sequence[str]) -> list[dict[str, Any]]:
         ids = list(dict.fromkeys(job_ids))
@@ -228,6 +243,6 @@ def install_runner(app: Leasehold) -> Callable[[JobContext, Job, str], None]:
     """The attempt hook that gives each attempt's context its durable provider."""
 
     def hook(ctx: JobContext, job: Job, owner: str) -> None:
-        ctx._durable = Runner(app, job, owner)
+        ctx._durable = Runner(app, job, owner, ctx)
 
     return hook

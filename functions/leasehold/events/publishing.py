@@ -11,7 +11,8 @@ Which changes are published is the ``publish`` setting (``LEASEHOLD_PUBLISH``): 
 batch of records, a ticker or sweeper pass) events are sent together when it ends, in
 PutEvents requests of up to 10 entries; refused entries are retried a few times, then logged
 and counted. Delivery is at least once (a retried call whose first try landed publishes
-twice): a consumer that must not act twice keys on ``job_id``, ``state`` and ``epoch``.
+twice, a relay reads a batch again): a consumer that must not act twice keys on
+``detail.event_id`` (:func:`event_id`), one per committed change of the row.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from leasehold.core.jobs import Job
 from leasehold.core.states import JobState
 from leasehold.lifecycle.app import Leasehold
 from leasehold.lifecycle.deferral import Deferred
-from leasehold.lifecycle.store import Observer
+from leasehold.lifecycle.store import CHANGES, Observer
 
 log = logging.getLogger(__name__)
 SOURCE = "leasehold.job"
@@ -46,10 +47,25 @@ def detail_type(state: JobState) -> str:
     return f"Job {state.value.capitalize()}"
 
 
+def event_id(job: Job) -> str:
+    """The id of the event for the change that left the row as ``job``: one per committed
+    change (the row's change counter, :data:`~leasehold.lifecycle.store.CHANGES`, which every
+    state change increments in its own write), and one per row created under this id (its
+    creation time: a job id used again after its row was deleted starts counting anew). The
+    same for the process that made the change and the stream relay that reads it, however
+    often either publishes it. A row written before the counter existed keeps the old id,
+    ``{job_id}:{epoch}:{state}`` (its changes are told apart by the state name at the end)."""
+    changes = job.extra.get(CHANGES)
+    if changes is None:
+        return f"{job.job_id}:{job.epoch}:{job.state.value}"
+    return f"{job.job_id}:{job.created_at}:{int(changes)}"
+
+
 def job_event(job: Job, source: JobState | None, now: int) -> dict[str, Any]:
     """The event for ``job`` having just entered its state (from ``source``; None: created)."""
     detail: dict[str, Any] = {
-        "job_id": job.job_id, "tenant": job.tenant, "task": job.task, "state": job.state.value,
+        "event_id": event_id(job), "job_id": job.job_id, "tenant": job.tenant,
+        "task": job.task, "state": job.state.value,
         "previous_state": source.value if source is not None else None, "epoch": job.epoch,
         "attempt": job.attempt, "pool": job.pool, "priority": job.priority,
         "run_at": iso(job.run_at),

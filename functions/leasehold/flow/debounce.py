@@ -70,6 +70,26 @@ def options(app: Leasehold, spec: JobSpec, payload: Any) -> tuple[str, float, fl
     return render("debounce.key", value["key"], payload), wait, longest
 
 
+def retry_key(app: Leasehold, spec: JobSpec, token: str | None) -> str | None:
+    """The idempotency key of a submission that came with a client's retry token (the
+    ``Idempotency-Key`` header, which ``leasehold.client`` sends unless given a key): the
+    submission's own ``idempotency_key`` wins; else the token, unless the job is debounced.
+
+    The token exists so that a submission sent again after a lost answer makes one job. A
+    debounced submission is safe to send again without it: a repeat joins the window that
+    carried the first (the same job answers). Only when that window was leased between the
+    two does the repeat open the next one, so the task runs once more with that payload,
+    as it would for any submission that came after the window started. (An explicit
+    ``idempotency_key`` with ``debounce`` is still refused: the caller asked for an
+    identity the window cannot give.)
+    """
+    if spec.idempotency_key is not None or token is None:
+        return spec.idempotency_key
+    debounced = spec.debounce is not None or (
+        spec.task in app.registry and app.registry.get(spec.task).debounce is not None)
+    return None if debounced else token
+
+
 def intake(app: Leasehold, spec: JobSpec, job: Job, also: Sequence[Mapping[str, Any]],
            create: Create) -> Submitted:
     found = options(app, spec, job.payload)

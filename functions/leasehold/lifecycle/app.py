@@ -8,7 +8,7 @@ from above (store observers, sweeper repairs) so that this layer never imports t
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, ExitStack, contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -52,6 +52,19 @@ class Leasehold:
     attempt_hooks: list[Callable[[Any, Any, str], None]] = field(default_factory=list)
     #: Features that equip each attempt's JobContext (``ctx.once``), called as (app, ctx).
     contexts: list[Callable[[Leasehold, Any], None]] = field(default_factory=list)
+    #: Why a finished row may not be deleted (``leasehold.lifecycle.deletion``): name ->
+    #: guard(app, jobs) answering ``{job_id: why}`` for the jobs a feature still references
+    #: (a workflow's step, a live durable parent's child). A guard that cannot read raises:
+    #: nothing is deleted then.
+    deletion_guards: dict[str, Callable[[Leasehold, Sequence[Any]], dict[str, str]]] = \
+        field(default_factory=dict)
+    #: What features do when a finished job is re-run by hand (``control.requeue``: API,
+    #: CLI, console, admission, dead-letter redrive, bulk retry; a workflow retry's re-run
+    #: step): called as (app, the job as it is, now), each returns row attributes to set in
+    #: the re-run's own fenced write, so what it records is never lost apart from the
+    #: re-run. Durable execution numbers the job's runs here (its waits re-arm per run).
+    restarts: list[Callable[[Leasehold, Any, int], Mapping[str, Any]]] = field(
+        default_factory=list)
 
     @classmethod
     def from_settings(

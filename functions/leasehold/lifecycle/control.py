@@ -71,6 +71,15 @@ def retry(app: Leasehold, job_id: str, tenant: str | None = None, *, actor: str 
     return requeue(app, job, actor=actor, reason=reason)
 
 
+def restart_sets(app: Leasehold, job: Job, now: int) -> dict[str, Any]:
+    """What the features' restart hooks (``Leasehold.restarts``) set on a finished job's row
+    as it is re-run by hand; every manual re-run writes them with its own transition."""
+    sets: dict[str, Any] = {}
+    for restart in app.restarts:
+        sets.update(restart(app, job, now))
+    return sets
+
+
 def requeue(app: Leasehold, job: Job, *, actor: str, reason: str,
             also: Sequence[Mapping[str, Any]] = (), shard: int | None = None) -> Job:
     """Put a finished job back in QUEUED from scratch (attempts reset, new epoch) and hand it
@@ -78,7 +87,8 @@ def requeue(app: Leasehold, job: Job, *, actor: str, reason: str,
     admission item a counted job now holds its slot on (recorded on the row)."""
     now = app.now()
     sets: dict[str, Any] = {"run_at": now, "attempt": 0, "crash_count": 0,
-                            "lease_expires_at": handoff.handoff_deadline(now, app.settings)}
+                            "lease_expires_at": handoff.handoff_deadline(now, app.settings),
+                            **restart_sets(app, job, now)}
     remove = ["cancel_requested", "finished_at", "lease_owner", "first_started_at",
               START_BY]  # a manual re-run is asked for now: no start window of old
     if shard:

@@ -1,9 +1,15 @@
 """Dead letters: DEAD jobs are listed from their rows (the record) and redriven from there.
 
-Each DEAD job also has a copy in its pool's DLQ, where operators look for failures. A redrive
-re-queues the tenant's DEAD rows, each through admission like a submission (the API passes
-it in), and then removes DLQ copies whose job is no longer DEAD; copies of other tenants' jobs
-are made visible again untouched.
+Each DEAD job also has a copy in its pool's DLQ, where operators look for failures and which
+the DLQ alarm watches. The DLQs hold one message per DEAD job and whatever no row accounts for
+(nothing, unless something is wrong): the sweeper's :func:`tidy` pass removes the rest, which
+every way back from DEAD leaves there (an API, CLI, console or bulk retry, a redrive, a
+deleted row), as well as a second copy of a job that died again, and a message SQS moved
+there after 5 receives whose row went on. SQS cannot delete a message by its content, so a
+retry could only remove its copy by reading the whole DLQ; one pass reads it for all of
+them, whichever path put the job back, and a pass cut short is simply done again by the next.
+A redrive re-queues the tenant's DEAD rows, each through admission like a submission (the
+API passes it in), and then tidies the pool's DLQs at once.
 """
 
 from __future__ import annotations
@@ -64,35 +70,83 @@ def redrive(app: Leasehold, tenant: str, *, pool: str, task: str | None = None,
             continue  # retried concurrently: someone else redrove it
         report.redriven.append(job.job_id)
     if report.redriven:
-        report.stale_removed = prune_dlq(app, pool)
+        report.stale_removed = tidy(app, pool)
     return report
 
 
-def prune_dlq(app: Leasehold, pool: str, *, max_batches: int = 10) -> int:
-    """Delete DLQ copies whose job is no longer DEAD; returns how many."""
+#: How long a pass keeps the messages it read invisible: a pass that dies (a sweeper killed
+#: between reading and deleting) leaves them to the next pass after this.
+TIDY_VISIBILITY_SECONDS = 30
+#: The sweeper tidies each pool's DLQs at most this often (a pass reads every message).
+TIDY_EVERY_MS = 30_000
+#: The DLQ messages one pass reads per queue at most.
+TIDY_MAX_MESSAGES = 1_000
+#: When the sweeper last tidied each pool's DLQs (by queue prefix and pool), on the app's
+#: clock: per process, which is all a cadence needs (a second sweeper only tidies again).
+_tidied: dict[tuple[str, str], int] = {}
+
+
+def tidy_due(app: Leasehold, now: int) -> int:
+    """The sweeper's pass: tidy the DLQs of each pool not tidied for ``TIDY_EVERY_MS``;
+    returns how many messages it removed."""
+    removed = 0
+    for pool in app.settings.pools:
+        key = (app.settings.queue_prefix, pool)
+        if now - _tidied.get(key, -TIDY_EVERY_MS) < TIDY_EVERY_MS:
+            continue
+        _tidied[key] = now
+        try:
+            removed += tidy(app, pool)
+        except Exception:  # the next pass does it: deleting later is all that is lost
+            log.warning("could not tidy the DLQs of pool %s", pool, exc_info=True)
+    return removed
+
+
+def tidy(app: Leasehold, pool: str, *, visibility_seconds: int = TIDY_VISIBILITY_SECONDS,
+         max_messages: int = TIDY_MAX_MESSAGES) -> int:
+    """Leave in the pool's DLQs one message per DEAD job and what no row accounts for;
+    delete the rest. Returns how many it deleted.
+
+    Each queue is read whole (up to ``max_messages``), each message kept invisible until the
+    pass ends, so none is read twice; the kept ones are then made visible again. A delete
+    that fails (a throttle past retries) or a pass that dies leaves its messages to the
+    next pass once ``visibility_seconds`` have passed: deleting twice, or not yet, is safe.
+    """
     removed = 0
     for priority in PRIORITIES:
         url = app.queues.dlq_url(pool, priority)
-        for _ in range(max_batches):
-            # A short visibility window: the copies we keep come back at once for others.
-            batch = app.queues.receive(url, max_messages=10, visibility_seconds=5)
+        #: The message kept for each DEAD job (by id: a pass slower than the visibility
+        #: window reads a kept message again, and must not take it for a second copy).
+        kept: dict[str, str] = {}
+        keep: list[str] = []
+        read = 0
+        while read < max_messages:
+            batch = app.queues.receive(url, max_messages=10,
+                                       visibility_seconds=visibility_seconds)
             if not batch:
                 break
-            ids = {}
-            for message in batch:
-                try:
-                    ids[message.receipt_handle] = str(json.loads(message.body)["job_id"])
-                except (ValueError, KeyError, TypeError):
-                    ids[message.receipt_handle] = ""
+            read += len(batch)
+            ids = [(message, _job_id(message.body)) for message in batch]
             rows = {job.job_id: job for job in app.store.batch_get(
-                [i for i in ids.values() if i])}
-            stale = [handle for handle, job_id in ids.items()
-                     if job_id not in rows or rows[job_id].state is not JobState.DEAD]
-            keep = [handle for handle in ids if handle not in stale]
+                sorted({job_id for _, job_id in ids if job_id}))}
+            stale = []
+            for message, job_id in ids:
+                handle = message.receipt_handle
+                if not job_id:
+                    keep.append(handle)  # not ours: a person should look at it
+                elif job_id in rows and rows[job_id].state is JobState.DEAD and \
+                        kept.setdefault(job_id, message.message_id) == message.message_id:
+                    keep.append(handle)  # the DEAD job's one copy
+                else:
+                    stale.append(handle)  # retried, finished, deleted, or a second copy
             app.queues.delete(url, stale)
-            for handle in keep:
-                app.queues.extend(url, handle, 0)
             removed += len(stale)
-            if not stale:
-                break  # only live copies left at the head of the queue
+        app.queues.extend_all(url, keep, 0)
     return removed
+
+
+def _job_id(body: str) -> str:
+    try:
+        return str(json.loads(body)["job_id"])
+    except (ValueError, KeyError, TypeError):
+        return ""

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from botocore.exceptions import ClientError
@@ -36,11 +36,18 @@ from leasehold.core.ids import shard_of
 from leasehold.core.jobs import Job, Transition, job_from_item, job_to_item
 from leasehold.core.states import INITIAL, JobState, check
 from leasehold.errors import Conflict, LeaseholdError, NotFound
-from leasehold.lifecycle.store_base import Companion, LeaseGate, Observer, Refusal, StoreBase
+from leasehold.lifecycle.store_base import (
+    CHANGES,
+    Companion,
+    LeaseGate,
+    Observer,
+    Refusal,
+    StoreBase,
+)
 from leasehold.lifecycle.store_index import IndexQueries, sweep_bound, tenant_shard
 from leasehold.lifecycle.store_lease import Gated, LeaseWrites
 
-__all__ = ["Change", "Companion", "ConditionFailed", "DynamoJobStore", "Gated",
+__all__ = ["CHANGES", "Change", "Companion", "ConditionFailed", "DynamoJobStore", "Gated",
            "JobStore", "LeaseGate", "Observer", "Refusal", "StoreBase", "sweep_bound",
            "tenant_shard"]
 
@@ -147,7 +154,7 @@ class DynamoJobStore(LeaseWrites, IndexQueries):
             if old is None:
                 raise
             return self._existing(job.job_id, from_av(old) if old else None, token)
-        return self._notify(job, None), True
+        return self._notify(replace(job, extra={**job.extra, CHANGES: 0}), None), True
 
     def put_request(self, job: Job) -> dict[str, Any]:
         """The conditional ``Put`` that creates ``job``'s row with its index keys (one
@@ -155,7 +162,7 @@ class DynamoJobStore(LeaseWrites, IndexQueries):
         check_initial(job.state)
         item = job_to_item(job) | self._index_keys(job.job_id, job.state, job,
                                                    now=job.created_at) | {
-            WRITE_TOKEN: secrets.token_hex(8),
+            WRITE_TOKEN: secrets.token_hex(8), CHANGES: 0,
             "tenant_shard": tenant_shard(job.tenant,
                                          shard_of(job.job_id, self.settings.tenant_shards))}
         return {"TableName": self.table, "Item": to_av(item),
@@ -214,7 +221,7 @@ class DynamoJobStore(LeaseWrites, IndexQueries):
         if change.expired_before is not None:
             condition.append("lease_expires_at < :expired_before")
             values[":expired_before"] = change.expired_before
-        increments = dict(change.increment)
+        increments = {**change.increment, CHANGES: 1}
         if change.bump_epoch:
             increments["epoch"] = 1
         expected_epoch = job.epoch + (1 if change.bump_epoch else 0)

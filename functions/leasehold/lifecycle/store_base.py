@@ -19,6 +19,13 @@ from leasehold.settings import Settings
 log = logging.getLogger(__name__)
 
 
+#: The row's change counter: how many state changes it has committed (0 when created; +1 in
+#: the same write by every transition and lease, never by a write that changes no state).
+#: The job state events' id is (job, creation, counter): one per committed change, the same
+#: whether the process that wrote it publishes or the stream relay does (see
+#: ``leasehold.events.publishing.event_id``).
+CHANGES = "changes"
+
 #: Called after every change the store made: (the job as it is now, the state it left or None
 #: when it was created). Events and workflows hook in here; an observer must not raise.
 Observer = Callable[[Job, JobState | None], None]

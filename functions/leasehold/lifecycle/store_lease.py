@@ -11,7 +11,7 @@ from leasehold.core.flowcontrol import GATE, START_BY
 from leasehold.core.jobs import Job, Transition, job_from_item
 from leasehold.core.states import JobState
 from leasehold.errors import Conflict, StaleMessage
-from leasehold.lifecycle.store_base import Refusal, StoreBase
+from leasehold.lifecycle.store_base import CHANGES, Refusal, StoreBase
 
 #: Leases a gate may refuse in a row before the gate hands the job off again (or, if it
 #: cannot, the message is left to come back).
@@ -77,6 +77,7 @@ class LeaseWrites(StoreBase):
                 "SET #state = :running, lease_owner = :owner, lease_expires_at = :exp, "
                 "started_at = :now, first_started_at = if_not_exists(first_started_at, :now), "
                 "attempt = if_not_exists(attempt, :zero) + :one, "
+                f"{CHANGES} = if_not_exists({CHANGES}, :zero) + :one, "
                 "history = list_append(if_not_exists(history, :empty), :entry)"
             ),
             # A start window (leasehold.flow's expiry) refuses the lease once it has passed,

@@ -21,7 +21,7 @@ from leasehold.core.jobs import Job
 from leasehold.core.pacing import IdlePacing
 from leasehold.core.states import JobState
 from leasehold.errors import Conflict, NotFound
-from leasehold.lifecycle import handoff
+from leasehold.lifecycle import deadletters, handoff
 from leasehold.lifecycle.app import Leasehold
 from leasehold.lifecycle.store import Change, sweep_bound
 from leasehold.lifecycle.worker import bury, error_sets, retry_change
@@ -43,6 +43,8 @@ class SweepReport:
     skipped: int = 0        # changed under us (a heartbeat or a finish won): nothing to do
     moved: int = 0          # still live: ``sweep_at`` moved forward to its current deadline
     ended: int = 0          # QUEUED, ended by a feature's hook (EXPIRED: its start window passed)
+    #: DLQ messages no DEAD job needed any more (``deadletters.tidy``).
+    dead_letters_removed: int = 0
     #: What each repair pass (``Leasehold.repairs``) repaired.
     repaired: dict[str, int] = field(default_factory=dict)
     job_ids: list[str] = field(default_factory=list)
@@ -72,6 +74,8 @@ def _sweep(app: Leasehold, limit_per_shard: int) -> SweepReport:
     # redoes what a process that died between two writes left undone, idempotently.
     for name, repair in app.repairs.items():
         report.repaired[name] = repair(app, now)
+    # The DLQs keep one copy per DEAD job: what a retry, a redrive or a second death left.
+    report.dead_letters_removed = deadletters.tidy_due(app, now)
     return report
 
 

@@ -19,8 +19,10 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from leasehold.aws.dynamo import Cancelled
 from leasehold.aws.queues import Message
 from leasehold.core.context import JobContext
+from leasehold.core.effects import REJECTED, refused_entry, rejected
 from leasehold.core.failures import deadline_exceeded, describe, error, unfit_result
 from leasehold.core.jobs import Job, JobError, with_attempt_error
 from leasehold.core.policy import decide_retry
@@ -312,6 +314,21 @@ class Worker:
             self.app.store.transition(job, change, now=now, conflict=LeaseLost)
         except LeaseLost as exc:
             return self._cancelled_meanwhile(exc, job, owner, now)
+        except Cancelled as cancelled:
+            # An effect's own condition failed (the row's held: it is ours): nothing was
+            # written, and the attempt fails as if its handler had raised, at once.
+            refused = refused_entry(effects, cancelled.codes, cancelled.messages, first=1,
+                                    where="the job's success")
+            if refused is None:
+                raise
+            return self._fail(job, owner, now, describe(refused))
+        except ClientError as exc:
+            code = str(exc.response.get("Error", {}).get("Code", ""))
+            if not effects or code not in REJECTED:
+                raise
+            return self._fail(job, owner, now, describe(rejected(
+                code, str(exc.response.get("Error", {}).get("Message", "")),
+                where="the job's success")))
         return Outcome.SUCCEEDED
 
     def _cancelled_meanwhile(self, exc: LeaseLost, job: Job, owner: str, now: int) -> Outcome:

@@ -22,6 +22,7 @@ listens, and exits when its parent does.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import io
 import json
 import os
@@ -226,6 +227,13 @@ def serve(host: str, port: int, parent: int | None = None,
     server.serve_forever()
 
 
+#: What a runtime without the emulator's dependency is told.
+MISSING_MOTO = ("the embedded AWS emulator needs moto, which this Python lacks: install "
+                "Leasehold with its `local` extra (pip install 'leasehold[local]'; a project "
+                "from `leasehold init` has it in requirements-dev.txt), or run against another "
+                "endpoint with --endpoint")
+
+
 @dataclass
 class Emulator:
     process: subprocess.Popen[str]
@@ -244,10 +252,13 @@ class Emulator:
 def start(host: str = "127.0.0.1", port: int = 0, *, timeout: float = 30.0,
           allowed_hosts: Iterable[str] = ()) -> Emulator:
     """Start the emulator in a child process and wait until it listens."""
+    if importlib.util.find_spec("moto") is None:
+        raise RuntimeError(MISSING_MOTO)
     process = subprocess.Popen(
         [sys.executable, "-m", "leasehold.local.emulator", "--host", host, "--port", str(port),
          "--parent", str(os.getpid()), *(f"--allow-host={name}" for name in allowed_hosts)],
-        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+        # Read until it listens, so that a failed start says why; drained (and dropped) after.
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         # Its own session: Ctrl-C reaches the runtime and its workers, which still need
         # the emulator while they drain; the runtime stops it last.
         start_new_session=True,
@@ -259,9 +270,14 @@ def start(host: str = "127.0.0.1", port: int = 0, *, timeout: float = 30.0,
         line = process.stdout.readline()
         if line.startswith(READY) or process.poll() is not None:
             break
+    assert process.stderr is not None
     if not line.startswith(READY):
         process.kill()
-        raise RuntimeError(f"the embedded AWS emulator did not start: {line.strip()!r}")
+        said = (line + process.stderr.read()).strip()[-2000:] or \
+            f"it exited with status {process.wait()} and said nothing"
+        raise RuntimeError(f"the embedded AWS emulator did not start:\n{said}")
+    threading.Thread(target=process.stderr.read, daemon=True,
+                     name="emulator-stderr").start()
     return Emulator(process, f"http://{host}:{int(line.split()[1])}")
 
 

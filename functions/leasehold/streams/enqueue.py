@@ -36,8 +36,8 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from leasehold.aws.dynamo import from_av, to_av
-from leasehold.core.jobs import Job, job_from_item
+from leasehold.aws.dynamo import to_av
+from leasehold.core.jobs import Job
 from leasehold.core.spec import JobSpec, resolve
 from leasehold.core.states import JobState
 from leasehold.errors import LeaseholdError, ValidationError
@@ -50,6 +50,7 @@ from leasehold.lifecycle.submission import (
     new_job,
     through_intakes,
 )
+from leasehold.streams.images import job_of
 from leasehold.tenancy.counters import slot_item
 from leasehold.tenancy.limits import SLOT_FREE, Limits
 
@@ -163,8 +164,8 @@ def hand_off(app: Leasehold, records: Sequence[Mapping[str, Any]]) -> int:
         if record.get("eventName") != "INSERT" or not new or \
                 new.get(HANDOFF, {}).get("S") != BY_STREAM:
             continue
-        job = job_from_item(from_av(new))
-        if job.state is not JobState.QUEUED:
+        job = job_of(record)  # as DynamoDB Local writes it too (its untyped empty maps)
+        if job is None or job.state is not JobState.QUEUED:
             continue  # due later than SQS holds a message: the ticker fires it
         if not handoff.send(app.queues, job, now):
             raise LeaseholdError(f"could not hand off enqueued job {job.job_id}")

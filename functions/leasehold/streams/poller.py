@@ -4,7 +4,12 @@ emulator's, or DynamoDB Local's), from a checkpoint.
 The checkpoint (the stream's ARN, and per shard the last sequence number relayed) is written
 only after a batch's hand-offs and events went out, so a relay killed mid-batch reads that
 batch again when it restarts: nothing is lost, and the repeats carry the same ``event_id``
-(a repeated hand-off is fenced by the lease). A checkpoint of another stream (the embedded
+(a repeated hand-off is fenced by the lease). A record that cannot be decoded is read again
+:data:`TRIES` times, then set aside, whole, in a JSON-lines file beside the checkpoint
+(:data:`SET_ASIDE`, logged), and the relay goes on after it, as the deployed mapping's
+retries and on-failure destination do; a batch whose hand-offs or events did not go out is
+read again until they do (the queue or the bus is down: its records are late, not lost).
+A checkpoint of another stream (the embedded
 emulator makes its tables, and so its stream, anew at every start) is ignored. On AWS the
 same :func:`leasehold.streams.relay.relay` runs behind a Lambda event source mapping.
 
@@ -27,9 +32,11 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
+from leasehold.clock import iso
 from leasehold.events.publishing import Sink
 from leasehold.lifecycle.app import Leasehold
 from leasehold.streams.enqueue import hand_off
+from leasehold.streams.images import Undecodable, job_of, sequence_number
 from leasehold.streams.relay import relay
 
 log = logging.getLogger(__name__)
@@ -38,6 +45,10 @@ log = logging.getLogger(__name__)
 IDLE_SECONDS, BUSY_SECONDS = 3.0, 0.1
 #: How often the stream's shards are listed again.
 DESCRIBE_SECONDS = 60.0
+#: Reads of a record that cannot be decoded before it is set aside.
+TRIES = 3
+#: The file (beside the checkpoint) that keeps the records set aside, one JSON line each.
+SET_ASIDE = "relay-dead.jsonl"
 
 
 class Checkpoint:
@@ -74,14 +85,18 @@ class StreamReader:
 
     def __init__(self, app: Leasehold, sink: Sink, checkpoint: Checkpoint, *,
                  client: Any | None = None, start: str = "TRIM_HORIZON",
-                 limit: int = 100) -> None:
+                 limit: int = 100, dead: Path | None = None) -> None:
         self.app, self.sink, self.checkpoint, self.limit = app, sink, checkpoint, limit
+        #: Where records that cannot be decoded are set aside.
+        self.dead = dead or checkpoint.path.with_name(SET_ASIDE)
         self.client = client or app.clients.client("dynamodbstreams")
         self.start = start
         self.arn = stream_arn(app)
         self.positions = checkpoint.load(self.arn)
         self.iterators: dict[str, str] = {}
         self.described = 0.0
+        #: Per shard, the undecodable record it stopped at and how often it was read.
+        self.tries: dict[str, tuple[str, int]] = {}
 
     def open(self) -> None:
         """List the stream's shards and take an iterator for each new one."""
@@ -119,16 +134,22 @@ class StreamReader:
                     self.iterators[shard_id] = self._iterator(shard_id)
                     break
                 records = response.get("Records", [])
-                if records and relay(records, self.sink, self.app.settings.publish,
-                                     self.app.now, hand_off=partial(hand_off, self.app)):
-                    log.warning("relay: %d record(s) of shard %s to read again",
-                                len(records), shard_id)
+                failed = records and relay(records, self.sink, self.app.settings.publish,
+                                           self.app.now, hand_off=partial(hand_off, self.app))
+                if failed:
+                    done, set_aside = self._done(shard_id, records, failed[0])
+                    if done:
+                        self._save(shard_id, records[done - 1])
+                        relayed += done
                     self.iterators[shard_id] = self._iterator(shard_id)
+                    if set_aside:
+                        continue  # go on after it at once
+                    log.warning("relay: %d record(s) of shard %s to read again",
+                                len(records) - done, shard_id)
                     break
                 following = response.get("NextShardIterator")
                 if records:
-                    self.positions[shard_id] = str(records[-1]["dynamodb"]["SequenceNumber"])
-                    self.checkpoint.save(self.positions, self.arn)
+                    self._save(shard_id, records[-1])
                     relayed += len(records)
                 if following is None:  # a closed shard, read to its end
                     del self.iterators[shard_id]
@@ -137,6 +158,43 @@ class StreamReader:
                 if not records:
                     break
         return relayed
+
+    def _done(self, shard_id: str, records: list[dict[str, Any]], failed: str
+              ) -> tuple[int, bool]:
+        """How many of ``records`` are done once the relay failed from record ``failed``:
+        those before it, and that one too once it cannot be decoded and was read
+        :data:`TRIES` times (then it is set aside: the second value says so)."""
+        index = next((i for i, record in enumerate(records)
+                      if sequence_number(record) == failed), 0)
+        record = records[index]
+        try:
+            job_of(record)
+            job_of(record, "OldImage")
+        except Undecodable as exc:
+            seen, count = self.tries.get(shard_id, ("", 0))
+            count = count + 1 if seen == failed else 1
+            if count < TRIES:
+                self.tries[shard_id] = (failed, count)
+                return index, False
+            self.tries.pop(shard_id, None)
+            self._set_aside(shard_id, record, exc)
+            return index + 1, True
+        return index, False  # its hand-off or its events did not go out: read it again
+
+    def _set_aside(self, shard_id: str, record: dict[str, Any], error: Exception) -> None:
+        self.dead.parent.mkdir(parents=True, exist_ok=True)
+        line = {"set_aside_at": iso(self.app.now()), "stream": self.arn, "shard": shard_id,
+                "sequence_number": sequence_number(record), "error": str(error),
+                "tries": TRIES, "record": record}
+        with self.dead.open("a", encoding="utf-8") as out:
+            out.write(json.dumps(line, default=str, sort_keys=True) + "\n")
+        log.error("relay: stream record %s of shard %s cannot be decoded after %d reads; "
+                  "set aside in %s, and the relay goes on after it (%s)",
+                  sequence_number(record), shard_id, TRIES, self.dead, error)
+
+    def _save(self, shard_id: str, record: dict[str, Any]) -> None:
+        self.positions[shard_id] = sequence_number(record)
+        self.checkpoint.save(self.positions, self.arn)
 
 
 def poll(app: Leasehold, sink: Sink, checkpoint: Checkpoint, *, client: Any | None = None,

@@ -37,7 +37,7 @@ from typing import Any, TypeVar
 
 from botocore.exceptions import ClientError
 
-from leasehold.aws.dynamo import Cancelled, condition_failed, contended, from_av
+from leasehold.aws.dynamo import Cancelled, condition_failed, contended, from_av, to_av
 from leasehold.core.jobs import Job
 from leasehold.core.spec import JobSpec
 from leasehold.errors import Conflict, Overloaded, RateLimited
@@ -55,13 +55,19 @@ from leasehold.tenancy.gcra import (
     remember_read,
     remember_spent,
 )
-from leasehold.tenancy.limits import JOBS_PER_SHARD, MAX_SHARD_TRIES, SPREAD, Limits
+from leasehold.tenancy.limits import (
+    JOBS_PER_SHARD,
+    MAX_SHARD_TRIES,
+    SLOT_FREE,
+    SPREAD,
+    Limits,
+)
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 __all__ = ["JOBS_PER_SHARD", "SPREAD", "TAT", "Backlog", "Buckets", "Gcra", "Limits",
-           "check", "retry_admitted", "submit_admitted"]
+           "check", "retry_admitted", "slot_admitted", "submit_admitted"]
 
 
 #: What an admission adds to the item it spends a token on, by shard: a live slot (``live``:
@@ -178,15 +184,17 @@ def _slot(_: int) -> Mapping[str, int]:
 
 def submit_admitted(app: Leasehold, spec: JobSpec, pool: str, limits: Limits,
                     backlog: Backlog | None = None, buckets: Buckets | None = None,
-                    *, attempts: int = 5) -> Submitted:
+                    *, attempts: int = 5, internal: bool = False) -> Submitted:
     """Admission for one job and its creation: backlog (503), rate (429), live cap (429).
+    ``internal``: Leasehold submits one of its own tasks (``leasehold.bulk``).
 
     An idempotent replay of a job that exists is answered without spending anything, even
     at the cap.
     """
     def write(update: dict[str, Any], shard: int) -> Submitted:
         try:
-            return submit(app, spec, counted=True, shard=shard, also=[{"Update": update}])
+            return submit(app, spec, counted=True, shard=shard, also=[{"Update": update}],
+                          internal=internal)
         except Cancelled as cancelled:
             raise _Refused(cancelled.items[1] or {}) from None
 
@@ -250,3 +258,31 @@ def retry_admitted(app: Leasehold, job_id: str, tenant: str | None, limits: Limi
 
     return _admit(app, job.tenant, job.pool, limits, backlog, buckets, attempts, adds=adds,
                   write=write, spent=lambda _: True)
+
+
+def slot_admitted(app: Leasehold, tenant: str, limits: Limits,
+                  write: Callable[[dict[str, Any], int], T]) -> T:
+    """A live slot under the cap for a job made inside work the tenant was already admitted
+    for (a durable job's child): the cap applies, the submission rate does not (it guards
+    the front door, as for ``enqueue_item``).
+
+    ``write(update, shard)`` commits the slot's ``Update`` (item 1 of its transaction, after
+    the row) with the job; a refusal of item 1 moves to another of the tenant's admission
+    items (at most :data:`MAX_SHARD_TRIES`). :class:`RateLimited` when every item tried is
+    full: the tenant is at its cap.
+    """
+    shards = limits.shard_count()
+    for shard in random.sample(range(shards), min(shards, MAX_SHARD_TRIES)):
+        update = {"TableName": app.settings.tenants_table,
+                  "Key": {"tenant": {"S": slot_item(tenant, shard)}},
+                  "UpdateExpression": "ADD #live :one", "ConditionExpression": SLOT_FREE,
+                  "ExpressionAttributeNames": {"#live": "live"},
+                  "ExpressionAttributeValues": to_av({
+                      ":one": 1, ":cap": limits.per_shard(shards, shard).max_live})}
+        try:
+            return write(update, shard)
+        except Cancelled as cancelled:
+            if not cancelled.failed(1):
+                raise
+    raise RateLimited(f"tenant {tenant!r} has {limits.max_live} live jobs, its limit; wait "
+                      "for some to finish", retry_after=5)

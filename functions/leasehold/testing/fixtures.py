@@ -20,7 +20,11 @@ from leasehold.testing.local import LocalLeasehold
 def leasehold(monkeypatch: pytest.MonkeyPatch) -> Iterator[LocalLeasehold]:
     """An in-process Leasehold over moto with every ``@task`` registered so far; the default
     client (``task.submit``) points at it for the test."""
-    from moto import mock_aws
+    try:
+        from moto import mock_aws
+    except ImportError as missing:
+        raise RuntimeError("the leasehold fixture runs over moto, which this Python lacks: "
+                           "pip install 'leasehold[local]'") from missing
 
     for name in ("AWS_ENDPOINT_URL", "AWS_PROFILE"):
         monkeypatch.delenv(name, raising=False)

@@ -4,6 +4,8 @@ everything downstream of them; the workflow is RUNNING again.
 Steps that succeeded upstream keep their results (their dependents' input entries stay). In
 order, so that a crash at any point leaves a workflow the reconciler can finish:
 
+0. a workflow that lost a step's row (deleted by hand: Leasehold's own deletes keep them) is
+   refused, naming the step: its dependents would run without it;
 1. the workflow goes back to RUNNING (one conditional update: only from FAILED or CANCELLED,
    only once settled, with every re-run step's recorded outcome dropped and the count of
    steps left raised by as many), back in the live index and without its TTL;
@@ -69,6 +71,12 @@ def retry_workflow(app: Leasehold, workflow_id: str, tenant: str | None = None, 
         raise Conflict(f"workflow {workflow_id} is still cancelling its steps; try again "
                        "in a moment", workflow_id=workflow_id)
     steps = {job.extra["step_id"]: job for job in detail.steps}
+    missing = [step for step in workflow.step_ids if step not in steps]
+    if missing:
+        # Its dependents would run without it (a step with no row counts as no dependency).
+        raise Conflict(f"workflow {workflow_id} cannot be retried: the row of step(s) "
+                       f"{', '.join(repr(m) for m in missing)} is gone (deleted); submit the "
+                       "workflow again", workflow_id=workflow_id, missing_steps=missing)
     rerun = to_rerun(steps)
     if not rerun:
         raise Conflict(f"workflow {workflow_id} has no failed or cancelled step to re-run",
@@ -132,7 +140,8 @@ def _wait(app: Leasehold, job: Job, waiting_for: list[str], now: int, actor: str
                             if dep not in waiting_for}
     change = Change(target=JobState.WAITING, actor=actor, reason="workflow retry",
                     set={"deps_pending": len(waiting_for), inputs.ATTRIBUTE: kept,
-                         "attempt": 0, "crash_count": 0, "run_at": now},
+                         "attempt": 0, "crash_count": 0, "run_at": now,
+                         **control.restart_sets(app, job, now)},
                     remove=FORGOTTEN)
     try:
         app.store.transition(job, change, now=now)

@@ -9,19 +9,28 @@ so the reconciler settles it again and the stamps are redone (each is idempotent
 conditional UpdateItem per step, once per workflow.
 
 A retried workflow takes the TTL off its own row and every step's (:func:`unstamp_steps`)
-before any step runs again, so nothing of a live workflow is ever deleted.
+before any step runs again, so nothing of a live workflow is ever deleted. A retry that dies
+before its steps are unstamped has re-queued none of them: the reconciler finds its failed
+steps unrecorded, fails the workflow again and stamps them anew (retry it again).
+
+The code's own deletes (a bulk delete) keep every step whose workflow still exists
+(:func:`referenced_steps`, the workflows' deletion guard): a settled workflow can be retried,
+and its view, its retry and its dependents' inputs read its steps' rows.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from botocore.exceptions import ClientError
 
 from leasehold.aws.dynamo import condition_failed, to_av
+from leasehold.core.jobs import Job
 from leasehold.core.retention import PURGE_AT, purge_at
 from leasehold.core.states import TERMINAL, JobState
 from leasehold.lifecycle.app import Leasehold
+from leasehold.workflows.storage import DynamoWorkflowStore
 
 
 def purge_for(app: Leasehold, now: int) -> int | None:
@@ -65,3 +74,16 @@ def _update(app: Leasehold, job_id: str, expression: str, condition: str,
     except ClientError as exc:
         if not condition_failed(exc):
             raise
+
+
+def referenced_steps(app: Leasehold, jobs: Sequence[Job]) -> dict[str, str]:
+    """The deletion guard: every step whose workflow still exists, whatever its state."""
+    steps = [job for job in jobs if "workflow_id" in job.extra]
+    if not steps:
+        return {}
+    store = DynamoWorkflowStore(app.clients, app.settings)
+    existing = {w.workflow_id for w in store.batch_get(
+        sorted({str(job.extra["workflow_id"]) for job in steps}))}
+    return {job.job_id: f"step {job.extra.get('step_id')!r} of workflow "
+                        f"{job.extra['workflow_id']}"
+            for job in steps if job.extra["workflow_id"] in existing}

@@ -275,6 +275,11 @@ function facts(job) {
     pairs.push(["workflow", h("span", {}, link(`#/workflows/${job.workflow_id}`, job.workflow_id),
       ` step ${job.step_id || "?"}`)]);
   }
+  if (job.parent_id) {
+    // A durable child (ctx.spawn): its parent, and what the parent's end does to it.
+    pairs.push(["parent", h("span", {}, link(`#/jobs/${job.parent_id}`, job.parent_id, { class: "mono" }),
+      ` (on its end: ${job.on_parent_end})`)]);
+  }
   if (job.cancel_requested && !TERMINAL.has(job.state)) pairs.push(["cancel", "requested"]);
   return h("dl", { class: "facts" }, pairs.map(([k, v]) => [h("dt", {}, k), h("dd", {}, v)]));
 }
@@ -316,6 +321,18 @@ function durable(jobId, steps, redraw) {
       s.token ? complete(s.token) : null])));
 }
 
+// A durable parent's children (ctx.spawn) with their states: the first 100 by name, as
+// GET /jobs/{id} gives them. A child another live job answered for (a unique key's holder,
+// a debounce window) is not the parent's own and is not cancelled with it.
+function family(job) {
+  if (!job.children || !job.children.length) return null;
+  return panel("Children",
+    table(["name", "job", "task", "state", "on parent end"],
+      job.children.map((c) => [c.name, link(`#/jobs/${c.job_id}`, c.job_id, { class: "mono" }),
+        c.task || "", c.state ? badge(c.state) : "gone", c.own ? c.on_parent_end : "not its own"])),
+    job.more_children ? h("p", { class: "muted" }, `The first ${job.children.length}, by name.`) : null);
+}
+
 function timeline(history) {
   return h("ol", { class: "timeline" }, history.map((step) => h("li", {},
     when(step.at), " ",
@@ -355,7 +372,8 @@ export async function renderJob(main, jobId) {
         panel("Payload", json(job.payload)),
         outcome(job)),
       job.progress !== null && job.progress !== undefined ? panel("Progress", json(job.progress)) : null,
-      durable(jobId, steps, draw),
+      durable(jobId, steps.filter((s) => s.kind !== "child"), draw),
+      family(job),
       panel("History", timeline(job.history)));
     return job;
   }
