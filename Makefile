@@ -79,12 +79,21 @@ unit: $(STAMP)
 	$(PY) -m pytest -q tests/unit
 
 # The fault-injecting state machine with a larger budget than `make test` gives it
-# (SOAK_EXAMPLES examples of SOAK_STEPS steps; about 15 s per example on 2 cores).
+# (SOAK_EXAMPLES examples of SOAK_STEPS steps; about 15 s per example on 2 cores), and
+# Schemathesis against the local API (tests/e2e/test_schema.py) for SOAK_SCHEMA_SECONDS
+# (stateless phases) plus as long again for its stateful links, SOAK_SCHEMA_EXAMPLES cases
+# an operation (`make test` gives it 40 + 30 s and 8).
 SOAK_EXAMPLES ?= 200
 SOAK_STEPS ?= 40
+SOAK_SCHEMA_SECONDS ?= 600
+SOAK_SCHEMA_EXAMPLES ?= 100
 soak: $(STAMP)
 	LEASEHOLD_SOAK_EXAMPLES=$(SOAK_EXAMPLES) LEASEHOLD_SOAK_STEPS=$(SOAK_STEPS) \
 		$(PY) -m pytest -p no:cacheprovider -q -o timeout=0 tests/integration/test_stateful.py
+	LEASEHOLD_SCHEMA_SECONDS=$(SOAK_SCHEMA_SECONDS) \
+		LEASEHOLD_SCHEMA_STATEFUL_SECONDS=$(SOAK_SCHEMA_SECONDS) \
+		LEASEHOLD_SCHEMA_EXAMPLES=$(SOAK_SCHEMA_EXAMPLES) \
+		$(PY) -m pytest -p no:cacheprovider -q -o timeout=0 tests/e2e/test_schema.py
 
 clean:
 	rm -rf $(VENV) cdk.out .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -80,3 +80,12 @@ def count(payload: Any, ctx: JobContext) -> dict[str, Any]:
         "TableName": payload["table"], "Key": {"key": {"S": payload["key"]}},
         "UpdateExpression": "ADD n :one", "ExpressionAttributeValues": {":one": {"N": "1"}}}}])
     return {"counted": payload["key"]}
+
+
+@task("await-callback", timeout_seconds=60)
+def await_callback(payload: Any, ctx: JobContext) -> Any:
+    """Waits (asleep, holding no worker) for its callback ``done``, for up to
+    ``{"seconds": n}`` (default an hour), and returns the value it was completed with. Its
+    token is in ``GET /jobs/{id}/steps``: complete it with ``POST /callbacks/{token}``."""
+    seconds = float((payload or {}).get("seconds", 3600)) if isinstance(payload, dict) else 3600
+    return ctx.callback("done", timeout_seconds=seconds).wait()

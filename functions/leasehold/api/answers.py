@@ -26,10 +26,30 @@ def errors(*statuses: int) -> dict[int, OpenAPIResponse]:
             for status in statuses}
 
 
-def answers(model: type[BaseModel], *statuses: int) -> dict[int, OpenAPIResponse]:
+def answers(model: type[BaseModel], *statuses: int, links: dict[str, Any] | None = None
+            ) -> dict[int, OpenAPIResponse]:
     """The 200 answer and the error answers (Powertools drops its default 200 when given any)."""
-    return {200: {"description": "ok", "content": {"application/json": {"model": model}}},
-            **errors(*statuses)}
+    ok: OpenAPIResponse = {"description": "ok",
+                           "content": {"application/json": {"model": model}}}
+    if links:
+        ok["links"] = links
+    return {200: ok, **errors(*statuses)}
+
+
+def links(parameter: str, value: str, *operations: str) -> dict[str, Any]:
+    """OpenAPI links from an answer to ``operations`` (``"GET /schedules/{schedule_id}"``),
+    each given ``parameter`` from the answer (``$response.body#/schedule_id``): what a client
+    (and Schemathesis' stateful tests) may call next with what it got."""
+    found = {}
+    for operation in operations:
+        method, path = operation.split(" ", 1)
+        name = "".join(part.title() for part in path.replace("{", "").replace("}", "")
+                       .replace("_", "/").split("/"))
+        found[method.title() + name] = {
+            "operationRef": "#/paths/" + path.replace("~", "~0").replace("/", "~1") + "/"
+                            + method.lower(),
+            "parameters": {parameter: value}}
+    return found
 
 
 def view(job: Job, now: int | None = None) -> JobOut:

@@ -9,7 +9,9 @@ import base64
 import json
 import threading
 from collections.abc import Mapping
+from re import Match
 from typing import Any
+from urllib.parse import unquote
 
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response, content_types
 from aws_lambda_powertools.event_handler.api_gateway import Router
@@ -28,6 +30,7 @@ from leasehold.api import (
     triggers,
     workflows,
 )
+from leasehold.api.answers import errors as error_answers
 from leasehold.api.context import ApiConfig
 from leasehold.api.surrogates import lone_surrogate
 from leasehold.core.spec import MAX_PAYLOAD_BYTES
@@ -108,6 +111,12 @@ class ConcurrentRestResolver(APIGatewayRestResolver):
         self.lambda_context = context
         return super().resolve(event, context)
 
+    def _convert_matches_into_route_keys(self, match: Match[str]) -> dict[str, str]:
+        """Path parameters decoded, once, after the route matched the path as sent: a token's
+        ``:`` sent as ``%3A`` is a ``:``, and its length and pattern are checked on what it
+        says (the route is still matched undecoded, so a flow key may hold ``%2F``)."""
+        return {name: unquote(value) for name, value in match.groupdict().items()}
+
     def build_middleware_stacks(self) -> None:
         """Build every route's middleware stack now: Powertools builds it on a route's first
         call, and two threads making that first call at once would both wrap it."""
@@ -123,6 +132,8 @@ def build() -> APIGatewayRestResolver:
     for router in ROUTERS:
         resolver.include_router(router)
 
+    _document_unreadable(resolver)
+
     @resolver.get("/openapi.json", include_in_schema=False)
     def openapi() -> Response[str]:
         return Response(status_code=200, content_type=content_types.APPLICATION_JSON,
@@ -134,6 +145,15 @@ def build() -> APIGatewayRestResolver:
                             description=DESCRIPTION)
     resolver.build_middleware_stacks()
     return resolver
+
+
+def _document_unreadable(resolver: APIGatewayRestResolver) -> None:
+    """Every route that reads a body may be answered 400 or 413 before it is reached
+    (:func:`_unreadable`): its OpenAPI answers say so."""
+    for route in (*resolver._static_routes, *resolver._dynamic_routes):
+        if route.include_in_schema and route.responses and route.dependant.body_params:
+            for status, answer in error_answers(400, 413).items():
+                route.responses.setdefault(status, answer)
 
 
 DESCRIPTION = "Submit, inspect, cancel and retry jobs; see workers, dead letters, stats."

@@ -15,7 +15,7 @@ from aws_lambda_powertools.event_handler.openapi.params import Path
 from pydantic import BaseModel, Field
 
 from leasehold.api import context
-from leasehold.api.answers import answers
+from leasehold.api.answers import answers, links
 from leasehold.api.models import _Strict
 from leasehold.durable import callbacks
 from leasehold.errors import ValidationError
@@ -54,7 +54,7 @@ def _value() -> Any:
 
 
 @router.post("/callbacks/<token>", summary="Complete a callback with a value (the body)",
-             tags=["durable"], responses=answers(CompletionOut, 401, 404, 409, 413, 422))
+             tags=["durable"], responses=answers(CompletionOut, 400, 401, 404, 409, 413, 422))
 def complete_callback(token: Token) -> CompletionOut:
     done = callbacks.complete(context.leasehold(router), token, context.tenant(router),
                               value=_value())
@@ -70,7 +70,11 @@ def fail_callback(token: Token, body: FailIn) -> CompletionOut:
 
 
 @router.get("/jobs/<job_id>/steps", summary="A durable job's steps, sleeps and callbacks",
-            tags=["durable"], responses=answers(StepsOut, 401, 404, 422))
+            tags=["durable"], responses=answers(
+                StepsOut, 401, 404, 422,
+                # An open callback's token (the first record of a job waiting on one).
+                links=links("token", "$response.body#/steps/0/token",
+                            "POST /callbacks/{token}", "POST /callbacks/{token}/fail")))
 def job_steps(job_id: JobId) -> StepsOut:
     app = context.leasehold(router)
     control.get_job(app, job_id, context.tenant(router))  # 404 for another tenant's job

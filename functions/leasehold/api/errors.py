@@ -23,6 +23,7 @@ from aws_lambda_powertools.event_handler.exceptions import NotFoundError
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
 
 from leasehold.api.context import Forbidden, Unauthenticated
+from leasehold.api.models import TEXT
 from leasehold.errors import (
     Conflict,
     LeaseholdError,
@@ -90,7 +91,9 @@ def field_path(parts: Iterable[str | int]) -> str | None:
 
 
 def _field(loc: Any) -> str | None:
-    return field_path(p for p in (loc or ()) if p not in ("body", "query", "path", "header"))
+    # pydantic names a dict's key as "[key]" after it: the key itself is the field.
+    return field_path(p for p in (loc or ())
+                      if p not in ("body", "query", "path", "header", "[key]"))
 
 
 def from_validation(exc: RequestValidationError) -> Response:
@@ -100,6 +103,9 @@ def from_validation(exc: RequestValidationError) -> Response:
     first = errors[0] if errors else {}
     field = _field(first.get("loc"))
     message = str(first.get("msg", "invalid request"))
+    if first.get("type") == "string_pattern_mismatch" and \
+            (first.get("ctx") or {}).get("pattern") == TEXT:
+        message = "must not contain control characters"  # clearer than the pattern
     if first.get("type") == "missing" and field is None:
         return error_response(400, "bad_request", "a JSON object body is required")
     return error_response(422, "validation_error", f"{field}: {message}" if field else message,

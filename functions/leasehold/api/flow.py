@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from typing import Annotated
-from urllib.parse import unquote
 
 from aws_lambda_powertools.event_handler.api_gateway import Router
 from aws_lambda_powertools.event_handler.openapi.params import Path
@@ -11,20 +10,18 @@ from aws_lambda_powertools.event_handler.openapi.params import Path
 from leasehold.api import context
 from leasehold.api.answers import answers
 from leasehold.api.context import Forbidden
-from leasehold.api.models import FlowKeyOut, FlowKeysOut, PoolPauseOut
+from leasehold.api.models import TEXT, FlowKeyOut, FlowKeysOut, PoolPauseOut
+from leasehold.core.spec import POOL_PATTERN
 from leasehold.errors import ValidationError
 from leasehold.flow import key_usage as keys
 from leasehold.flow import pools
 
 router = Router()
 
-Key = Annotated[str, Path(min_length=1, max_length=200)]
-
-
-def _key(key: str) -> str:
-    """The key a path segment names: a key may hold any character (``stripe:acct/1``), so
-    clients send it percent-encoded as one segment, and the router matches it undecoded."""
-    return unquote(key)
+#: A key may hold any character but a control one (``stripe:acct/1``): clients send it
+#: percent-encoded as one segment; the router matches it undecoded and decodes it
+#: (``leasehold.api.app``).
+Key = Annotated[str, Path(min_length=1, max_length=200, pattern=TEXT)]
 
 
 def key_out(usage: keys.KeyUsage) -> FlowKeyOut:
@@ -44,7 +41,7 @@ def list_keys() -> FlowKeysOut:
             responses=answers(FlowKeyOut, 401, 422))
 def get_key(key: Key) -> FlowKeyOut:
     app = context.leasehold(router)
-    return key_out(keys.usage(app, context.tenant(router), _key(key)))
+    return key_out(keys.usage(app, context.tenant(router), key))
 
 
 @router.post("/flow/keys/<key>/pause", summary="Pause a concurrency key", tags=["flow"],
@@ -53,7 +50,7 @@ def get_key(key: Key) -> FlowKeyOut:
              responses=answers(FlowKeyOut, 401, 422))
 def pause_key(key: Key) -> FlowKeyOut:
     app = context.leasehold(router)
-    return key_out(keys.pause(app, context.tenant(router), _key(key)))
+    return key_out(keys.pause(app, context.tenant(router), key))
 
 
 @router.post("/flow/keys/<key>/resume", summary="Resume a concurrency key", tags=["flow"],
@@ -61,7 +58,7 @@ def pause_key(key: Key) -> FlowKeyOut:
              responses=answers(FlowKeyOut, 401, 422))
 def resume_key(key: Key) -> FlowKeyOut:
     app = context.leasehold(router)
-    return key_out(keys.resume(app, context.tenant(router), _key(key)))
+    return key_out(keys.resume(app, context.tenant(router), key))
 
 
 def _pool(pool: str) -> str:
@@ -76,7 +73,7 @@ def _pool(pool: str) -> str:
     return pool
 
 
-Pool = Annotated[str, Path(min_length=1, max_length=32)]
+Pool = Annotated[str, Path(min_length=1, max_length=32, pattern=POOL_PATTERN)]
 
 
 @router.post("/pools/<pool>/pause", summary="Pause a pool (operators)", tags=["flow"],

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import replace
-from datetime import datetime
 from typing import Annotated
 
 from aws_lambda_powertools.event_handler import Response, content_types
@@ -11,9 +10,10 @@ from aws_lambda_powertools.event_handler.api_gateway import Router
 from aws_lambda_powertools.event_handler.openapi.params import Header, Path, Query
 
 from leasehold.api import context, search
-from leasehold.api.answers import answers, decode_cursor, encode_cursor, errors, view
+from leasehold.api.answers import answers, decode_cursor, encode_cursor, errors, links, view
 from leasehold.api.models import (
     ChildOut,
+    IsoTime,
     JobOut,
     JobPage,
     Priority,
@@ -24,10 +24,9 @@ from leasehold.api.models import (
 from leasehold.clock import iso, to_ms
 from leasehold.core.jobs import Job
 from leasehold.core.policy import RetryPolicy
-from leasehold.core.spec import JobSpec, resolve
+from leasehold.core.spec import NAME_PATTERN, POOL_PATTERN, JobSpec, resolve
 from leasehold.core.states import JobState
 from leasehold.durable import children
-from leasehold.errors import ValidationError
 from leasehold.flow import debounce
 from leasehold.lifecycle import control
 from leasehold.lifecycle.app import Leasehold
@@ -65,7 +64,10 @@ JobId = Annotated[str, Path(min_length=1, max_length=64, pattern=r"^[0-9A-Za-z]+
 @router.post(
     "/jobs", summary="Submit a job", status_code=201, tags=["jobs"],
     responses={201: {"description": "created",
-                     "content": {"application/json": {"model": SubmittedJob}}},
+                     "content": {"application/json": {"model": SubmittedJob}},
+                     "links": links("job_id", "$response.body#/job_id",
+                                    "GET /jobs/{job_id}", "DELETE /jobs/{job_id}",
+                                    "POST /jobs/{job_id}/retry", "GET /jobs/{job_id}/steps")},
                200: {"description": "idempotent replay (the job the first submission made), "
                                     "a duplicate of a live unique job, or a debounced "
                                     "submission coalesced into the job that carries it",
@@ -170,19 +172,22 @@ def jobs_page(app: Leasehold, tenant: str, schedule_id: str, *, limit: int,
 
 @router.get("/jobs", summary="List and search your jobs, newest first", tags=["jobs"],
             description="Filters combine (all must hold). " + search.COST_NOTE + ".",
-            responses=answers(JobPage, 400, 401, 422))
+            responses=answers(JobPage, 400, 401, 404, 422))  # 404: an unknown schedule_id
 def list_my_jobs(
     state: Annotated[list[StateName] | None, Query(description="repeat for several")] = None,
-    task: Annotated[str | None, Query(min_length=1, max_length=128)] = None,
-    pool: Annotated[str | None, Query(min_length=1, max_length=32)] = None,
+    task: Annotated[str | None, Query(min_length=1, max_length=128,
+                                      pattern=NAME_PATTERN)] = None,
+    pool: Annotated[str | None, Query(min_length=1, max_length=32, pattern=POOL_PATTERN)] = None,
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
     cursor: Annotated[str | None, Query(min_length=1, max_length=512)] = None,
-    schedule_id: Annotated[str | None, Query(min_length=1, max_length=64,
-                                             description="only this schedule's runs")] = None,
-    label: Annotated[list[str] | None, Query(description=search.LABEL_HELP)] = None,
-    created_after: Annotated[datetime | None, Query(
+    schedule_id: Annotated[str | None, Query(
+        min_length=1, max_length=64, pattern=r"^[0-9A-Za-z]+$",
+        description="only this schedule's runs (404 if you have no such schedule)")] = None,
+    label: Annotated[list[search.LabelFilter] | None, Query(description=search.LABEL_HELP)
+                     ] = None,
+    created_after: Annotated[IsoTime | None, Query(
         description="created at or after this ISO-8601 time (uses the index)")] = None,
-    created_before: Annotated[datetime | None, Query(
+    created_before: Annotated[IsoTime | None, Query(
         description="created before this ISO-8601 time (uses the index)")] = None,
     error_type: Annotated[str | None, Query(
         min_length=1, max_length=128,
@@ -197,9 +202,6 @@ def list_my_jobs(
     if schedule_id is not None:
         return jobs_page(app, tenant, schedule_id, limit=limit, cursor=cursor,
                          states={JobState(s) for s in state or ()})
-    for name, value in (("created_after", created_after), ("created_before", created_before)):
-        if value is not None and value.tzinfo is None:
-            raise ValidationError(name, "needs a time zone, e.g. 2027-01-01T09:00:00Z")
     where = search.job_filter(states=state, task=task, pool=pool, label=label,
                               error_type=error_type, error_prefix=error_prefix,
                               id_prefix=id_prefix, created_after=created_after,

@@ -6,12 +6,28 @@ about values (known task, pools, control characters, sizes), so the rules live i
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, Literal
 
-from pydantic import AwareDatetime, BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import (
+    AfterValidator,
+    AwareDatetime,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    WithJsonSchema,
+)
 
+from leasehold.core.durations import MIN_SECONDS
 from leasehold.core.retention import MAX_RETENTION_DAYS
-from leasehold.core.spec import MAX_PAYLOAD_BYTES, MAX_RESULT_BYTES
+from leasehold.core.spec import (
+    CONTROL_CHARS,
+    MAX_PAYLOAD_BYTES,
+    MAX_RESULT_BYTES,
+    NAME_PATTERN,
+    POOL_PATTERN,
+)
 
 Priority = Literal["high", "normal", "low"]
 StateName = Literal["SCHEDULED", "WAITING", "QUEUED", "RUNNING", "SUCCEEDED", "DEAD", "CANCELLED",
@@ -24,15 +40,55 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
 
+#: The start of an RFC 3339 date-time (the schema's ``format: date-time``).
+_ISO_START = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}")
+
+
 def _iso_text(value: object) -> object:
-    if not isinstance(value, str):
+    # pydantic would read a number, or a string of digits ("1700000000"), as epoch seconds.
+    if not isinstance(value, str) or not _ISO_START.match(value):
         raise ValueError("must be an ISO-8601 string with a zone, e.g. 2027-01-01T09:00:00Z")
     return value
 
 
-#: A time as JSON gives it: an ISO-8601 string with a zone (strict mode alone would refuse
-#: every string, since JSON has no time type; a number is refused, not read as epoch).
+#: A time as JSON or a query gives it: an ISO-8601 string with a zone (strict mode alone
+#: would refuse every string, since JSON has no time type; a number is refused, not read as
+#: epoch).
 IsoTime = Annotated[AwareDatetime, Field(strict=False), BeforeValidator(_iso_text)]
+
+#: Text without control characters: the domain refuses them in every text field
+#: (``leasehold.core.spec.check_text``), and the schema says so.
+TEXT = f"^[^{CONTROL_CHARS}]*$"
+#: A task's name, a label's name (at most 64 characters) and a pool, as the domain checks them.
+TaskName = Annotated[str, Field(min_length=1, max_length=128, pattern=NAME_PATTERN)]
+PoolName = Annotated[str, Field(min_length=1, max_length=32, pattern=POOL_PATTERN)]
+MAX_LABELS = 32
+_LABEL_NAME = {"type": "string", "minLength": 1, "maxLength": 64, "pattern": NAME_PATTERN}
+_LABEL_VALUE = {"type": "string", "maxLength": 256, "pattern": TEXT}
+#: At most 32 labels, each name a name and each value text. (pydantic would state the
+#: name's pattern as ``patternProperties``, which lets any other name through.)
+Labels = Annotated[
+    dict[Annotated[str, Field(min_length=1, max_length=64, pattern=NAME_PATTERN)],
+         Annotated[str, Field(max_length=256, pattern=TEXT)]],
+    Field(max_length=MAX_LABELS),
+    WithJsonSchema({"type": "object", "maxProperties": MAX_LABELS,
+                    "propertyNames": _LABEL_NAME, "additionalProperties": _LABEL_VALUE})]
+#: A flow-control key or key template (``stripe:{payload.account_id}``).
+FlowKey = Annotated[str, Field(min_length=1, max_length=200, pattern=TEXT)]
+
+
+def _zero_or_ms(value: float) -> float:
+    if 0 < value < MIN_SECONDS:
+        raise ValueError(f"must be 0 or at least {MIN_SECONDS:g} (a millisecond)")
+    return value
+
+
+#: A duration where 0 means none is 0, or at least a millisecond (``leasehold.core.durations``:
+#: a DynamoDB number cannot be smaller than 1e-130): ``Annotated[float, Field(ge=0, le=bound),
+#: *ZERO_OR_MS]`` (its bounds first, so that the schema states them as numbers' bounds).
+ZERO_OR_MS = (AfterValidator(_zero_or_ms), Field(json_schema_extra={
+    "not": {"exclusiveMinimum": 0, "exclusiveMaximum": MIN_SECONDS}}))
+Backoff = Annotated[float, Field(ge=0, le=86_400), *ZERO_OR_MS]
 
 PAYLOAD_LIMITS = (
     f"Any JSON, at most {MAX_PAYLOAD_BYTES // 1024} KB serialized (a workflow step's: 128 KB). "
@@ -41,61 +97,64 @@ PAYLOAD_LIMITS = (
 
 
 class RetryIn(_Strict):
-    min_backoff_seconds: float | None = Field(default=None, ge=0, le=86_400)
-    max_backoff_seconds: float | None = Field(default=None, ge=0, le=86_400)
-    max_retry_age_seconds: float | None = Field(default=None, gt=0, le=366 * 86_400)
-    non_retryable: list[str] = Field(default_factory=list, max_length=32)
+    min_backoff_seconds: Backoff | None = None
+    max_backoff_seconds: Backoff | None = None
+    max_retry_age_seconds: float | None = Field(default=None, ge=MIN_SECONDS, le=366 * 86_400)
+    non_retryable: list[Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]] = Field(
+        default_factory=list, max_length=32, description="exception class names")
 
 
 class UniqueIn(_Strict):
-    key: str = Field(min_length=1, max_length=256, examples=["import:{payload.file}"],
+    key: str = Field(min_length=1, max_length=256, pattern=TEXT,
+                     examples=["import:{payload.file}"],
                      description="while a job with this key is live, a submission with it "
                                  "answers that job (200, duplicate); {payload.x} takes a "
                                  "payload field")
 
 
 class DebounceIn(_Strict):
-    key: str = Field(min_length=1, max_length=256, examples=["rebuild:{payload.doc}"])
-    seconds: float = Field(gt=0, le=900, description="runs this long after the last "
-                                                     "submission with the key")
+    key: str = Field(min_length=1, max_length=256, pattern=TEXT,
+                     examples=["rebuild:{payload.doc}"])
+    seconds: float = Field(ge=MIN_SECONDS, le=900, description="runs this long after the last "
+                                                               "submission with the key")
     max_wait_seconds: float | None = Field(
-        default=None, gt=0, le=86_400,
-        description="and never later than this after the first")
+        default=None, ge=MIN_SECONDS, le=86_400,
+        description="and never later than this after the first (at least `seconds`)")
 
 
 class ConcurrencyIn(_Strict):
-    key: str = Field(min_length=1, max_length=200, examples=["stripe:{payload.account_id}"],
-                     description="a key, or a template over the payload; scoped to you")
+    key: FlowKey = Field(examples=["stripe:{payload.account_id}"],
+                         description="a key, or a template over the payload; scoped to you")
     limit: int = Field(ge=1, le=10_000)
 
 
 class ThrottleIn(_Strict):
-    key: str = Field(min_length=1, max_length=200)
+    key: FlowKey
     limit: int = Field(ge=1, le=10_000, description="starts per period")
-    period_seconds: float = Field(ge=0.001, le=86_400)
+    period_seconds: float = Field(ge=MIN_SECONDS, le=86_400)
     burst: int | None = Field(default=None, ge=1, le=10_000,
                               description="starts allowed at once (default: limit)")
 
 
 class SubmitJob(_Strict):
-    task: str = Field(min_length=1, max_length=128, examples=["echo"])
+    task: TaskName = Field(examples=["echo"])
     payload: Any = Field(default=None, description=PAYLOAD_LIMITS)
     priority: Priority | None = None
-    pool: str | None = Field(default=None, min_length=1, max_length=32)
+    pool: PoolName | None = None
     delay_seconds: float | None = Field(default=None, ge=0, le=366 * 86_400)
     run_at: IsoTime | None = Field(
         default=None, description="When to run (ISO-8601 with a time zone), up to a year "
                                   "ahead; a time in the past runs now, and the answer's "
                                   "warnings say so")
-    idempotency_key: str | None = Field(default=None, min_length=1, max_length=256)
+    idempotency_key: str | None = Field(default=None, min_length=1, max_length=256, pattern=TEXT)
     max_attempts: int | None = Field(default=None, ge=1, le=100)
     timeout_seconds: float | None = Field(default=None, ge=1, le=86_400)
     retry: RetryIn | None = None
-    labels: dict[str, str] = Field(default_factory=dict, max_length=32)
+    labels: Labels = Field(default_factory=dict)
     unique: UniqueIn | None = None
     debounce: DebounceIn | None = None
     start_within_seconds: float | None = Field(
-        default=None, gt=0, le=366 * 86_400,
+        default=None, ge=MIN_SECONDS, le=366 * 86_400,
         description="not started this long after its run_at, the job ends EXPIRED")
     expires_at: IsoTime | None = Field(
         default=None, description="not started by then, the job ends EXPIRED")
@@ -230,8 +289,8 @@ class JobPage(BaseModel):
 
 
 class RedriveIn(_Strict):
-    pool: str = Field(default="default", min_length=1, max_length=32)
-    task: str | None = Field(default=None, min_length=1, max_length=128)
+    pool: PoolName = "default"
+    task: TaskName | None = None
     limit: int = Field(default=100, ge=1, le=1000)
 
 

@@ -11,7 +11,7 @@ from zoneinfo import ZoneInfo
 from aws_lambda_powertools.event_handler import Response, content_types
 from aws_lambda_powertools.event_handler.api_gateway import Router
 from aws_lambda_powertools.event_handler.openapi.params import Path, Query
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from leasehold.api import context
 from leasehold.api.answers import (
@@ -19,23 +19,31 @@ from leasehold.api.answers import (
     decode_cursor,
     encode_cursor,
     errors,
+    links,
     view,
 )
 from leasehold.api.models import (
     PAYLOAD_LIMITS,
+    TEXT,
+    ZERO_OR_MS,
     ConcurrencyIn,
     DebounceIn,
     IsoTime,
     JobOut,
+    Labels,
+    PoolName,
     Priority,
+    TaskName,
     ThrottleIn,
     UniqueIn,
     _Strict,
 )
-from leasehold.api.workflows import StepIn, WorkflowOut, detail_out
+from leasehold.api.workflows import STEP_COUNT, StepIn, WorkflowOut, detail_out
 from leasehold.clock import iso
+from leasehold.core.durations import MIN_SECONDS
 from leasehold.lifecycle.app import Leasehold
 from leasehold.time import schedules
+from leasehold.time.schedule_model import MAX_CATCH_UP, MAX_JITTER_SECONDS, TEMPLATE_FIELDS
 from leasehold.time.schedule_runs import last_started
 from leasehold.time.schedules import Schedule
 from leasehold.workflows import WorkflowDetail
@@ -48,9 +56,10 @@ class ScheduledWorkflowIn(_Strict):
     """The workflow a schedule starts: the shape of POST /workflows, without an idempotency
     key (each run's id derives from the schedule and its fire time)."""
 
-    steps: list[StepIn] = Field(description="a DAG of at most 500 steps")
-    name: str | None = Field(default=None, min_length=1, max_length=128)
-    labels: dict[str, str] = Field(default_factory=dict, max_length=32)
+    steps: list[StepIn] = Field(description="a DAG of at most 500 steps",
+                                json_schema_extra=STEP_COUNT)
+    name: str | None = Field(default=None, min_length=1, max_length=128, pattern=TEXT)
+    labels: Labels = Field(default_factory=dict)
 
 
 class ScheduleIn(_Strict):
@@ -60,36 +69,58 @@ class ScheduleIn(_Strict):
     workflow (``workflow``), never both.
     """
 
-    name: str | None = Field(default=None, max_length=128)
-    cron: str | None = Field(default=None, max_length=256, examples=["*/5 * * * *"],
+    name: str | None = Field(default=None, max_length=128, pattern=TEXT)
+    cron: str | None = Field(default=None, max_length=256, pattern=r"\S",
+                             examples=["*/5 * * * *"],
                              description="5-field cron, 6-field with leading seconds, "
                                          "@hourly-style alias, or rate(n unit)")
-    timezone: str | None = Field(default=None, max_length=64, examples=["Europe/London"])
-    task: str | None = Field(default=None, max_length=128)
+    timezone: str | None = Field(default=None, max_length=64, pattern=TEXT,
+                                 examples=["Europe/London"])
+    task: TaskName | None = Field(default=None, examples=["echo"])
     payload: Any = Field(default=None, description=PAYLOAD_LIMITS)
     priority: Priority | None = None
-    pool: str | None = Field(default=None, max_length=32)
+    pool: PoolName | None = None
     max_attempts: int | None = Field(default=None, ge=1, le=100)
     timeout_seconds: float | None = Field(default=None, ge=1, le=86_400)
-    labels: dict[str, str] | None = None
+    labels: Labels | None = None
     concurrency: ConcurrencyIn | None = None
     throttle: ThrottleIn | None = None
     unique: UniqueIn | None = Field(default=None, description=(
         "while the last run with this key is live, an occurrence is answered by it (skipped)"))
     debounce: DebounceIn | None = None
     start_within_seconds: float | None = Field(
-        default=None, gt=0, le=366 * 86_400,
+        default=None, ge=MIN_SECONDS, le=366 * 86_400,
         description="a run not started this long after its time ends EXPIRED")
     workflow: ScheduledWorkflowIn | None = Field(
         default=None, description="start this workflow at each fire time instead of a job")
     misfire_policy: Literal["skip", "fire_once", "catch_up"] | None = None
     overlap_policy: Literal["allow", "forbid", "replace"] | None = None
-    starting_deadline_seconds: float | None = Field(default=None, ge=1)
-    max_catch_up: int | None = Field(default=None, ge=0, le=1000)
+    starting_deadline_seconds: float | None = Field(default=None, ge=1, le=366 * 86_400)
+    max_catch_up: int | None = Field(default=None, ge=0, le=MAX_CATCH_UP)
     start_at: IsoTime | None = None
     end_at: IsoTime | None = None
-    max_runs: int | None = Field(default=None, ge=1)
-    jitter_seconds: float | None = Field(default=None, ge=0, le=3600)
+    max_runs: int | None = Field(default=None, ge=1, le=10**9)
+    jitter_seconds: Annotated[float, Field(ge=0, le=MAX_JITTER_SECONDS), *ZERO_OR_MS] | None = None
+
+
+def _one_target() -> dict[str, Any]:
+    """What POST /schedules states beyond the fields: a ``cron``, and a job (``task``) or a
+    workflow, never both; a workflow takes none of the job's fields, nor jitter (the rule
+    ``leasehold.time.templates.resolve_target`` applies)."""
+    job_fields = sorted(TEMPLATE_FIELDS)
+    return {"required": ["cron"], "oneOf": [
+        {"title": "a job", "required": ["task"], "not": {"required": ["workflow"]},
+         "properties": {"task": {"type": "string"}}},
+        {"title": "a workflow", "required": ["workflow"],
+         "not": {"anyOf": [{"required": [name]} for name in job_fields]},
+         "properties": {"workflow": {"type": "object"},
+                        "jitter_seconds": {"enum": [0, None]}}}]}
+
+
+class NewScheduleIn(ScheduleIn):
+    """A new schedule: a ``cron``, and a ``task`` (a job) or a ``workflow``, never both."""
+
+    model_config = ConfigDict(json_schema_extra=_one_target())
 
 
 class ScheduleOut(BaseModel):
@@ -157,19 +188,27 @@ def out(schedule: Schedule) -> ScheduleOut:
     return ScheduleOut.model_validate(schedule.view())
 
 
-def _body(body: ScheduleIn) -> dict[str, Any]:
+def _body(body: ScheduleIn) -> dict[str, Any]:  # or a NewScheduleIn
     return body.model_dump(mode="json", exclude_unset=True)
 
 
+#: What a created schedule's id leads to.
+SCHEDULE_OPERATIONS = (
+    "GET /schedules/{schedule_id}", "PATCH /schedules/{schedule_id}",
+    "DELETE /schedules/{schedule_id}", "POST /schedules/{schedule_id}/pause",
+    "POST /schedules/{schedule_id}/resume", "POST /schedules/{schedule_id}/trigger",
+    "GET /schedules/{schedule_id}/next")
 #: A tenant's schedules, from the ``by_tenant`` index of the schedules table.
 SCHEDULE_CURSOR = {"schedule_id": str, "created_at": int}
 
 
 @router.post("/schedules", summary="Create a schedule", status_code=201, tags=["schedules"],
              responses={201: {"description": "created",
-                              "content": {"application/json": {"model": ScheduleOut}}},
+                              "content": {"application/json": {"model": ScheduleOut}},
+                              "links": links("schedule_id", "$response.body#/schedule_id",
+                                             *SCHEDULE_OPERATIONS)},
                         **errors(400, 401, 422)})
-def create_schedule(body: ScheduleIn) -> Response[ScheduleOut]:
+def create_schedule(body: NewScheduleIn) -> Response[ScheduleOut]:
     app = context.leasehold(router)
     schedule = schedules.create(app, _body(body), tenant=context.tenant(router))
     return Response(status_code=201, content_type=content_types.APPLICATION_JSON,
@@ -216,7 +255,8 @@ def update_schedule(schedule_id: ScheduleId, body: ScheduleIn) -> ScheduleOut:
 
 
 @router.delete("/schedules/<schedule_id>", summary="Delete a schedule", tags=["schedules"],
-               responses={204: {"description": "deleted"}, **errors(401, 404, 409, 422)})
+               responses={204: {"description": "deleted", "content": {}},  # no body
+                          **errors(401, 404, 409, 422)})
 def delete_schedule(schedule_id: ScheduleId) -> Response[None]:
     schedules.delete(context.leasehold(router), schedule_id, context.tenant(router))
     return Response(status_code=204)

@@ -5,15 +5,20 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
+from typing import Annotated
 
 from pydantic import Field
 
 from leasehold.api.models import IsoTime, StateName, _Strict
 from leasehold.clock import to_ms
+from leasehold.core.spec import CONTROL_CHARS
 from leasehold.core.states import JobState
 from leasehold.errors import ValidationError
 from leasehold.tenancy.listing import JobFilter
 
+#: ``name:value``: a name without ``:``, and no control characters (as labels have none).
+LABEL_PATTERN = f"^[^:{CONTROL_CHARS}]+:[^{CONTROL_CHARS}]*$"
+LabelFilter = Annotated[str, Field(pattern=LABEL_PATTERN)]
 LABEL_HELP = "a label the job carries, as name:value (repeat for several: all must match), " \
              "e.g. env:prod"
 #: Which filters the index serves and which are a bounded scan (docs/operations.md).
@@ -55,7 +60,8 @@ class SearchIn(_Strict):
     state: list[StateName] = Field(default_factory=list, max_length=7)
     task: str | None = Field(default=None, min_length=1, max_length=128)
     pool: str | None = Field(default=None, min_length=1, max_length=32)
-    label: list[str] = Field(default_factory=list, max_length=32, description=LABEL_HELP)
+    label: list[LabelFilter] = Field(
+        default_factory=list, max_length=32, description=LABEL_HELP)
     error_type: str | None = Field(default=None, min_length=1, max_length=128)
     error_prefix: str | None = Field(default=None, min_length=1, max_length=256)
     id_prefix: str | None = Field(default=None, min_length=1, max_length=64)

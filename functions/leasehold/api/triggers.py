@@ -15,16 +15,21 @@ from aws_lambda_powertools.event_handler.openapi.params import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from leasehold.api import context
-from leasehold.api.answers import answers, errors
+from leasehold.api.answers import answers, errors, links
 from leasehold.api.models import (
     PAYLOAD_LIMITS,
+    TEXT,
     ConcurrencyIn,
     DebounceIn,
+    Labels,
+    PoolName,
     Priority,
+    TaskName,
     ThrottleIn,
     UniqueIn,
     _Strict,
 )
+from leasehold.core.durations import MIN_SECONDS
 from leasehold.events import triggers
 
 router = Router()
@@ -32,18 +37,19 @@ TriggerId = Annotated[str, Path(min_length=1, max_length=64, pattern=r"^[0-9A-Za
 
 
 class TriggerIn(_Strict):
-    name: str | None = Field(default=None, max_length=128)
+    name: str | None = Field(default=None, max_length=128, pattern=TEXT)
     pattern: dict[str, Any] = Field(
         description="EventBridge event pattern", examples=[{"source": ["shop"]}])
-    task: str = Field(min_length=1, max_length=128)
+    task: TaskName = Field(examples=["echo"])
     payload: Any = Field(default=None, description="fixed payload; else the event at "
                                                    "input_path. " + PAYLOAD_LIMITS)
-    input_path: str | None = Field(default=None, max_length=256, examples=["$.detail"])
+    input_path: str | None = Field(default=None, max_length=256, pattern=TEXT,
+                                   examples=["$.detail"])
     priority: Priority | None = None
-    pool: str | None = Field(default=None, max_length=32)
+    pool: PoolName | None = None
     max_attempts: int | None = Field(default=None, ge=1, le=100)
     timeout_seconds: float | None = Field(default=None, ge=1, le=86_400)
-    labels: dict[str, str] | None = None
+    labels: Labels | None = None
     concurrency: ConcurrencyIn | None = None
     throttle: ThrottleIn | None = None
     unique: UniqueIn | None = Field(default=None, description=(
@@ -51,7 +57,7 @@ class TriggerIn(_Strict):
     debounce: DebounceIn | None = Field(default=None, description=(
         "matching events within `seconds` of each other make one run, with the latest "
         "payload"))
-    start_within_seconds: float | None = Field(default=None, gt=0, le=366 * 86_400)
+    start_within_seconds: float | None = Field(default=None, ge=MIN_SECONDS, le=366 * 86_400)
 
 
 class TriggerOut(BaseModel):
@@ -94,7 +100,10 @@ class Dispatched(BaseModel):
 @router.post("/triggers", summary="Create an event trigger", status_code=201,
              tags=["triggers"],
              responses={201: {"description": "created",
-                              "content": {"application/json": {"model": TriggerOut}}},
+                              "content": {"application/json": {"model": TriggerOut}},
+                              "links": links("trigger_id", "$response.body#/trigger_id",
+                                             "GET /triggers/{trigger_id}",
+                                             "DELETE /triggers/{trigger_id}")},
                         **errors(400, 401, 422)})
 def create_trigger(body: TriggerIn) -> Response[TriggerOut]:
     app = context.leasehold(router)
@@ -119,7 +128,8 @@ def get_trigger(trigger_id: TriggerId) -> TriggerOut:
 
 
 @router.delete("/triggers/<trigger_id>", summary="Delete a trigger", tags=["triggers"],
-               responses={204: {"description": "deleted"}, **errors(401, 404, 422)})
+               responses={204: {"description": "deleted", "content": {}},  # no body
+                          **errors(401, 404, 422)})
 def delete_trigger(trigger_id: TriggerId) -> Response[None]:
     triggers.delete(context.leasehold(router), trigger_id, context.tenant(router))
     return Response(status_code=204)

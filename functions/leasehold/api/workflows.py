@@ -11,23 +11,30 @@ from pydantic import BaseModel, Field
 
 from leasehold import workflows
 from leasehold.api import context
-from leasehold.api.answers import answers, decode_cursor, encode_cursor, errors
+from leasehold.api.answers import answers, decode_cursor, encode_cursor, errors, links
 from leasehold.api.models import (
     PAYLOAD_LIMITS,
+    TEXT,
     ConcurrencyIn,
     JobErrorOut,
+    Labels,
+    PoolName,
     Priority,
     RetryIn,
+    TaskName,
     ThrottleIn,
     _Strict,
 )
 from leasehold.tenancy import admission
 from leasehold.workflows import WorkflowState
 from leasehold.workflows.control import summary
+from leasehold.workflows.graph import MAX_STEPS, STEP_ID
 from leasehold.workflows.model import prepare
 from leasehold.workflows.rerun import retry_workflow as rerun_workflow
 
 router = Router()
+#: Stated here, checked by the graph's validation (its messages say more than pydantic's).
+STEP_COUNT: dict[str, Any] = {"minItems": 1, "maxItems": MAX_STEPS}
 #: A tenant's workflows, newest first (the tenant is the caller's, never in the cursor).
 WORKFLOW_CURSOR = {"created_at": int, "workflow_id": str}
 WorkflowId = Annotated[str, Path(min_length=1, max_length=64, pattern=r"^[0-9A-Za-z]+$")]
@@ -35,11 +42,11 @@ WorkflowStateName = Literal["CREATING", "RUNNING", "SUCCEEDED", "FAILED", "CANCE
 
 
 class StepIn(_Strict):
-    id: str = Field(min_length=1, max_length=64, examples=["extract"])
-    task: str = Field(min_length=1, max_length=128, examples=["echo"])
+    id: str = Field(min_length=1, max_length=64, pattern=STEP_ID.pattern, examples=["extract"])
+    task: TaskName = Field(examples=["echo"])
     payload: Any = Field(default=None, description=PAYLOAD_LIMITS)
     depends_on: list[str] = Field(default_factory=list, description="ids of earlier steps")
-    pool: str | None = Field(default=None, min_length=1, max_length=32)
+    pool: PoolName | None = None
     priority: Priority | None = None
     max_attempts: int | None = Field(default=None, ge=1, le=100)
     timeout_seconds: float | None = Field(default=None, ge=1, le=86_400)
@@ -49,16 +56,17 @@ class StepIn(_Strict):
         description="fail_workflow: cancel the rest; continue: dependents run and see the "
                     "failure, the workflow ends FAILED; ignore: dependents run, the workflow "
                     "may succeed")
-    labels: dict[str, str] = Field(default_factory=dict, max_length=32)
+    labels: Labels = Field(default_factory=dict)
     concurrency: ConcurrencyIn | None = None
     throttle: ThrottleIn | None = None
 
 
 class WorkflowIn(_Strict):
-    steps: list[StepIn] = Field(description="a DAG of at most 500 steps")
-    name: str | None = Field(default=None, min_length=1, max_length=128)
-    idempotency_key: str | None = Field(default=None, min_length=1, max_length=256)
-    labels: dict[str, str] = Field(default_factory=dict, max_length=32)
+    steps: list[StepIn] = Field(description=f"a DAG of at most {MAX_STEPS} steps",
+                                json_schema_extra=STEP_COUNT)
+    name: str | None = Field(default=None, min_length=1, max_length=128, pattern=TEXT)
+    idempotency_key: str | None = Field(default=None, min_length=1, max_length=256, pattern=TEXT)
+    labels: Labels = Field(default_factory=dict)
 
 
 class StepOut(BaseModel):
@@ -107,7 +115,11 @@ def detail_out(detail: workflows.WorkflowDetail) -> WorkflowOut:
 
 @router.post("/workflows", summary="Start a workflow", status_code=201, tags=["workflows"],
              responses={201: {"description": "started",
-                              "content": {"application/json": {"model": WorkflowOut}}},
+                              "content": {"application/json": {"model": WorkflowOut}},
+                              "links": links("workflow_id", "$response.body#/workflow_id",
+                                             "GET /workflows/{workflow_id}",
+                                             "DELETE /workflows/{workflow_id}",
+                                             "POST /workflows/{workflow_id}/retry")},
                         200: {"description": "idempotent replay: the workflow the first "
                                              "request started",
                               "content": {"application/json": {"model": WorkflowOut}}},

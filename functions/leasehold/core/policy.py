@@ -6,7 +6,11 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
+from leasehold.core.durations import check_seconds
 from leasehold.errors import ValidationError
+
+MAX_BACKOFF_SECONDS = 86_400
+MAX_RETRY_AGE_SECONDS = 366 * 86_400
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -21,14 +25,18 @@ class RetryPolicy:
     non_retryable: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        if not 0 <= self.min_backoff_seconds <= 86_400:
-            raise ValidationError("retry.min_backoff_seconds", "must be between 0 and 86400")
-        if not self.min_backoff_seconds <= self.max_backoff_seconds <= 86_400:
+        # Each stored as a DynamoDB number: 0 or at least a millisecond (core.durations).
+        check_seconds("retry.min_backoff_seconds", self.min_backoff_seconds,
+                      high=MAX_BACKOFF_SECONDS, zero_ok=True)
+        if not self.min_backoff_seconds <= self.max_backoff_seconds <= MAX_BACKOFF_SECONDS:
             raise ValidationError(
                 "retry.max_backoff_seconds", "must be between min_backoff_seconds and 86400"
             )
-        if self.max_retry_age_seconds is not None and self.max_retry_age_seconds <= 0:
-            raise ValidationError("retry.max_retry_age_seconds", "must be positive")
+        check_seconds("retry.max_backoff_seconds", self.max_backoff_seconds,
+                      high=MAX_BACKOFF_SECONDS, zero_ok=True)
+        if self.max_retry_age_seconds is not None:
+            check_seconds("retry.max_retry_age_seconds", self.max_retry_age_seconds,
+                          high=MAX_RETRY_AGE_SECONDS)
         for name in self.non_retryable:
             if not isinstance(name, str) or not name.isidentifier():
                 raise ValidationError("retry.non_retryable", f"not an exception name: {name!r}")

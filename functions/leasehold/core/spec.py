@@ -29,14 +29,19 @@ MAX_ATTEMPTS_LIMIT = 100
 MAX_TIMEOUT_SECONDS = 24 * 3600
 MAX_LABELS = 32
 
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$")
+#: The shapes of names and pools, and the characters no text may hold, as regular
+#: expressions: these checks use them, and the API's schema states them (leasehold.api.models).
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$"
+POOL_PATTERN = r"^[a-z0-9][a-z0-9-]{0,31}$"
+CONTROL_CHARS = r"\x00-\x1f\x7f"
+_NAME = re.compile(NAME_PATTERN)
 #: A tenant also takes the characters of IAM names and the ``/`` after a principal's kind
 #: (``123456789012:user/dev+ci@corp``, see leasehold.api.principals), so an identity is never
 #: folded to fit. Never ``#``: it separates a tenant from the rest of its DynamoDB keys
 #: (``{tenant}#{shard}``, ``{tenant}#admit#{k}``), so no tenant is a prefix key of another.
 _TENANT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:/+=,@-]{0,127}$")
-_POOL = re.compile(r"^[a-z0-9][a-z0-9-]{0,31}$")
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_POOL = re.compile(POOL_PATTERN)
+_CONTROL = re.compile(f"[{CONTROL_CHARS}]")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -15,6 +15,7 @@ from enum import StrEnum
 from typing import Any
 
 from leasehold.clock import iso, to_ms
+from leasehold.core.durations import check_seconds
 from leasehold.core.ids import new_id
 from leasehold.core.jobs import Job
 from leasehold.core.spec import check_number, check_tenant, check_text
@@ -115,8 +116,8 @@ def build(app: Leasehold, body: Mapping[str, Any], *, tenant: str, now: int,
         body=body, values=values, job_fields=TEMPLATE_FIELDS & set(body),
         current=(base.template, base.workflow) if base else None,
         timeout_limits=app.settings.job_timeout_limits())
-    jitter = float(check_number("jitter_seconds", values.get("jitter_seconds") or 0,
-                                low=0, high=MAX_JITTER_SECONDS))
+    jitter = check_seconds("jitter_seconds", values.get("jitter_seconds") or 0,
+                           high=MAX_JITTER_SECONDS, zero_ok=True)
     if workflow is not None and jitter:
         raise ValidationError("jitter_seconds", "a workflow starts when it is due (its steps "
                                                 "cannot be delayed); leave jitter out")
