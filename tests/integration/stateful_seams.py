@@ -71,18 +71,7 @@ from tests.integration.stateful_effects import ZOMBIE
 #: Defects of issue 29 whose fix has not landed on this branch: the check that catches each
 #: stays off until it does. ``LEASEHOLD_SEAMS_CHECK=all`` (or ``=1,5``) turns them on, to see
 #: each catch its defect on the old code.
-AWAITING: dict[int, str] = {
-    2: "ctx.transact inside ctx.step dies with an attempt that sleeps after it (effects)",
-    3: "an effect whose own condition fails strands its job RUNNING (effects)",
-    4: "ctx.spawn skips the child task's unique default (children)",
-    5: "a cancelled or dead parent's children run on (children)",
-    6: "children take no slot under the tenant's cap (children)",
-    8: "a retry after CallbackTimeout dies at once (effects)",
-    9: "a bulk action acts on jobs created after its request (bulkwf)",
-    10: "bulk delete removes a workflow's step (bulkwf)",
-    11: "a workflow retry repeats event ids (streams)",
-    13: "POST /jobs accepts internal tasks (bulkwf)",
-}
+AWAITING: dict[int, str] = {}
 
 SEAM = "seam"
 CHILD = "seam.child"
