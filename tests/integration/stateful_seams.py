@@ -29,8 +29,8 @@ After every step:
   out waits again (a fresh timeout).
 
 A check whose defect's fix has not landed is listed in :data:`AWAITING` (with the defect's
-number in issue 29); ``LEASEHOLD_SEAMS_CHECK=all`` turns every check on, to see each catch
-its defect on the old code.
+number in issue 29); ``LEASEHOLD_SEAMS_CHECK=all`` turns every check on, and
+``LEASEHOLD_SEAMS_ONLY=N`` runs defect N's alone, to see each catch its defect on old code.
 """
 
 from __future__ import annotations
@@ -88,7 +88,12 @@ WAITS = ("sleep", "long_sleep", "callback", "children")
 
 
 def checking(defect: int) -> bool:
-    """Whether the check that catches ``defect`` runs (its fix has landed, or asked for)."""
+    """Whether the check that catches ``defect`` runs: its fix has landed (or it is asked
+    for), and no other check was singled out (``LEASEHOLD_SEAMS_ONLY=5`` runs defect 5's
+    alone, to see it catch its defect on the old code without another catching first)."""
+    only = os.environ.get("LEASEHOLD_SEAMS_ONLY")
+    if only:
+        return str(defect) in only.split(",")
     asked = os.environ.get("LEASEHOLD_SEAMS_CHECK", "")
     return defect not in AWAITING or asked == "all" or str(defect) in asked.split(",")
 
@@ -177,7 +182,8 @@ class SeamsRules:
         @registry.task(SEAM, max_attempts=3, retry=RetryPolicy(min_backoff_seconds=0,
                                                                 max_backoff_seconds=0.3))
         def seam(payload: Any, ctx: JobContext) -> Any:
-            self.runs[ctx.job_id] += 1
+            # Not in the machine's runs: a durable job runs its handler again after each
+            # wake-up, and a sleep is no attempt.
             deadline = ctx.extra.get(DEADLINE)
             if deadline is not None and ctx.deadline_ms > int(deadline):
                 self.overruns.append((ctx.job_id, ctx.deadline_ms, int(deadline)))
