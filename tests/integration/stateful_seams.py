@@ -127,6 +127,8 @@ class SeamsRules:
         for job in jobs:
             self.submit_a_seam_job(*job)
         self.start_a_seam_workflow()
+        if checking(13):
+            self.submit_an_internal_task()
         if paused:
             key_usage.pause(self.app, TENANT, KEY)
 
@@ -568,6 +570,11 @@ class SeamsRules:
 
     def seams_before_drain(self, round_: int) -> None:
         """The drain needs the key running: an operator resumes it after the first round
-        (which meets it paused, if it is)."""
+        (which meets it paused, if it is), and deletes and retries the failed workflows."""
         if self.seams and round_ == 1:
             key_usage.resume(self.app, TENANT, KEY)
+            # The seam workflows have failed by now: a bulk delete of their steps, then
+            # their retry (what the rounds after meet).
+            self.a_bulk_action("delete steps")
+            for workflow_id in self.seam_workflows:
+                self.api.post(f"/workflows/{workflow_id}/retry", tenant="default")
