@@ -571,10 +571,13 @@ class SeamsRules:
     def seams_before_drain(self, round_: int) -> None:
         """The drain needs the key running: an operator resumes it after the first round
         (which meets it paused, if it is), and deletes and retries the failed workflows."""
-        if self.seams and round_ == 1:
+        if not self.seams:
+            return
+        if round_ == 1:
             key_usage.resume(self.app, TENANT, KEY)
-            # The seam workflows have failed by now: a bulk delete of their steps, then
-            # their retry (what the rounds after meet).
+            # The seam workflows have failed by now: a bulk delete of their steps (its job
+            # runs in this round), then their retry (the next round).
             self.a_bulk_action("delete steps")
+        if round_ == 2:
             for workflow_id in self.seam_workflows:
                 self.api.post(f"/workflows/{workflow_id}/retry", tenant="default")
