@@ -85,8 +85,9 @@ class FlowRules:
         running: dict[tuple[str, str], set[str]] = {key: set() for key in FLOW_KEYS}
         for job in self.latest.values():
             gate = job.extra.get(GATE) or {}
-            if job.state is JobState.RUNNING and "concurrency" in gate:
-                running[(job.tenant, gate["concurrency"]["key"])].add(
+            key = (job.tenant, gate.get("concurrency", {}).get("key"))
+            if job.state is JobState.RUNNING and key in running:  # another mixin's keys aside
+                running[key].add(
                     slots.member(job.job_id, job.epoch))
         return running
 

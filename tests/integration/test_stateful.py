@@ -68,6 +68,7 @@ from tests.integration.stateful_enqueue import EnqueueRules
 from tests.integration.stateful_flow import FlowRules
 from tests.integration.stateful_flowkeys import FlowKeysRules
 from tests.integration.stateful_retention import RetentionRules
+from tests.integration.stateful_seams import SeamsRules
 
 # The whole state machine is one pytest test: under a loaded CI machine it can pass the
 # suite's per-test timeout, which would fail it for time alone.
@@ -83,10 +84,17 @@ WRITES = "|".join(f"dynamodb.{op}" for op in (
 FAILED = (ClientError, LeaseholdError, BatchProcessingError)
 
 
-class Lifecycle(EffectsRules, AdmissionContention, FlowKeysRules, FlowRules, RetentionRules,
-                DurableRules, EnqueueRules, RuleBasedStateMachine):
+class Lifecycle(SeamsRules, EffectsRules, AdmissionContention, FlowKeysRules, FlowRules,
+                RetentionRules, DurableRules, EnqueueRules, RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
+        # The bulk job admits its retries under the stack's limits (read from the
+        # environment): the machine's, so that its counters are the ones checked.
+        self.limits_env = pytest.MonkeyPatch()
+        for var, value in (("LEASEHOLD_TENANT_RATE", LIMITS.rate),
+                           ("LEASEHOLD_TENANT_BURST", LIMITS.burst),
+                           ("LEASEHOLD_TENANT_MAX_LIVE", LIMITS.max_live)):
+            self.limits_env.setenv(var, str(value))
         self.mock = mock_aws()
         self.mock.start()
         prefix = "s" + uuid.uuid4().hex[:8]
@@ -128,6 +136,18 @@ class Lifecycle(EffectsRules, AdmissionContention, FlowKeysRules, FlowRules, Ret
         #: Every job as the store last wrote it (observers see every change it makes).
         self.latest: dict[str, Job] = {}
         self.app.store.observers.append(self._observe)  # type: ignore[attr-defined]
+        #: (job, epoch) of every hand-off message SQS accepted.
+        self.sent: set[tuple[str, int]] = set()
+        send = self.app.queues.send
+
+        def recorded(pool: str, priority: str, message: Any, *args: Any, **kwargs: Any) -> Any:
+            out = send(pool, priority, message, *args, **kwargs)
+            self.sent.add((message.job_id, message.epoch))
+            return out
+
+        self.app.queues.send = recorded  # type: ignore[method-assign]
+        #: Rows a bulk delete removed, as last seen: no longer followed, still counted.
+        self.deleted: dict[str, Job] = {}
         self.jobs: list[str] = []
         self.keys = itertools.count()  # idempotency keys: job ids the same on every replay
         self.manual_retries: Counter[str] = Counter()
@@ -154,6 +174,7 @@ class Lifecycle(EffectsRules, AdmissionContention, FlowKeysRules, FlowRules, Ret
             self._drain()
         finally:
             self.mock.stop()
+            self.limits_env.undo()
 
     # -- rules --------------------------------------------------------------------------
 
@@ -477,7 +498,8 @@ class Lifecycle(EffectsRules, AdmissionContention, FlowKeysRules, FlowRules, Ret
 
     def _drain(self) -> None:
         self.injector.faults.clear()  # the weather clears; everything must settle
-        for _ in range(60):
+        for round_ in range(60):
+            self.seams_before_drain(round_)
             if all(job.state.terminal for job in self.app.store.batch_get(self.jobs)):
                 break
             self.clock.advance(max(LEASE_S, self.app.settings.handoff_seconds) + 5)
@@ -485,6 +507,7 @@ class Lifecycle(EffectsRules, AdmissionContention, FlowKeysRules, FlowRules, Ret
             sweeper.sweep(self.app)
             while batch := self.app.queues.receive(self.url, max_messages=10):
                 consume(Worker(self.app), batch)
+            self.drain_round()
         jobs = self.app.store.batch_get(self.jobs)
         assert all(job.state.terminal for job in jobs), [(j.job_id, j.state) for j in jobs]
         # What the observers saw is what the table holds, or an earlier state of the same
@@ -505,7 +528,8 @@ class Lifecycle(EffectsRules, AdmissionContention, FlowKeysRules, FlowRules, Ret
             assert job.attempt <= job.max_attempts
         self.nothing_succeeds_twice_and_leases_are_fenced()
         for tenant in TENANTS:  # no slot leaked, every outcome counted once
-            counted = [j for j in jobs if j.tenant == tenant and j.extra.get(COUNTED)]
+            counted = [j for j in (*jobs, *self.deleted.values())
+                       if j.tenant == tenant and j.extra.get(COUNTED)]
             counters = self._tenant(tenant)
             assert counters.get("live", 0) == 0
             for state in (JobState.SUCCEEDED, JobState.DEAD, JobState.CANCELLED):
