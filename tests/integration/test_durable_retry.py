@@ -214,7 +214,7 @@ def test_the_re_arm_survives_a_process_killed_after_the_retry_and_lost_answers(
 
 def test_a_workflow_retry_re_arms_the_callback_of_a_step_cancelled_while_it_waited(
     app: Leasehold, tasks: TaskRegistry, registry: TaskRegistry, tokens: list[str],
-    clock: FakeClock
+    ran: list[str], clock: FakeClock
 ) -> None:
     """A workflow retry re-runs the same job rows: its re-run steps count a run too."""
     failing = [True]
@@ -242,3 +242,4 @@ def test_a_workflow_retry_re_arms_the_callback_of_a_step_cancelled_while_it_wait
     assert callbacks.complete(app, tokens[0], "default", value="ok").changed
     run_until_idle(app)
     assert states(app, wid) == {"wait": "SUCCEEDED", "boom": "SUCCEEDED"}
+    assert ran == ["prepare", "charge"]  # the re-run step kept its step and its ctx.once

@@ -41,7 +41,7 @@ from leasehold.core.jobs import Job
 from leasehold.core.spec import JobSpec, resolve
 from leasehold.core.states import TERMINAL, JobState
 from leasehold.core.suspension import DurableMisuse, Sleep, Suspend
-from leasehold.durable import records
+from leasehold.durable import records, runs
 from leasehold.errors import Conflict, LeaseLost, NotFound, RateLimited
 from leasehold.lifecycle import control, handoff
 from leasehold.lifecycle.app import Leasehold
@@ -109,8 +109,17 @@ def spawn_child(app: Leasehold, parent: Job, owner: str, stored: MutableMapping[
     """The id of the job that answers the spawn at call site ``site``. ``stored``: the
     parent's records as this attempt loaded them (the answer is added)."""
     sk = CHILD + site
+    replacing: str | None = None
     if sk in stored:
-        return str(stored[sk]["job_id"])  # a replay: answered before
+        if not _earlier_run(parent, stored[sk]):
+            return str(stored[sk]["job_id"])  # a replay: answered before
+        if not _unfinished(app, stored[sk]):
+            # It stands in this run: say so on its record, so later replays read no child.
+            stored[sk] = records.update_fenced(
+                app, parent, owner, sk, {runs.RECORD_RUN: runs.current(parent)},
+                "(attribute_not_exists(#a0) OR #a0 < :a0)") or stored[sk]
+            return str(stored[sk]["job_id"])
+        replacing = str(stored[sk]["job_id"])  # a re-run by hand: its work is to do again
     options = dict(options)
     policy = options.pop(ON_PARENT_END, CANCEL)
     if policy not in (CANCEL, ABANDON):
@@ -133,10 +142,12 @@ def spawn_child(app: Leasehold, parent: Job, owner: str, stored: MutableMapping[
     spec = JobSpec(task=task, payload=payload, tenant=parent.tenant, **options)
     resolved = resolve(spec, app.registry, pools=app.settings.pools, now_ms=now,
                        timeout_limits=app.settings.job_timeout_limits())
-    job_id = child_id(parent, site)
+    run = runs.current(parent)
+    job_id = derived_id("child", parent.job_id, site, str(run)) if run else \
+        child_id(parent, site)
     record = {"kind": "child", "name": site, "job_id": job_id, "task": task,
-              ON_PARENT_END: policy, "at": now}
-    fenced = [_record_put(app, parent, sk, record), _mark(app, parent, owner)]
+              ON_PARENT_END: policy, "at": now, runs.RECORD_RUN: run}
+    fenced = [_record_put(app, parent, sk, record, replacing), _mark(app, parent, owner)]
     if policy == CANCEL:
         fenced.append(_open_put(app, parent))
 
@@ -168,6 +179,13 @@ def spawn_child(app: Leasehold, parent: Job, owner: str, stored: MutableMapping[
     if answer.job.job_id == job_id:
         _SPAWNED_HERE.add(parent.job_id)
         stored[sk] = {"pk": records.partition(parent.job_id), "sk": sk, **record}
+    elif replacing is not None:
+        # A re-spawn answered by another job: the record of the earlier run names it now
+        # (written once per run: the condition is on the record's run).
+        stored[sk] = records.update_fenced(app, parent, owner, sk, {
+            runs.RECORD_RUN: run, "job_id": answer.job.job_id, ON_PARENT_END: ABANDON,
+            "own": False, "at": now}, "(attribute_not_exists(#a0) OR #a0 < :a0)") or \
+            records.get(app, parent.job_id, sk) or {}
     else:
         # Another job answered (a unique key's live holder, a debounce window): not ours to
         # cancel, but what a replay of this call site must answer again.
@@ -182,11 +200,37 @@ def slots_held(job: Job) -> int:
     return int(job.extra.get(CHAIN) or (1 if job.extra.get(COUNTED) else 0))
 
 
-def _record_put(app: Leasehold, parent: Job, sk: str, record: Mapping[str, Any]
-                ) -> dict[str, Any]:
+def _earlier_run(parent: Job, record: Mapping[str, Any]) -> bool:
+    """Whether the parent was re-run by hand (retry, redrive, bulk retry, a workflow's
+    re-run step) since this call site's record was written."""
+    return int(record.get(runs.RECORD_RUN) or 0) < runs.current(parent)
+
+
+def _unfinished(app: Leasehold, record: Mapping[str, Any]) -> bool:
+    """Whether the child of an earlier run's record ended without its work done (cancelled
+    with the parent's first end, dead, expired): a re-run spawns it again. A child that
+    succeeded, one still live, and another job that answered the spawn stand. One read,
+    once per record and run."""
+    if not record.get("own", True):
+        return False
+    try:
+        child = app.store.get(str(record["job_id"]))
+    except NotFound:
+        return False  # deleted: nothing to run again from
+    return child.state.terminal and child.state is not JobState.SUCCEEDED
+
+
+def _record_put(app: Leasehold, parent: Job, sk: str, record: Mapping[str, Any],
+                replacing: str | None = None) -> dict[str, Any]:
+    """The record's put: once per call site, or over the record naming ``replacing`` (a
+    re-spawn in a later run)."""
     item = {"pk": records.partition(parent.job_id), "sk": sk, **record}
+    if replacing is None:
+        return {"Put": {"TableName": app.settings.coordination_table, "Item": to_av(item),
+                        "ConditionExpression": "attribute_not_exists(sk)"}}
     return {"Put": {"TableName": app.settings.coordination_table, "Item": to_av(item),
-                    "ConditionExpression": "attribute_not_exists(sk)"}}
+                    "ConditionExpression": "job_id = :replaced",
+                    "ExpressionAttributeValues": to_av({":replaced": replacing})}}
 
 
 def _mark(app: Leasehold, parent: Job, owner: str) -> dict[str, Any]:

@@ -16,7 +16,11 @@ item per key in the tenants table (``{tenant}#debounce#{K}`` holding the window'
   steady stream of submissions cannot starve the lease past M.
 
 The pointer is never given back: a pointer naming a job that is no longer a window (leased,
-finished) is simply replaced by the next opener, so nothing can leak. A lost response on
+finished, re-run by hand, gone) is simply replaced by the next opener, so nothing can leak.
+A window re-run by hand (retry, redrive, bulk retry) looks like an open one again (QUEUED,
+no attempt, never started) while the pointer may still name it, so the re-run's own write
+marks it :data:`RERUN` (the restart hook): a re-run runs the payload it was asked for, now,
+and is never joined. A lost response on
 either write is recognised as the caller's own (the store's write token, the transition's
 history entry).
 """
@@ -45,6 +49,8 @@ ACTOR = "debounce"
 #: DEBOUNCE_WAIT_MS, named in core.flowcontrol, which the job view reads): the latest it may
 #: fire.
 FIRE_BY = "debounce_fire_by"
+#: On a window's row once it is re-run by hand: it is no window to join any more.
+RERUN = "debounce_rerun"
 #: Submissions that keep losing races (a window leased or opened under them) give up.
 TRIES = 5
 MAX_WAIT_LIMIT = 24 * 3600
@@ -145,7 +151,7 @@ def _window(app: Leasehold, name: str, key: str) -> tuple[str | None, Job | None
     except NotFound:
         return holder, None
     if job.state is not JobState.QUEUED or job.attempt or job.first_started_at is not None \
-            or job.extra.get(DEBOUNCE_KEY) != key:
+            or job.extra.get(DEBOUNCE_KEY) != key or job.extra.get(RERUN):
         return holder, None
     return holder, job
 
@@ -171,5 +177,11 @@ def _join(app: Leasehold, window: Job, asked: Job, now: int) -> Job:
     return new
 
 
+def restart(app: Leasehold, job: Job, now: int) -> dict[str, Any]:
+    """The restart hook: a window re-run by hand is closed for good (:data:`RERUN`)."""
+    return {RERUN: True} if DEBOUNCE_KEY in job.extra else {}
+
+
 def install(app: Leasehold) -> None:
     app.intakes.append(intake)
+    app.restarts.append(restart)

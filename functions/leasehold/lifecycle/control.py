@@ -13,7 +13,7 @@ from leasehold.errors import Conflict, NotFound
 from leasehold.lifecycle import handoff
 from leasehold.lifecycle.app import Leasehold
 from leasehold.lifecycle.store import Change, ConditionFailed
-from leasehold.lifecycle.submission import ADMISSION_SHARD, COUNTED
+from leasehold.lifecycle.submission import ADMISSION_SHARD, COUNTED, DEADLINE
 
 
 def get_job(app: Leasehold, job_id: str, tenant: str | None = None) -> Job:
@@ -82,15 +82,20 @@ def restart_sets(app: Leasehold, job: Job, now: int) -> dict[str, Any]:
 
 def requeue(app: Leasehold, job: Job, *, actor: str, reason: str,
             also: Sequence[Mapping[str, Any]] = (), shard: int | None = None) -> Job:
-    """Put a finished job back in QUEUED from scratch (attempts reset, new epoch) and hand it
-    off. ``also``: writes committed with it (the admission's token and slot); ``shard``: the
-    admission item a counted job now holds its slot on (recorded on the row)."""
+    """Put a finished job back in QUEUED from scratch (attempts reset, new epoch, no start
+    window, its deadline counted from now) and hand it off. ``also``: writes committed with
+    it (the admission's token and slot); ``shard``: the admission item a counted job now
+    holds its slot on (recorded on the row)."""
     now = app.now()
     sets: dict[str, Any] = {"run_at": now, "attempt": 0, "crash_count": 0,
                             "lease_expires_at": handoff.handoff_deadline(now, app.settings),
                             **restart_sets(app, job, now)}
     remove = ["cancel_requested", "finished_at", "lease_owner", "first_started_at",
               START_BY]  # a manual re-run is asked for now: no start window of old
+    if job.extra.get(DEADLINE) is not None:
+        # Its deadline counts from the re-run too, as long as it was: one that passed while
+        # the job lay finished would end the re-run at its lease without running it.
+        sets[DEADLINE] = now + int(job.extra[DEADLINE]) - job.created_at
     if shard:
         sets[ADMISSION_SHARD] = shard
     elif shard == 0:
