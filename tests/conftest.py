@@ -39,6 +39,19 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers", "ddblocal: also run each test with DynamoDB on AWS's DynamoDB Local")
 
 
+#: The longest modules, handed to the workers first: `make test` runs two workers over
+#: modules in collection order (``--dist loadscope``), and a long module collected late is the
+#: whole suite's tail (the state machine alone runs for minutes, on one worker, while the
+#: other has nothing left to do).
+LONGEST_FIRST = ("tests/integration/test_stateful.py", "tests/e2e/test_init_venv.py",
+                 "tests/e2e/test_bench.py", "tests/e2e/test_schema.py")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    rank = {path: i for i, path in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(LONGEST_FIRST)))
+
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     # A module marked ddblocal runs on both; an explicit test endpoint replaces both.
     if "backend" in metafunc.fixturenames and not TEST_ENDPOINT and \

@@ -23,8 +23,8 @@ from leasehold.core.states import JobState
 from leasehold.errors import Conflict, NotFound
 from leasehold.lifecycle import deadletters, handoff
 from leasehold.lifecycle.app import Leasehold
+from leasehold.lifecycle.endings import bury, error_sets, retry_change
 from leasehold.lifecycle.store import Change, sweep_bound
-from leasehold.lifecycle.worker import bury, error_sets, retry_change
 
 log = logging.getLogger(__name__)
 ACTOR = "sweeper"

@@ -24,7 +24,7 @@ from leasehold.aws.queues import Message
 from leasehold.core.context import JobContext
 from leasehold.core.effects import REJECTED, refused_entry, rejected
 from leasehold.core.failures import deadline_exceeded, describe, error, unfit_result
-from leasehold.core.jobs import Job, JobError, with_attempt_error
+from leasehold.core.jobs import Job, JobError
 from leasehold.core.policy import decide_retry
 from leasehold.core.spec import MAX_RESULT_BYTES, encode_json
 from leasehold.core.states import JobState
@@ -41,6 +41,7 @@ from leasehold.errors import (
 from leasehold.lifecycle import handoff
 from leasehold.lifecycle.app import Leasehold
 from leasehold.lifecycle.deadline import Overdue, call_before
+from leasehold.lifecycle.endings import bury, error_sets, retry_change
 from leasehold.lifecycle.heartbeat import Attempt, Heartbeat
 from leasehold.lifecycle.store import Change, Gated
 from leasehold.lifecycle.submission import DEADLINE
@@ -379,40 +380,6 @@ class Worker:
             return self._cancelled_meanwhile(exc, job, owner, now)
         handoff.send(app.queues, new, now)
         return Outcome.RETRYING
-
-
-def error_sets(job: Job, error_item: dict[str, Any]) -> dict[str, Any]:
-    """What a failed attempt writes: its error, and the same added to the kept ones."""
-    return {"error": error_item, "attempt_errors": with_attempt_error(job, error_item)}
-
-
-def retry_change(app: Leasehold, job: Job, run_at: int, now: int, actor: str, *,
-                 owner: str | None, error_item: dict[str, Any] | None, reason: str,
-                 increment: dict[str, int] | None = None) -> Change:
-    """Back to QUEUED with a new epoch (or SCHEDULED when SQS cannot hold the delay).
-
-    Refused when a cancel was requested: a retry must never carry a cancel into the next
-    attempt, where nobody would look at it.
-    """
-    sets: dict[str, Any] = {"run_at": run_at}
-    if error_item is not None:
-        sets.update(error_sets(job, error_item))
-    if handoff.within_sqs_delay(run_at, now):
-        sets["lease_expires_at"] = handoff.handoff_deadline(run_at, app.settings)
-        return Change(target=JobState.QUEUED, actor=actor, reason=reason, owner=owner,
-                      bump_epoch=True, set=sets, increment=increment or {},
-                      remove=("lease_owner",), unless_cancel_requested=True)
-    return Change(target=JobState.SCHEDULED, actor=actor, reason=reason, owner=owner,
-                  set=sets, increment=increment or {}, remove=("lease_owner",),
-                  unless_cancel_requested=True)
-
-
-def bury(app: Leasehold, job: Job, reason: str) -> None:
-    """Copy a DEAD job to its pool's DLQ (the row stays the record)."""
-    try:
-        app.queues.send_dead(job.pool, job.priority, job.job_id, reason)
-    except Exception:
-        log.warning("could not copy dead job %s to its DLQ", job.job_id, exc_info=True)
 
 
 __all__ = ["Delivery", "LeaseholdError", "Outcome", "Worker", "bury", "error_sets",
