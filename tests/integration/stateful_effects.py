@@ -94,14 +94,18 @@ class EffectsRules:
                                        if f is not marker and f is not crash]
 
     def _handler_successes(self) -> Counter[str]:
-        """Per job as the jobs table holds it: 1 if a worker (not a bare zombie finish)
-        committed SUCCEEDED (terminal, so at most once), less the jobs done before the hook."""
+        """Per job as the jobs table holds it: how many times a worker (not a bare zombie
+        finish) committed SUCCEEDED, less the jobs done before the hook."""
         pages = self.inspect.get_paginator("scan").paginate(
             TableName=self.app.settings.jobs_table, ConsistentRead=True)
-        done = Counter(row["job_id"] for row in (from_av(raw) for page in pages
-                                                 for raw in page["Items"])
-                       if row.get("state") == JobState.SUCCEEDED.value
-                       and row["history"][-1]["by"] != ZOMBIE)
+        # Counted from each row's history, not its state: a workflow retry re-runs a step
+        # that SUCCEEDED (SUCCEEDED -> WAITING), so a job can commit success more than once
+        # and need not be SUCCEEDED now.
+        done = Counter({row["job_id"]: n for row in (from_av(raw) for page in pages
+                                                     for raw in page["Items"])
+                        if (n := sum(1 for h in row.get("history", ())
+                                     if h["to"] == JobState.SUCCEEDED.value
+                                     and h["by"] != ZOMBIE))})
         return done - getattr(self, "before_hook", Counter())
 
     def _counters(self) -> Counter[str]:
