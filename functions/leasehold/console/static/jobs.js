@@ -2,8 +2,8 @@
 // attempts, history timeline and the Cancel and Retry buttons.
 
 import { api, STATES, TERMINAL } from "./api.js";
-import { badge, button, confirmAction, h, json, link, notify, panel, replace, span, table, when }
-  from "./dom.js";
+import { badge, button, confirmAction, errorCell, h, json, link, notify, panel, replace, span, table,
+  when } from "./dom.js";
 import { choice, field, parseJson, PRIORITIES, values } from "./forms.js";
 
 const PAGE = 25;
@@ -70,7 +70,7 @@ function row(job) {
     dueIn(job),
     duration(job),
     when(job.finished_at),
-    job.error ? h("span", { class: "error-text" }, `${job.error.type}: ${job.error.message}`) : "",
+    errorCell(job.error),
   ];
 }
 
@@ -173,7 +173,7 @@ function stepRow(step) {
     step.attempts,
     when(step.started_at),
     when(step.finished_at),
-    step.error ? h("span", { class: "error-text" }, `${step.error.type}: ${step.error.message}`) : "",
+    errorCell(step.error),
   ];
 }
 

@@ -3,7 +3,8 @@
 
 import { api } from "./api.js";
 import { drawGraph } from "./dag.js";
-import { badge, button, confirmAction, h, link, notify, panel, replace, table, when } from "./dom.js";
+import { badge, button, confirmAction, errorCell, h, link, notify, panel, replace, table, when }
+  from "./dom.js";
 
 const STATES = ["CREATING", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLED"];
 
@@ -77,7 +78,7 @@ export async function renderOne(main, workflowId) {
       panel("Steps", table(["step", "task", "state", "after", "attempts", "job", "error"],
         w.steps.map((s) => [s.id, s.task, badge(s.state), s.depends_on.join(", ") || "—",
           s.attempts, link(`#/jobs/${s.job_id}`, s.job_id, { class: "mono" }),
-          s.error ? h("span", { class: "error-text" }, `${s.error.type}: ${s.error.message}`) : ""]))));
+          errorCell(s.error)]))));
   }
 
   await draw();
