@@ -1,14 +1,17 @@
-"""The operator's buttons (issue 31): a long error that fits the jobs table at 1280 px. Real
-Chromium over the shared ``leasehold dev``; each test has its own tenant."""
+"""The operator's buttons (issue 31): Retry on a workflow, and a long error that fits the
+jobs table at 1280 px. Real Chromium over the shared ``leasehold dev``;
+each test has its own tenant."""
 
 from __future__ import annotations
 
 import json
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from playwright.sync_api import Page, expect
+from playwright.sync_api import Browser, ConsoleMessage, Page, expect
 
 from tests.e2e.conftest import Runtime
 
@@ -20,6 +23,30 @@ def open_as(page: Page, runtime: Runtime, route: str, tenant: str) -> None:
     would: the page never loads as the default tenant first)."""
     page.add_init_script(f"localStorage.setItem('leasehold.tenant', {json.dumps(tenant)})")
     page.goto(runtime.url + "/#/" + route)
+
+
+@pytest.fixture
+def page_refused(browser: Browser) -> Iterator[Page]:
+    """A page on which the API's 409 to a workflow retry is expected (Chromium logs every
+    failed fetch as an error); any other logged error or a script that throws fails."""
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    opened = context.new_page()
+    problems: list[str] = []
+
+    def on_console(message: ConsoleMessage) -> None:
+        refused = "status of 409" in message.text and message.location["url"].endswith("/retry")
+        if message.type == "error" and not refused:
+            problems.append(f"console error: {message.text} at {message.location}")
+
+    opened.on("console", on_console)
+    opened.on("pageerror", lambda error: problems.append(f"uncaught: {error}"))
+    yield opened
+    context.close()
+    assert not problems, "\n".join(problems)
+
+
+def history_reasons(runtime: Runtime, job_id: str, tenant: str) -> list[str]:
+    return [entry["reason"] or "" for entry in runtime.job(job_id, tenant)["history"]]
 
 
 def overflow(page: Page, selector: str) -> dict[str, Any]:
@@ -58,3 +85,54 @@ def test_a_long_error_fits_the_jobs_table_at_1280_px_whole_on_hover_and_on_a_cli
     table = overflow(page, "main .results .scroll")
     assert table["scroll"] <= table["client"], table
     assert overflow(page, "html")["scroll"] <= overflow(page, "html")["client"]
+
+
+def test_a_workflows_retry_reruns_its_failed_step_and_a_refused_retry_says_why(
+        page_refused: Page, console_runtime: Runtime, screenshots: Path, tmp_path: Path) -> None:
+    page = page_refused
+    tenant = "console-wf-retry"
+    gate = tmp_path / "wf-gate"
+    reply = console_runtime.call("POST", "/workflows", {"name": "gated", "steps": [
+        {"id": "gate", "task": "gate", "payload": {"path": str(gate)}, "max_attempts": 1}]},
+        tenant=tenant)
+    assert reply.status == 201, reply.body
+    workflow_id, step_job = reply.body["workflow_id"], reply.body["steps"][0]["job_id"]
+
+    def wait_workflow(state: str) -> None:
+        deadline = time.monotonic() + 30
+        while (now := console_runtime.call("GET", f"/workflows/{workflow_id}",
+                                           tenant=tenant).body["state"]) != state:
+            assert time.monotonic() < deadline, f"workflow still {now}, not {state}"
+            time.sleep(0.2)
+
+    console_runtime.wait_for([step_job], {"DEAD"}, tenant=tenant)
+    open_as(page, console_runtime, f"workflows/{workflow_id}", tenant)
+    actions = page.locator("main .actions").first
+    expect(actions.locator(".badge")).to_have_text("FAILED")
+    page.get_by_role("button", name="Retry workflow").click()
+    # The page says so once it has redrawn the workflow: the step was queued again; the gate
+    # is still closed, so it dies again, and the page, polling the RUNNING workflow, shows
+    # it FAILED again.
+    expect(page.get_by_role("status")).to_contain_text(f"Retried workflow {workflow_id}")
+    assert "workflow retry" in history_reasons(console_runtime, step_job, tenant)
+    console_runtime.wait_for([step_job], {"DEAD"}, tenant=tenant)
+    expect(actions.locator(".badge")).to_have_text("FAILED", timeout=30_000)
+    deaths = [e for e in console_runtime.job(step_job, tenant)["history"] if e["to"] == "DEAD"]
+    assert len(deaths) == 2
+
+    # Someone else retries it (the gate now open) while this page still shows it FAILED: the
+    # page's Retry is refused with the API's reason, and the page then shows it as it is.
+    gate.touch()
+    again = console_runtime.call("POST", f"/workflows/{workflow_id}/retry", tenant=tenant)
+    assert again.status == 200, again.body
+    wait_workflow("SUCCEEDED")  # its step succeeded, and the workflow settled
+    expect(actions.locator(".badge")).to_have_text("FAILED")  # a settled page is not polled
+    page.get_by_role("button", name="Retry workflow").click()
+    expect(page.get_by_role("status")).to_contain_text(
+        f"409 conflict: workflow {workflow_id} is SUCCEEDED; only a FAILED or CANCELLED one "
+        "can be retried")
+    expect(actions.locator(".badge")).to_have_text("SUCCEEDED")
+    expect(page.get_by_role("button", name="Retry workflow")).to_be_disabled()
+    expect(page.get_by_test_id("retry-reason")).to_have_attribute(
+        "title", "Only a FAILED or CANCELLED workflow can be retried; this one is SUCCEEDED.")
+    page.screenshot(path=screenshots / "workflow-retry-refused.png", full_page=True)
