@@ -1,10 +1,12 @@
-"""The operator's buttons (issue 31): Retry on a workflow, and a long error that fits the
-jobs table at 1280 px. Real Chromium over the shared ``leasehold dev``;
+"""The operator's buttons (issue 31): bulk actions on the jobs page's filter (a dry-run count,
+a confirmation naming it, the bulk job followed to its end), Retry on a workflow, and a long
+error that fits the jobs table at 1280 px. Real Chromium over the shared ``leasehold dev``;
 each test has its own tenant."""
 
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -87,6 +89,87 @@ def test_a_long_error_fits_the_jobs_table_at_1280_px_whole_on_hover_and_on_a_cli
     assert overflow(page, "html")["scroll"] <= overflow(page, "html")["client"]
 
 
+def test_a_bulk_retry_counts_first_confirms_that_count_and_follows_the_bulk_job(
+        page: Page, console_runtime: Runtime, screenshots: Path) -> None:
+    tenant = "console-bulk-retry"
+    dead = [console_runtime.submit({"task": "fail", "max_attempts": 1}, tenant)["job_id"]
+            for _ in range(3)]
+    console_runtime.wait_for(dead, {"DEAD"}, tenant=tenant)
+    open_as(page, console_runtime, "jobs?state=DEAD&task=fail", tenant)
+    bar = page.get_by_role("group", name="Bulk actions")
+    bar.get_by_text("Bulk actions on this filter").click()
+    action = bar.get_by_label("bulk action")
+    # A DEAD filter: retry and delete apply, cancel (live jobs only) is not offered.
+    expect(action.locator("option")).to_have_text(["Retry", "Delete"])
+    expect(bar).to_contain_text("state DEAD · task fail")
+    bar.get_by_role("button", name="Count").click()
+    expect(bar.get_by_test_id("bulk-count")).to_have_text("3 jobs")
+    expect(bar).to_contain_text("3 jobs would be retried")
+    # A job that dies after the count is not among the counted, and is left alone.
+    late = console_runtime.submit({"task": "fail", "max_attempts": 1}, tenant)["job_id"]
+    console_runtime.wait_for([late], {"DEAD"}, tenant=tenant)
+    bar.get_by_role("button", name="Retry 3 jobs…").click()
+    dialog = page.locator("dialog.confirm")
+    expect(dialog.get_by_role("heading")).to_have_text("Retry 3 jobs?")
+    expect(dialog).to_contain_text("jobs submitted since are left alone")
+    page.screenshot(path=screenshots / "bulk-confirm.png", full_page=True)
+    dialog.get_by_role("button", name="Retry 3 jobs").click()
+    progress = bar.get_by_test_id("bulk-progress")
+    expect(progress).to_contain_text("SUCCEEDED: 3 retried, 0 skipped", timeout=30_000)
+    page.screenshot(path=screenshots / "bulk-done.png", full_page=True)
+    for job_id in dead:
+        assert "bulk retry" in history_reasons(console_runtime, job_id, tenant)
+    assert "bulk retry" not in history_reasons(console_runtime, late, tenant)
+
+
+def test_bulk_cancel_and_delete_offer_what_the_filter_allows_and_keep_a_workflows_step(
+        page: Page, console_runtime: Runtime) -> None:
+    tenant = "console-bulk-cd"
+    later = [console_runtime.submit({"task": "echo", "payload": i, "delay_seconds": 3600},
+                                    tenant)["job_id"] for i in range(2)]
+    flow = console_runtime.call("POST", "/workflows", {"steps": [
+        {"id": "only", "task": "echo", "payload": "kept"}]}, tenant=tenant)
+    assert flow.status == 201, flow.body
+    step_job = flow.body["steps"][0]["job_id"]
+    console_runtime.wait_for([step_job], {"SUCCEEDED"}, tenant=tenant)
+    # Another tenant's delayed job matches the same filter and is never counted or touched.
+    rival = console_runtime.submit({"task": "echo", "delay_seconds": 3600}, "console-rival")
+    open_as(page, console_runtime, "jobs?state=SCHEDULED", tenant)
+    bar = page.get_by_role("group", name="Bulk actions")
+    bar.get_by_text("Bulk actions on this filter").click()
+    expect(bar.get_by_label("bulk action").locator("option")).to_have_text(["Cancel"])
+    bar.get_by_role("button", name="Count").click()
+    expect(bar.get_by_test_id("bulk-count")).to_have_text("2 jobs")
+    bar.get_by_role("button", name="Cancel 2 jobs…").click()
+    page.locator("dialog.confirm").get_by_role("button", name="Cancel 2 jobs").click()
+    expect(bar.get_by_test_id("bulk-progress")).to_contain_text(
+        "SUCCEEDED: 2 cancelled, 0 skipped", timeout=30_000)
+    # The table reloads when the bulk job ends: the cancelled jobs are no longer SCHEDULED.
+    expect(page.get_by_text("No jobs match.")).to_be_visible()
+
+    page.goto(console_runtime.url + "/#/jobs")  # the same tenant (kept); no filter at all
+    bar = page.get_by_role("group", name="Bulk actions")
+    bar.get_by_text("Bulk actions on this filter").click()
+    action = bar.get_by_label("bulk action")
+    expect(action.locator("option")).to_have_text(["Retry", "Cancel", "Delete"])
+    action.select_option("delete")
+    bar.get_by_role("button", name="Count").click()
+    # The workflow's step is finished too, but its workflow still reads it: kept, and said.
+    expect(bar.get_by_test_id("bulk-count")).to_have_text("2 jobs")
+    expect(bar).to_contain_text("1 more kept because still referenced: 1 by a workflow")
+    bar.get_by_role("button", name="Delete 2 jobs…").click()
+    dialog = page.locator("dialog.confirm")
+    expect(dialog).to_contain_text("Their rows are removed for good")
+    dialog.get_by_role("button", name="Delete 2 jobs").click()
+    expect(bar.get_by_test_id("bulk-progress")).to_contain_text(
+        re.compile(r"SUCCEEDED: 2 deleted, 0 skipped, kept because still referenced: "
+                   r"1 by a workflow"), timeout=30_000)
+    for job_id in later:
+        assert console_runtime.call("GET", f"/jobs/{job_id}", tenant=tenant).status == 404
+    assert console_runtime.job(step_job, tenant)["state"] == "SUCCEEDED"
+    assert console_runtime.job(rival["job_id"], "console-rival")["state"] == "SCHEDULED"
+
+
 def test_a_workflows_retry_reruns_its_failed_step_and_a_refused_retry_says_why(
         page_refused: Page, console_runtime: Runtime, screenshots: Path, tmp_path: Path) -> None:
     page = page_refused
@@ -136,3 +219,9 @@ def test_a_workflows_retry_reruns_its_failed_step_and_a_refused_retry_says_why(
     expect(page.get_by_test_id("retry-reason")).to_have_attribute(
         "title", "Only a FAILED or CANCELLED workflow can be retried; this one is SUCCEEDED.")
     page.screenshot(path=screenshots / "workflow-retry-refused.png", full_page=True)
+    # The jobs page filtered by the workflow says bulk actions are not for its steps.
+    page.goto(console_runtime.url + f"/#/jobs?workflow={workflow_id}")
+    bar = page.get_by_role("group", name="Bulk actions")
+    bar.get_by_text("Bulk actions on this filter").click()
+    expect(bar).to_contain_text("not a schedule's runs or a workflow's steps")
+    expect(bar.get_by_label("bulk action")).to_have_count(0)

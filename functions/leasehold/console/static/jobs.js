@@ -2,6 +2,7 @@
 // attempts, history timeline and the Cancel and Retry buttons.
 
 import { api, STATES, TERMINAL } from "./api.js";
+import { bulkBar } from "./bulk.js";
 import { badge, button, confirmAction, errorCell, h, json, link, notify, panel, replace, span, table,
   when } from "./dom.js";
 import { choice, field, parseJson, PRIORITIES, values } from "./forms.js";
@@ -190,6 +191,9 @@ export async function renderList(main, query) {
   const pair = labelPair(label);
   const scheduleId = query.get("schedule") || undefined;
   const workflowId = query.get("workflow") || undefined;
+  // Bulk actions (bulk.js) act on what this table lists: its filter, every page of it.
+  results.before(bulkBar({ state: states, task, id_prefix: idPrefix, label },
+    { scheduleId, workflowId, after: () => load().catch(fail) }));
   // The API's cursor pages forward; remembering the cursors read so far pages back.
   const cursors = [null];
 
