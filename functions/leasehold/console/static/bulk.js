@@ -109,6 +109,7 @@ export function bulkBar(filter, { scheduleId, workflowId, after } = {}) {
         + `${new Date(answer.created_before).toLocaleString()} are touched: jobs submitted `
         + "since are left alone, and a counted job that changed meanwhile is skipped.",
       `${verb} ${n}`)) return;
+      go.disabled = true; // one bulk job per count
       start(chosen, answer.created_before).catch(fail);
     }, { class: "danger" });
     replace(status, counted, h("div", { class: "actions" }, go));
@@ -139,9 +140,10 @@ export function bulkBar(filter, { scheduleId, workflowId, after } = {}) {
         if (after) await after();
         return;
       }
-      // The reader left the page: the bulk job goes on; its job page shows how it ends.
+      // The reader left the page or counted again: the bulk job goes on; its job page (the
+      // link) shows how it ends.
       await new Promise((resolve) => { setTimeout(resolve, POLL_MS); });
-      if (!bar.isConnected) return;
+      if (!line.isConnected) return;
       bulk = await api("GET", `/jobs/bulk/${bulk.bulk_id}`);
     }
   }
