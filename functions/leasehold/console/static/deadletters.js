@@ -1,7 +1,8 @@
 // Dead letters: your DEAD jobs, each queue's dead-letter depth, and Redrive by pool and task.
 
 import { api } from "./api.js";
-import { button, confirmAction, h, link, notify, panel, replace, table, when } from "./dom.js";
+import { button, confirmAction, errorCell, h, link, notify, panel, replace, table, when }
+  from "./dom.js";
 
 export async function render(main) {
   const stats = await api("GET", "/stats");
@@ -60,7 +61,7 @@ export async function render(main) {
       page.jobs.map((job) => [
         link(`#/jobs/${job.job_id}`, job.job_id, { class: "mono" }), job.task, job.pool,
         job.attempts,
-        job.error ? h("span", { class: "error-text" }, `${job.error.type}: ${job.error.message}`) : "",
+        errorCell(job.error),
         when(job.finished_at)]),
       "No dead letters."));
     replace(depths, table(["pool", "priority", "messages in the DLQ"],

@@ -123,3 +123,20 @@ export function notify(message, kind = "info") {
   notice.className = kind;
   replace(notice, message);
 }
+
+/**
+ * A job's error in a table cell: one line, cut with an ellipsis to fit its column (a long
+ * message never widens the table); the whole text on hover, and unfolded by a click or Enter.
+ */
+export function errorCell(error) {
+  if (!error) return "";
+  const text = `${error.type}: ${error.message}`;
+  const toggle = (event) => {
+    if (event.type === "keydown" && event.key !== "Enter" && event.key !== " ") return;
+    event.preventDefault();
+    const open = event.currentTarget.classList.toggle("open");
+    event.currentTarget.setAttribute("aria-expanded", String(open));
+  };
+  return h("span", { class: "error-text clip", title: text, tabindex: 0, role: "button",
+    "aria-expanded": "false", onclick: toggle, onkeydown: toggle }, text);
+}

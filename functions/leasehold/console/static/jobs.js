@@ -2,8 +2,9 @@
 // attempts, history timeline and the Cancel and Retry buttons.
 
 import { api, STATES, TERMINAL } from "./api.js";
-import { badge, button, confirmAction, h, json, link, notify, panel, replace, span, table, when }
-  from "./dom.js";
+import { bulkBar } from "./bulk.js";
+import { badge, button, confirmAction, errorCell, h, json, link, notify, panel, replace, span, table,
+  when } from "./dom.js";
 import { choice, field, parseJson, PRIORITIES, values } from "./forms.js";
 
 const PAGE = 25;
@@ -70,7 +71,7 @@ function row(job) {
     dueIn(job),
     duration(job),
     when(job.finished_at),
-    job.error ? h("span", { class: "error-text" }, `${job.error.type}: ${job.error.message}`) : "",
+    errorCell(job.error),
   ];
 }
 
@@ -173,7 +174,7 @@ function stepRow(step) {
     step.attempts,
     when(step.started_at),
     when(step.finished_at),
-    step.error ? h("span", { class: "error-text" }, `${step.error.type}: ${step.error.message}`) : "",
+    errorCell(step.error),
   ];
 }
 
@@ -190,6 +191,9 @@ export async function renderList(main, query) {
   const pair = labelPair(label);
   const scheduleId = query.get("schedule") || undefined;
   const workflowId = query.get("workflow") || undefined;
+  // Bulk actions (bulk.js) act on what this table lists: its filter, every page of it.
+  results.before(bulkBar({ state: states, task, id_prefix: idPrefix, label },
+    { scheduleId, workflowId, after: () => load().catch(fail) }));
   // The API's cursor pages forward; remembering the cursors read so far pages back.
   const cursors = [null];
 

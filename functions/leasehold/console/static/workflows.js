@@ -3,7 +3,8 @@
 
 import { api } from "./api.js";
 import { drawGraph } from "./dag.js";
-import { badge, button, confirmAction, h, link, notify, panel, replace, table, when } from "./dom.js";
+import { badge, button, confirmAction, errorCell, h, link, notify, panel, replace, table, when }
+  from "./dom.js";
 
 const STATES = ["CREATING", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLED"];
 
@@ -46,6 +47,36 @@ export async function renderList(main, query) {
   return { refresh: () => (found.length <= 50 ? page(true) : Promise.resolve()), every: 5000 };
 }
 
+/** The states POST /workflows/{id}/retry resumes (workflows/rerun.py); others answer 409. */
+const RETRYABLE = ["FAILED", "CANCELLED"];
+
+/**
+ * Retry: re-runs the failed and cancelled steps and every step after them. Disabled, with the
+ * reason on hover, for a workflow in another state. The API may still refuse (409: a step's
+ * row is gone, it is still cancelling, someone retried it meanwhile): its message is shown
+ * and the page redrawn with the workflow as it is now.
+ */
+function retryButton(w, redraw) {
+  if (!RETRYABLE.includes(w.state)) {
+    const why = `Only a FAILED or CANCELLED workflow can be retried; this one is ${w.state}.`;
+    // A disabled button gets no hover events in every browser: its wrapper holds the reason.
+    return h("span", { title: why, "data-testid": "retry-reason" },
+      button("Retry workflow", null, { disabled: true }));
+  }
+  return button("Retry workflow", async () => {
+    let said = [`Retried workflow ${w.workflow_id}: its failed and cancelled steps and the `
+      + "steps after them run again."];
+    try {
+      await api("POST", `/workflows/${w.workflow_id}/retry`);
+    } catch (error) {
+      said = [error.message, "error"];
+    }
+    // Redrawn before the message, so that the message speaks of the page as it is now.
+    await redraw().catch((error) => { said = [error.message, "error"]; });
+    notify(...said);
+  }, { class: "primary" });
+}
+
 export async function renderOne(main, workflowId) {
   let last = null;
 
@@ -67,7 +98,8 @@ export async function renderOne(main, workflowId) {
     }) : null;
     replace(main,
       h("h1", {}, `Workflow ${w.name || ""} `, h("span", { class: "mono" }, w.workflow_id)),
-      h("div", { class: "actions" }, badge(w.state), cancel, link("#/workflows", "All workflows"),
+      h("div", { class: "actions" }, badge(w.state), cancel, retryButton(w, draw),
+        link("#/workflows", "All workflows"),
         link(`#/jobs?workflow=${w.workflow_id}`, "Its jobs")),
       w.reason ? h("p", { class: "error-text" }, w.reason) : null,
       h("p", { class: "muted" }, `${w.finished_steps} of ${w.step_count} steps finished · `,
@@ -77,7 +109,7 @@ export async function renderOne(main, workflowId) {
       panel("Steps", table(["step", "task", "state", "after", "attempts", "job", "error"],
         w.steps.map((s) => [s.id, s.task, badge(s.state), s.depends_on.join(", ") || "—",
           s.attempts, link(`#/jobs/${s.job_id}`, s.job_id, { class: "mono" }),
-          s.error ? h("span", { class: "error-text" }, `${s.error.type}: ${s.error.message}`) : ""]))));
+          errorCell(s.error)]))));
   }
 
   await draw();
