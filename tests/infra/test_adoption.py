@@ -101,7 +101,7 @@ def test_a_project_from_leasehold_init_passes_its_tests_and_deploys_its_tasks(
                             cwd=project, capture_output=True, text=True, check=False,
                             env=_env(), timeout=300)
     assert tested.returncode == 0, tested.stdout[-3000:]
-    assert "2 passed" in tested.stdout
+    assert "3 passed" in tested.stdout
 
     # Run locally with the project's own tasks, and call them from application code.
     runtime = start_runtime("--tasks", "billing_jobs.tasks", "--workers", "1", env={
