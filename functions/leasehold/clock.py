@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Protocol
 
@@ -48,6 +49,28 @@ class FakeClock:
     def set(self, ms: int) -> None:
         with self._lock:
             self._now = ms
+
+
+#: What :func:`advance` moves: the ``advance`` of the in-process runtime a test runs
+#: (``leasehold.testing`` registers it for the length of the test). Empty anywhere else.
+_test_clocks: list[Callable[[float], int]] = []
+
+
+def advance(seconds: float) -> int:
+    """Move the test clock of the in-process scheduler (the ``leasehold`` pytest fixture)
+    ``seconds`` ahead: delayed jobs, schedules, durable sleeps, callback timeouts and retry
+    back-offs that fall due meanwhile run, in time order. Returns the clock's new time
+    (epoch ms). Outside such a test it raises ``RuntimeError``: a real clock never jumps."""
+    if not _test_clocks:
+        raise RuntimeError("leasehold.advance() moves the clock of the in-process scheduler "
+                           "of a test (the `leasehold` pytest fixture of "
+                           "leasehold.testing.fixtures); none is running")
+    return _test_clocks[-1](seconds)
+
+
+def use_test_clock(advance_by: Callable[[float], int] | None) -> None:
+    """Make :func:`advance` call ``advance_by`` (None: no test clock any more)."""
+    _test_clocks[:] = [] if advance_by is None else [advance_by]
 
 
 def to_datetime(ms: int) -> datetime:

@@ -122,7 +122,7 @@ def test_a_new_project_runs_its_tests_and_its_runtime_from_its_own_virtualenv(
                             capture_output=True, text=True, check=False,
                             env=in_venv(venv), timeout=300)
     assert tested.returncode == 0, tested.stdout[-3000:]
-    assert "2 passed" in tested.stdout
+    assert "3 passed" in tested.stdout
 
     runtime = start_dev(project)
     try:

@@ -61,7 +61,7 @@ def test_the_walkthrough_runs_as_written(tmp_path: Path) -> None:
            if not k.startswith("LEASEHOLD_") and k != "AWS_ENDPOINT_URL"}
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "functions"), str(ROOT)])
 
-    # Step 1: `leasehold init myapp --package myapp`, and its two example tests pass.
+    # Step 1: `leasehold init myapp --package myapp`, and its three example tests pass.
     subprocess.run([sys.executable, "-m", "leasehold.cli", "init", "myapp", "--package",
                     "myapp"], cwd=tmp_path, env=env, check=True, capture_output=True,
                    timeout=60)
@@ -70,7 +70,7 @@ def test_the_walkthrough_runs_as_written(tmp_path: Path) -> None:
     assert all((home / name).is_file() for name in (
         "myapp/tasks.py", "tests/test_tasks.py", "app.py", "cdk.json", "requirements.txt",
         "requirements-dev.txt"))
-    assert "2 passed" in pytest_in(home, env)
+    assert "3 passed" in pytest_in(home, env)
     cdk_app = (home / "app.py").read_text()
 
     # Steps 2, 3 and 5: the README's files, written over init's.
@@ -81,7 +81,7 @@ def test_the_walkthrough_runs_as_written(tmp_path: Path) -> None:
     env["PYTHONPATH"] = path
 
     # Step 3: the project's own tests.
-    assert "3 passed" in pytest_in(home, env)
+    assert "4 passed" in pytest_in(home, env)
 
     # Step 4: the runtime with the project's tasks; step 5: the application against it.
     runtime = start_runtime("--tasks", "myapp.tasks", "--reload", "--workers", "1",
@@ -105,3 +105,21 @@ def test_the_walkthrough_runs_as_written(tmp_path: Path) -> None:
     old, new = 'required_tasks=["myapp.describe"]', 'required_tasks=["welcome-email"]'
     assert f"replace init's `{old}`" in " ".join(readme.split()) and old in cdk_app
     assert f"`{new}`" in readme
+
+
+TESTING = "## Testing your tasks"
+
+
+def test_the_testing_section_runs_as_written(tmp_path: Path) -> None:
+    """README's "Testing your tasks": its conftest and its tests pass under pytest, in a
+    folder of their own (the test clock, ``leasehold.advance``, the application's own
+    ``Client()``)."""
+    section = (ROOT / "README.md").read_text().split(TESTING, 1)[1].split("\n## ", 1)[0]
+    conftest, tests = re.findall(r"```python\n(.*?)```", section, flags=re.S)
+    (tmp_path / "conftest.py").write_text(conftest)
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_reminders.py").write_text(tests)
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("LEASEHOLD_") and k != "AWS_ENDPOINT_URL"}
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "functions"), str(ROOT)])
+    assert "2 passed" in pytest_in(tmp_path, env)

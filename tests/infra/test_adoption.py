@@ -87,6 +87,17 @@ def test_an_application_folder_deploys_its_tasks_and_their_dependency(tmp_path: 
     assert (built / "humanize" / "__init__.py").is_file()
 
 
+def test_the_applications_own_tests_sleep_an_hour_in_milliseconds() -> None:
+    """examples/adoption's tests, run as the application runs them (plain ``pytest`` in its
+    folder): its durable task's one-hour sleep on the test clock, and its own ``Client()``
+    reaching the in-process scheduler."""
+    tested = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"],
+                            cwd=EXAMPLE, capture_output=True, text=True, check=False,
+                            env=_env(), timeout=300)
+    assert tested.returncode == 0, tested.stdout[-3000:]
+    assert "2 passed" in tested.stdout
+
+
 def test_a_project_from_leasehold_init_passes_its_tests_and_deploys_its_tasks(
         tmp_path: Path) -> None:
     assert not tmp_path.resolve().is_relative_to(ROOT)
@@ -101,7 +112,7 @@ def test_a_project_from_leasehold_init_passes_its_tests_and_deploys_its_tasks(
                             cwd=project, capture_output=True, text=True, check=False,
                             env=_env(), timeout=300)
     assert tested.returncode == 0, tested.stdout[-3000:]
-    assert "2 passed" in tested.stdout
+    assert "3 passed" in tested.stdout
 
     # Run locally with the project's own tasks, and call them from application code.
     runtime = start_runtime("--tasks", "billing_jobs.tasks", "--workers", "1", env={

@@ -34,6 +34,10 @@ def describe(payload: Any, ctx: JobContext) -> dict[str, Any]:
     return {"name": payload.get("name"),
             "size": humanize.naturalsize(int(payload.get("bytes", 0)))}
 ''',
+    "conftest.py": '''\
+# The `leasehold` fixture (an in-process scheduler over moto) and `clock` (its time).
+pytest_plugins = ["leasehold.testing.fixtures"]
+''',
     "tests/test_tasks.py": '''\
 """The tasks' tests: a task is a function, and ``leasehold.testing`` runs it as a job would."""
 
@@ -54,6 +58,16 @@ def test_describe_runs_as_a_job_under_its_task_name() -> None:
     # and its size limits.
     assert run_task("$package.describe", {"name": "a", "bytes": 2048}) == {
         "name": "a", "size": "2.0 kB"}
+
+
+def test_a_delayed_describe_runs_an_hour_later(leasehold, clock) -> None:
+    # `leasehold`: an in-process scheduler (the job goes through its API, queues and
+    # worker); `clock`: its time, which moves only when the test moves it.
+    job = tasks.describe.submit({"name": "a", "bytes": 2048}, delay_seconds=3600)
+    clock.advance(3599)
+    assert job.status() == "SCHEDULED"
+    clock.advance(1)  # no test waits an hour
+    assert job.result() == {"name": "a", "size": "2.0 kB"}
 ''',
     "app.py": '''\
 """The CDK app: Leasehold's construct deploying this project's tasks.
@@ -139,6 +153,7 @@ managed services: tasks in `$package/`, deployed by the CDK app in `app.py`.
 | --- | --- |
 | `$package/tasks.py` | the tasks: `@task("$package.describe")` functions |
 | `tests/test_tasks.py` | their tests (pytest; `leasehold.testing` runs a task as a job would) |
+| `conftest.py` | the tests' fixtures: an in-process scheduler (`leasehold`), its `clock` |
 | `requirements.txt` | the tasks' dependencies, bundled into the deployment |
 | `requirements-dev.txt` | Leasehold with its CDK construct and local runtime, and pytest |
 | `app.py`, `cdk.json` | the CDK app: Leasehold's construct with your tasks |

@@ -18,7 +18,7 @@ from leasehold.client.aio import AsyncClient, AsyncJobHandle
 from leasehold.client.client import Client
 from leasehold.client.errors import ApiError, Cancelled, Expired, JobFailed, ResultTimeout
 from leasehold.client.handle import JobHandle
-from leasehold.client.transport import HttpRetries
+from leasehold.client.transport import HttpRetries, set_default_transport
 from leasehold.core.registry import install_submitter
 
 _default: list[Client] = []
@@ -59,4 +59,5 @@ __all__ = [
     "ResultTimeout",
     "default_client",
     "set_default_client",
+    "set_default_transport",
 ]

@@ -21,6 +21,7 @@ from leasehold.client.transport import (
     UNSURE,
     HttpRetries,
     Transport,
+    default_route,
     http,
     retry_after,
     sign,
@@ -47,7 +48,8 @@ def task_name(task: Any) -> str:
 
 class Client(Operations):
     """``Client()`` talks to ``$LEASEHOLD_URL`` (default the local runtime's
-    http://127.0.0.1:8080).
+    http://127.0.0.1:8080); in a test that runs ``leasehold.testing``'s fixture, to its
+    in-process scheduler (:func:`~leasehold.client.set_default_transport`).
 
     ``tenant`` is the ``X-Leasehold-Tenant`` header the local runtime trusts (behind API
     Gateway the caller's identity decides); ``aws_auth=True`` signs every request with SigV4
@@ -62,6 +64,9 @@ class Client(Operations):
                  retries: HttpRetries | None = None, idempotency_keys: bool = True,
                  transport: Transport | None = None,
                  sleep: Callable[[float], None] = time.sleep) -> None:
+        route = default_route() if url is None and transport is None else None
+        if route is not None:  # a test's in-process scheduler (leasehold.testing)
+            url, transport = route
         self.url = (url or os.environ.get("LEASEHOLD_URL") or DEFAULT_URL).rstrip("/")
         self.tenant = tenant if tenant is not None else os.environ.get("LEASEHOLD_TENANT")
         self.aws_auth = aws_auth

@@ -22,6 +22,24 @@ from leasehold.client.errors import ApiError
 Transport = Callable[[str, str, Mapping[str, str], bytes | None, float],
                      tuple[int, Mapping[str, str], bytes]]
 
+#: Where a ``Client()`` built without ``url`` and ``transport`` sends its requests, when set:
+#: (url, transport). ``leasehold.testing``'s fixture sets it for the length of a test.
+_default_route: list[tuple[str, Transport]] = []
+
+
+def set_default_transport(transport: Transport | None, url: str = "http://leasehold.test"
+                          ) -> None:
+    """Send the requests of every ``Client()`` built from here on without ``url`` and
+    ``transport`` through ``transport`` (as ``url``), whatever ``$LEASEHOLD_URL`` says;
+    None: HTTP to ``$LEASEHOLD_URL`` again. A client given a ``url`` still goes there."""
+    _default_route[:] = [] if transport is None else [(url, transport)]
+
+
+def default_route() -> tuple[str, Transport] | None:
+    """What :func:`set_default_transport` set, if anything."""
+    return _default_route[0] if _default_route else None
+
+
 #: Answers worth another try: refused before anything was written (429, 503), or a gateway
 #: or server fault whose request may or may not have landed (500, 502, 504).
 REFUSED = frozenset({429, 503})

@@ -1,5 +1,6 @@
-"""An in-process Leasehold over moto for tests: the real API, store, queues and worker in
-the test's own thread, driven through the real :class:`~leasehold.client.Client`."""
+"""An in-process Leasehold over moto for tests: the real API, store, queues, worker, ticker
+and sweeper in the test's own thread, on a test clock, driven through the real
+:class:`~leasehold.client.Client`."""
 
 from __future__ import annotations
 
@@ -18,11 +19,15 @@ from leasehold.client import Client
 from leasehold.client.handle import TERMINAL
 from leasehold.compose import compose
 from leasehold.core.registry import TaskRegistry
+from leasehold.lifecycle import sweeper
 from leasehold.lifecycle.app import Leasehold
 from leasehold.lifecycle.consumer import consume
 from leasehold.lifecycle.worker import Worker
+from leasehold.local import sqs_time
 from leasehold.local.gateway import proxy_event
 from leasehold.settings import PRIORITIES, Settings
+from leasehold.testing.clock import EVERYTHING, Parts, TestClock, next_timer
+from leasehold.time import ticker
 
 
 class LocalLeasehold:
@@ -31,33 +36,81 @@ class LocalLeasehold:
 
     Jobs run in the test's thread: :meth:`run_jobs` runs every job that is ready, and so does
     every read through the client first, so ``client.submit(...).result()`` returns the
-    result. (Delayed jobs run once their delay has passed and something reads.)
+    result.
+
+    Time is :attr:`clock`'s (:class:`~leasehold.testing.clock.TestClock`), and moto's SQS
+    follows it until :meth:`close`: it stands still until :meth:`advance` moves it, running
+    what falls due on the way in time order. A wait for a result (``result()``, a read with
+    ``wait_seconds``) skips ahead from timer to timer while the job is not finished, as
+    Temporal's time-skipping test environment does (``skip_time=False``: it waits in wall
+    time instead, and only :meth:`advance` moves the clock).
     """
 
     def __init__(self, *, registry: TaskRegistry | None = None, tenant: str = "default",
-                 pools: tuple[str, ...] = ("default",), **settings: Any) -> None:
+                 pools: tuple[str, ...] = ("default",), skip_time: bool = True,
+                 **settings: Any) -> None:
         prefix = "lh" + uuid.uuid4().hex[:8]
         values: dict[str, Any] = {
             "jobs_table": f"{prefix}-jobs", "schedules_table": f"{prefix}-schedules",
             "tenants_table": f"{prefix}-tenants", "coordination_table": f"{prefix}-coord",
-            "workflows_table": f"{prefix}-workflows", "queue_prefix": prefix, "shards": 4,
+            "workflows_table": f"{prefix}-workflows", "queue_prefix": prefix,
+            # One shard: the ticker, the sweeper and the test clock read each index once.
+            "shards": 1,
             "pools": pools, "event_bus": None, **settings}
         self.settings = Settings(**values)
         clients = Clients(self.settings)
         create_all(clients, self.settings)
-        self.app: Leasehold = compose(self.settings, registry=registry, clients=clients)
+        self.clock = TestClock()
+        self.skip_time = skip_time
+        self.app: Leasehold = compose(self.settings, registry=registry, clients=clients,
+                                      clock=self.clock)
         self.worker = Worker(self.app)
         self.api_config = ApiConfig(trust_tenant_header=True)
         self.client = Client("http://leasehold.test", tenant=tenant, transport=self._send)
+        self._running = False  # jobs are running: a read from inside one runs no more
+        self._region = clients.sqs.meta.region_name
+        self.clock.bind(self.settle, lambda now: next_timer(self.app, now))
+        sqs_time.follow(self.clock.now_ms)
+
+    def close(self) -> None:
+        """moto's SQS reads the wall clock again."""
+        sqs_time.unfollow(self.clock.now_ms)
+
+    def advance(self, seconds: float) -> int:
+        """Move the clock ``seconds`` ahead, running what falls due on the way, in time
+        order (:meth:`TestClock.advance <leasehold.testing.clock.TestClock.advance>`)."""
+        return self.clock.advance(seconds)
+
+    def settle(self, parts: Parts = EVERYTHING) -> None:
+        """What the deployed scheduler does at this time: the ticker's pass and the
+        sweeper's (of those in ``parts``), then every job that is ready."""
+        if "ticker" in parts:
+            # Looking no further ahead than the clock: what is due later waits in its
+            # index (SCHEDULED, SLEEPING) until its time, and then runs at once.
+            ticker.tick(self.app, lookahead_seconds=0)
+        if "sweeper" in parts:
+            sweeper.sweep(self.app)
+        self.run_jobs()
 
     def run_jobs(self, rounds: int = 20) -> int:
         """Run every job that is ready now (and the retries they make ready); how many ran."""
+        if self._running:
+            return 0
+        self._running = True
+        try:
+            return self._run_rounds(rounds)
+        finally:
+            self._running = False
+
+    def _run_rounds(self, rounds: int) -> int:
         ran = 0
         for _ in range(rounds):
             batch = 0
             for pool in self.settings.pools:
                 for priority in PRIORITIES:
                     url = self.app.queues.url(pool, priority)
+                    if not sqs_time.receivable(url, region=self._region):
+                        continue  # a look at moto's queue costs no request
                     while received := self.app.queues.receive(url, max_messages=10):
                         consume(self.worker, received)
                         batch += len(received)
@@ -84,7 +137,8 @@ class LocalLeasehold:
             if time.monotonic() >= deadline or '"state":' not in answer or \
                     json.loads(answer).get("state") in TERMINAL:
                 break
-            time.sleep(0.05)
+            if not (self.skip_time and not self._running and self.clock.skip()):
+                time.sleep(0.05)
         sent = {k: str(v) for k, v in (response.get("headers") or {}).items()}
         return int(response["statusCode"]), sent, answer.encode()
 

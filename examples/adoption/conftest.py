@@ -1,0 +1,2 @@
+# The `leasehold` fixture (an in-process scheduler over moto) and `clock` (its time).
+pytest_plugins = ["leasehold.testing.fixtures"]
