@@ -288,3 +288,15 @@ def test_a_target_job_through_the_api_runs_and_its_view_keeps_the_tenant(
     assert api.get(f"/jobs/{job_id}", tenant="other").status == 404
     listed = api.get("/jobs", tenant="other").body
     assert job_id not in json.dumps(listed)
+
+
+def test_the_client_submits_a_target_and_waits_for_its_result(
+        app: Leasehold, server: Server) -> None:
+    from tests.integration.test_client_operations import client_for
+    client = client_for(app, "acme")
+    handle = client.submit_target({"http": {"url": f"{server.url}/c", "method": "PUT",
+                                            "body": "plain text"}}, priority="high")
+    deliver(app)
+    assert handle.result(timeout=0)["status"] == 200
+    assert (server.requests[0].method, server.requests[0].body) == ("PUT", b"plain text")
+    assert server.requests[0].headers["Content-Type"] == "text/plain; charset=utf-8"

@@ -133,3 +133,33 @@ def test_an_aws_target_names_an_allowed_action_and_valid_parameters(
                                               "parameters": {"TopicArn": "arn:aws:sns:x",
                                                              "Message": "hi"}}})
     assert spec.task == "leasehold.aws" and spec.gate is None
+
+
+def test_leasehold_dev_allows_loopback_only_over_the_user_s_own_settings() -> None:
+    import json
+
+    from leasehold.local.runtime import dev_targets
+    mine = json.loads(dev_targets(json.dumps({"http_hosts": {"a.example": {"concurrency": 1}},
+                                              "http_allow": ["hooks.internal"]})))
+    assert mine["http_allow"] == ["127.0.0.0/8", "::1", "hooks.internal"]
+    assert mine["http_hosts"] == {"a.example": {"concurrency": 1}}
+    config = TargetConfig.parse(json.loads(dev_targets(None)))
+    spec = resolve(JobSpec(target={"http": {"url": "http://127.0.0.1:8080/"}}),
+                   _registry(config), pools=("default",), now_ms=0)
+    assert spec.task == "leasehold.http"
+    with pytest.raises(ValidationError, match="private"):
+        resolve(JobSpec(target={"http": {"url": "http://10.0.0.1/"}}), _registry(config),
+                pools=("default",), now_ms=0)
+
+
+def _registry(config: TargetConfig) -> TaskRegistry:
+    made = TaskRegistry()
+    register(made, config, "default")
+    return made
+
+
+def test_the_cli_takes_a_task_or_a_target_never_both(capsys: pytest.CaptureFixture[str]) -> None:
+    from leasehold.cli import main
+    assert main(["submit", "echo", "--target", '{"http": {"url": "https://a.example"}}',
+                 "--url", "http://127.0.0.1:9"]) != 0
+    assert "one of them" in capsys.readouterr().err
