@@ -214,6 +214,9 @@ class Settings:
             env["LEASEHOLD_EVENT_BUS"] = self.event_bus
         if self.queue_url_base:
             env["LEASEHOLD_QUEUE_URL_BASE"] = self.queue_url_base
+        if self.targets:
+            env["LEASEHOLD_TARGETS"] = json.dumps(dict(self.targets), separators=(",", ":"),
+                                                  sort_keys=True)
         if self.pool_timeouts:
             env["LEASEHOLD_POOL_TIMEOUTS"] = ",".join(
                 f"{pool}={seconds:g}" for pool, seconds in self.pool_timeouts.items())
