@@ -66,7 +66,13 @@ def parse_url(config: TargetConfig, url: Any, *,
     text = _text(name, url, MAX_URL_CHARS)
     if re.search(r"\s", text):
         raise ValidationError(name, "must not contain spaces")
-    parts = urllib.parse.urlsplit(text)
+    if not text.isascii():
+        raise ValidationError(name, "must be ASCII: percent-encode the path and query, and "
+                                    "give an internationalized host in its xn-- form")
+    try:
+        parts = urllib.parse.urlsplit(text)
+    except ValueError as exc:
+        raise ValidationError(name, f"is not a URL: {exc}") from exc
     if parts.scheme.lower() not in ("http", "https"):
         raise ValidationError(name, f"must be an http or https URL, not {parts.scheme or 'none'!r}")
     if parts.username is not None or parts.password is not None:
@@ -129,6 +135,8 @@ def _headers(config: TargetConfig, value: Any) -> dict[str, str]:
         if header.lower() in _FORBIDDEN:
             raise ValidationError(f"{name}.{header}", "is set by Leasehold, not the target")
         out[header] = _text(f"{name}.{header}", text, 8192) if text != "" else ""
+        if not out[header].isascii():
+            raise ValidationError(f"{name}.{header}", "must be ASCII text")
     return out
 
 
