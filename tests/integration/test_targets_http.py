@@ -300,3 +300,37 @@ def test_the_client_submits_a_target_and_waits_for_its_result(
     assert handle.result(timeout=0)["status"] == 200
     assert (server.requests[0].method, server.requests[0].body) == ("PUT", b"plain text")
     assert server.requests[0].headers["Content-Type"] == "text/plain; charset=utf-8"
+
+
+def test_a_workflow_step_and_a_schedule_s_job_may_be_targets(
+        app: Leasehold, server: Server) -> None:
+    api = api_for(app)
+    started = api.post("/workflows", {"steps": [
+        {"id": "call", "target": {"http": {"url": f"{server.url}/step", "method": "POST",
+                                           "body": {"n": 1}}}},
+        {"id": "after", "depends_on": ["call"],
+         "target": {"http": {"url": f"{server.url}/after"}}}]})
+    assert started.status == 201, started.body
+    run(app)
+    workflow = api.get(f"/workflows/{started.body['workflow_id']}").body
+    assert workflow["state"] == "SUCCEEDED", workflow
+    assert [r.path for r in server.requests] == ["/step", "/after"]
+    bad = api.post("/workflows", {"steps": [
+        {"id": "x", "target": {"http": {"url": "http://10.0.0.1/"}}}]})
+    assert bad.status == 422 and "steps[0].target.http.url" in json.dumps(bad.body)
+
+    made = api.post("/schedules", {"cron": "*/5 * * * *",
+                                   "target": {"http": {"url": f"{server.url}/tick"}}})
+    assert made.status == 201, made.body
+    assert made.body["task"] == "leasehold.http"
+    schedule_id = made.body["schedule_id"]
+    # A change of another field keeps the target; a new target replaces it, checked again.
+    changed = api.call("PATCH", f"/schedules/{schedule_id}", {"priority": "high"})
+    assert changed.status == 200, changed.body
+    assert changed.body["payload"]["url"] == f"{server.url}/tick"
+    refused = api.call("PATCH", f"/schedules/{schedule_id}",
+                       {"target": {"http": {"url": "http://169.254.169.254/"}}})
+    assert refused.status == 422 and "target.http.url" in json.dumps(refused.body)
+    both = api.post("/schedules", {"cron": "*/5 * * * *", "task": "echo",
+                                   "target": {"http": {"url": f"{server.url}/tick"}}})
+    assert both.status == 422
