@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from leasehold.aws.faults import Fault
 from leasehold.clock import FakeClock, to_datetime
 from leasehold.core.policy import RetryPolicy
 from leasehold.core.spec import JobSpec
@@ -22,10 +23,12 @@ from leasehold.core.states import JobState
 from leasehold.lifecycle import control
 from leasehold.lifecycle.app import Leasehold
 from leasehold.lifecycle.submission import submit
+from leasehold.targets.http_call import RESULT_BODY_BYTES
 from tests.conftest import MakeApp
 from tests.integration.api_client import api_for
-from tests.integration.helpers import deliver
+from tests.integration.helpers import deliver, inject
 from tests.integration.target_server import Server, serve
+from tests.integration.test_client_operations import client_for
 from tests.unit.test_target_specs import BAD_TARGETS
 
 SECRET = "s3cr3t-value-7d1f0c"
@@ -95,7 +98,6 @@ def test_the_request_arrives_as_given_and_a_2xx_succeeds_with_the_result(
 
 def test_a_long_body_is_cut_at_the_stated_size_and_the_result_says_so(
         app: Leasehold, server: Server) -> None:
-    from leasehold.targets.http_call import RESULT_BODY_BYTES
     server.default = (200, {"Content-Type": "text/plain"}, b"x" * (RESULT_BODY_BYTES + 10))
     job_id = http_job(app, {"url": server.url})
     run(app)
@@ -292,7 +294,6 @@ def test_a_target_job_through_the_api_runs_and_its_view_keeps_the_tenant(
 
 def test_the_client_submits_a_target_and_waits_for_its_result(
         app: Leasehold, server: Server) -> None:
-    from tests.integration.test_client_operations import client_for
     client = client_for(app, "acme")
     handle = client.submit_target({"http": {"url": f"{server.url}/c", "method": "PUT",
                                             "body": "plain text"}}, priority="high")
@@ -334,3 +335,21 @@ def test_a_workflow_step_and_a_schedule_s_job_may_be_targets(
     both = api.post("/schedules", {"cron": "*/5 * * * *", "task": "echo",
                                    "target": {"http": {"url": f"{server.url}/tick"}}})
     assert both.status == 422
+
+
+def test_a_retry_after_survives_a_lost_response_on_the_retry_s_write(
+        app: Leasehold, server: Server, clock: FakeClock) -> None:
+    server.answers = [(429, {"Retry-After": "2"}, b"")]
+    job_id = http_job(app, {"url": server.url},
+                      retry=RetryPolicy(min_backoff_seconds=3600, max_backoff_seconds=3600))
+    # The write that records the retry lands, and the worker sees an error past botocore's
+    # retries: its next try must recognise its own change, with the same time.
+    injector = inject(app, Fault(target="dynamodb.TransactWriteItems", kind="lose-raise",
+                                 when=lambda body: "HTTP429" in json.dumps(body)))
+    failed_at = clock.now_ms()
+    deliver(app)
+    assert sum(injector.injected.values()) == 1
+    job = app.store.get(job_id)
+    assert job.state is JobState.QUEUED and job.run_at == failed_at + 2000
+    run_until(app, job_id, JobState.SUCCEEDED)
+    assert len(server.requests) == 2  # one retry, whatever messages the lost write left
