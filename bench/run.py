@@ -36,6 +36,7 @@ from bench import (
     report,
     scaling,
     sweep_index,
+    targets,
     tenant_shards,
     throughput,
     timing,
@@ -234,6 +235,9 @@ def main(argv: list[str] | None = None) -> int:
     if results["flow"]:
         results["flow"]["throttle"] = run.section("throttle accuracy", lambda: (
             flow.throttle_accuracy(jobs=60 if profile.name == "full" else 30)))
+    results["targets"] = run.section("HTTP targets", lambda: {
+        "per_job": targets.per_job(), "limit": targets.limit_accuracy(
+            jobs=40 if profile.name == "full" else 20)})
     results["sweep_index"] = run.section("sweep index", lambda: sweep_index.long_jobs(
         profile.heartbeats, batch=3 if profile.name == "full" else 2))
     results["relay_cost"] = run.section("relay cost", lambda: relay_cost.measure(

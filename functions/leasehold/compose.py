@@ -24,6 +24,7 @@ from leasehold.metrics.figures import install as install_figures
 from leasehold.settings import Settings
 from leasehold.streams.enqueue import enqueue_item
 from leasehold.streams.once import install as install_once
+from leasehold.targets import install as install_targets
 from leasehold.tenancy.counters import count_outcomes, slot_writes
 from leasehold.workflows.progress import install as install_workflows
 from leasehold.workflows.reconcile import reconcile as reconcile_workflows
@@ -82,4 +83,8 @@ def compose(
     install_durable(app)
     # A finished child is not deleted while its parent is live (it reads it when it wakes).
     app.deletion_guards["durable parent"] = referenced_children
+    # Jobs with no code: ``target: {"http": ...}`` or ``{"aws": ...}`` resolved into the
+    # built-in tasks leasehold.http and leasehold.aws, each attempt equipped with this
+    # deployment's callers (its SSRF rules, secrets, per-host limits).
+    install_targets(app)
     return app

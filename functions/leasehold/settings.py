@@ -79,6 +79,10 @@ class Settings:
     #: batch, lost if it dies before PutEvents) or ``stream`` (the jobs table's change stream,
     #: through the relay in ``leasehold.streams``: an event for every committed change).
     events_from: str = "inline"
+    #: Jobs with no code (``leasehold.targets``), as the deployment allows them
+    #: (``LEASEHOLD_TARGETS``, JSON): ``http_allow``, ``http_hosts``, ``http_secrets``,
+    #: ``aws_targets``, ``redact_headers``; read by ``leasehold.targets.config``.
+    targets: Mapping[str, Any] = field(default_factory=dict)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
@@ -127,6 +131,11 @@ class Settings:
             values["task_modules"] = _split(env["LEASEHOLD_TASKS"])
         if env.get("LEASEHOLD_QUEUE_URLS"):
             values["queue_urls"] = json.loads(env["LEASEHOLD_QUEUE_URLS"])
+        if env.get("LEASEHOLD_TARGETS"):
+            try:
+                values["targets"] = json.loads(env["LEASEHOLD_TARGETS"])
+            except ValueError as exc:
+                raise ValidationError("LEASEHOLD_TARGETS", f"not JSON: {exc}") from exc
         if env.get("LEASEHOLD_POOL_TIMEOUTS"):
             values["pool_timeouts"] = _timeouts(env["LEASEHOLD_POOL_TIMEOUTS"])
         values.update(overrides)
@@ -205,6 +214,9 @@ class Settings:
             env["LEASEHOLD_EVENT_BUS"] = self.event_bus
         if self.queue_url_base:
             env["LEASEHOLD_QUEUE_URL_BASE"] = self.queue_url_base
+        if self.targets:
+            env["LEASEHOLD_TARGETS"] = json.dumps(dict(self.targets), separators=(",", ":"),
+                                                  sort_keys=True)
         if self.pool_timeouts:
             env["LEASEHOLD_POOL_TIMEOUTS"] = ",".join(
                 f"{pool}={seconds:g}" for pool, seconds in self.pool_timeouts.items())

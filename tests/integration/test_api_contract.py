@@ -148,4 +148,5 @@ def test_every_answer_the_server_gives_is_in_the_document(api: ApiClient) -> Non
 def test_a_new_schedule_is_one_of_a_job_or_a_workflow() -> None:
     rule = DOCUMENT["components"]["schemas"]["NewScheduleIn"]
     assert rule["required"] == ["cron"]
-    assert [branch["required"] for branch in rule["oneOf"]] == [["task"], ["workflow"]]
+    assert [branch["required"] for branch in rule["oneOf"]] == [["task"], ["target"],
+                                                                ["workflow"]]

@@ -73,3 +73,21 @@ def test_retry_policy_round_trips_through_its_dict_form() -> None:
     with pytest.raises(ValidationError) as info:
         RetryPolicy.from_dict({"min_backoff_seconds": "soon"})
     assert info.value.field == "retry.min_backoff_seconds"
+
+
+@pytest.mark.parametrize(("not_before", "delay"), [
+    (1_000_000 + 2_000, 2.0),        # a Retry-After of 2 s: exactly, not the backoff
+    (1_000_000 - 5_000, 0.0),        # a time already past: now
+    (1_000_000 + 10**12, 86_400.0),  # beyond a day: a day
+])
+def test_a_failure_s_own_next_attempt_time_replaces_the_backoff(
+        not_before: int, delay: float) -> None:
+    from leasehold.core.policy import RetryPolicy, decide_retry
+    policy = RetryPolicy(min_backoff_seconds=3600, max_backoff_seconds=3600)
+    decision = decide_retry(policy, attempt=1, max_attempts=3, first_attempt_at_ms=1_000_000,
+                            now_ms=1_000_000, error_types=("HTTP429",),
+                            not_before_ms=not_before)
+    assert decision.retry and decision.delay_seconds == delay
+    spent = decide_retry(policy, attempt=3, max_attempts=3, first_attempt_at_ms=1_000_000,
+                         now_ms=1_000_000, error_types=("HTTP429",), not_before_ms=not_before)
+    assert not spent.retry  # the attempts still bound it

@@ -24,7 +24,7 @@ from leasehold.api.models import (
 from leasehold.clock import iso, to_ms
 from leasehold.core.jobs import Job
 from leasehold.core.policy import RetryPolicy
-from leasehold.core.spec import NAME_PATTERN, POOL_PATTERN, JobSpec, resolve
+from leasehold.core.spec import NAME_PATTERN, POOL_PATTERN, JobSpec, resolve, targeted
 from leasehold.core.states import JobState
 from leasehold.durable import children
 from leasehold.flow import debounce
@@ -42,7 +42,8 @@ def spec_from(body: SubmitJob, tenant: str) -> JobSpec:
     if body.retry is not None:
         retry = RetryPolicy.from_dict(body.retry.model_dump(exclude_none=True))
     return JobSpec(
-        task=body.task, payload=body.payload, tenant=tenant, pool=body.pool,
+        task=body.task or "", target=body.target, payload=body.payload, tenant=tenant,
+        pool=body.pool,
         priority=body.priority, run_at_ms=None if body.run_at is None else to_ms(body.run_at),
         delay_seconds=body.delay_seconds, idempotency_key=body.idempotency_key,
         max_attempts=body.max_attempts, retry=retry, timeout_seconds=body.timeout_seconds,
@@ -86,7 +87,7 @@ def submit_job(
 ) -> Response[SubmittedJob]:
     app, api = context.leasehold(router), context.config(router)
     tenant = context.tenant(router)
-    spec = spec_from(body, tenant)
+    spec = targeted(spec_from(body, tenant), app.registry)  # a target: its task's spec
     spec = replace(spec, idempotency_key=debounce.retry_key(app, spec, idempotency_key))
     now = app.now()
     # Validate before admission so bad input spends no token and writes nothing.

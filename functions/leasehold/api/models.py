@@ -137,7 +137,17 @@ class ThrottleIn(_Strict):
 
 
 class SubmitJob(_Strict):
-    task: TaskName = Field(examples=["echo"])
+    task: TaskName | None = Field(default=None, examples=["echo"],
+                                  description="the registered task to run; or give `target`")
+    target: dict[str, Any] | None = Field(
+        default=None,
+        description="a job with no code, instead of `task` (never both): "
+                    '`{"http": {"url", "method", "headers", "body", "timeout_seconds", '
+                    '"success", "auth", "follow_redirects", "response_headers"}}` or '
+                    '`{"aws": {"service", "action", "parameters"}}`; see the README, '
+                    '"Jobs with no code"',
+        examples=[{"http": {"url": "https://api.partner.example/v1/orders", "method": "POST",
+                            "body": {"id": 7}}}])
     payload: Any = Field(default=None, description=PAYLOAD_LIMITS)
     priority: Priority | None = None
     pool: PoolName | None = None

@@ -77,6 +77,8 @@ class ScheduleIn(_Strict):
     timezone: str | None = Field(default=None, max_length=64, pattern=TEXT,
                                  examples=["Europe/London"])
     task: TaskName | None = Field(default=None, examples=["echo"])
+    target: dict[str, Any] | None = Field(
+        default=None, description="a job with no code instead of `task`, as on POST /jobs")
     payload: Any = Field(default=None, description=PAYLOAD_LIMITS)
     priority: Priority | None = None
     pool: PoolName | None = None
@@ -104,13 +106,17 @@ class ScheduleIn(_Strict):
 
 
 def _one_target() -> dict[str, Any]:
-    """What POST /schedules states beyond the fields: a ``cron``, and a job (``task``) or a
-    workflow, never both; a workflow takes none of the job's fields, nor jitter (the rule
-    ``leasehold.time.templates.resolve_target`` applies)."""
+    """What POST /schedules states beyond the fields: a ``cron``, and a job (``task``), a job
+    with no code (``target``) or a workflow, one of them; a workflow takes none of the job's
+    fields, nor jitter (the rule ``leasehold.time.templates.resolve_target`` applies)."""
     job_fields = sorted(TEMPLATE_FIELDS)
     return {"required": ["cron"], "oneOf": [
-        {"title": "a job", "required": ["task"], "not": {"required": ["workflow"]},
+        {"title": "a job", "required": ["task"],
+         "not": {"anyOf": [{"required": ["workflow"]}, {"required": ["target"]}]},
          "properties": {"task": {"type": "string"}}},
+        {"title": "a job with no code", "required": ["target"],
+         "not": {"anyOf": [{"required": ["workflow"]}, {"required": ["task"]}]},
+         "properties": {"target": {"type": "object"}}},
         {"title": "a workflow", "required": ["workflow"],
          "not": {"anyOf": [{"required": [name]} for name in job_fields]},
          "properties": {"workflow": {"type": "object"},
@@ -118,7 +124,8 @@ def _one_target() -> dict[str, Any]:
 
 
 class NewScheduleIn(ScheduleIn):
-    """A new schedule: a ``cron``, and a ``task`` (a job) or a ``workflow``, never both."""
+    """A new schedule: a ``cron``, and a ``task`` (a job), a ``target`` (a job with no code)
+    or a ``workflow``, one of them."""
 
     model_config = ConfigDict(json_schema_extra=_one_target())
 

@@ -43,7 +43,10 @@ WorkflowStateName = Literal["CREATING", "RUNNING", "SUCCEEDED", "FAILED", "CANCE
 
 class StepIn(_Strict):
     id: str = Field(min_length=1, max_length=64, pattern=STEP_ID.pattern, examples=["extract"])
-    task: TaskName = Field(examples=["echo"])
+    task: TaskName | None = Field(default=None, examples=["echo"],
+                                  description="the step's task; or give `target`")
+    target: dict[str, Any] | None = Field(
+        default=None, description="a job with no code instead of `task`, as on POST /jobs")
     payload: Any = Field(default=None, description=PAYLOAD_LIMITS)
     depends_on: list[str] = Field(default_factory=list, description="ids of earlier steps")
     pool: PoolName | None = None

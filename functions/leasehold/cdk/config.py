@@ -22,6 +22,7 @@ from leasehold.settings import (
     PUBLISH_CHOICES,
     Settings,
 )
+from leasehold.targets.config import TargetConfig
 
 PoolKind = Literal["lambda", "ecs"]
 #: ``pip``: the real bundle (a local pip install for Python 3.12 on arm64, no Docker).
@@ -140,6 +141,29 @@ class LeaseholdConfig:
     #: (``-c tenants='{...}'`` or cdk.json). Unmapped principals are their own tenant; see
     #: leasehold.api.principals and README, "Calling the API".
     tenants: Mapping[str, str] = field(default_factory=dict)
+    #: Jobs with no code (README, "Jobs with no code"; ``leasehold.targets.config``): hosts
+    #: or networks HTTP targets may reach beyond public addresses, per-host limits
+    #: (``{"api.partner.example": {"concurrency": 4, "rate_per_second": 10}}``), the secrets
+    #: a ``secret_header`` may name (``{"partner-api-key": "secretsmanager:<ARN>"}`` or
+    #: ``"ssm:<parameter name>"``), the AWS actions AWS targets may call
+    #: (``[{"action": "sns:Publish", "resources": ["arn:..."]}]``: the pool running targets
+    #: is granted exactly these), and the headers never shown (None: Authorization, Cookie,
+    #: X-Api-Key).
+    http_allow: tuple[str, ...] = ()
+    http_hosts: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    http_secrets: Mapping[str, str] = field(default_factory=dict)
+    aws_targets: tuple[Mapping[str, Any], ...] = ()
+    redact_headers: tuple[str, ...] | None = None
+
+    def targets(self) -> dict[str, Any]:
+        """``Settings.targets`` as deployed (only what is set)."""
+        out: dict[str, Any] = {
+            "http_allow": list(self.http_allow), "http_hosts": dict(self.http_hosts),
+            "http_secrets": dict(self.http_secrets),
+            "aws_targets": [dict(entry) for entry in self.aws_targets]}
+        if self.redact_headers is not None:
+            out["redact_headers"] = list(self.redact_headers)
+        return {name: value for name, value in out.items() if value or name == "redact_headers"}
 
     def validate(self) -> None:
         names = [pool.name for pool in self.pools]
@@ -167,6 +191,7 @@ class LeaseholdConfig:
                              "characters of the API function's 4 KB environment; map fewer "
                              "principals (one role for many callers) or use an authorizer "
                              "that returns the tenant")
+        TargetConfig.parse(self.targets())  # a bad entry fails the synth, not a job
         self.settings().validate()
 
     def tenant_map_json(self) -> str:
@@ -194,6 +219,7 @@ class LeaseholdConfig:
             # every event from the committed rows; nothing publishes inline.
             events_from="stream",
             retention_days=self.retention_days,
+            targets=self.targets(),
             # A job of a Lambda pool must finish within its function's timeout: the API
             # refuses a longer timeout_seconds at submission.
             pool_timeouts={pool.name: float(pool.timeout_seconds)

@@ -34,8 +34,10 @@ from leasehold.cdk.queues import Queues
 from leasehold.cdk.relay import Relay
 from leasehold.cdk.scheduling import TickerSweeper
 from leasehold.cdk.tables import Tables
+from leasehold.cdk.targets import grant_targets
 from leasehold.cdk.triggers import Triggers
 from leasehold.cdk.workers import Workers
+from leasehold.targets.config import TargetConfig
 
 API_HANDLER = "leasehold.handlers.api.handler"
 
@@ -140,6 +142,12 @@ class Leasehold(Construct):
         self.workers = Workers(self, "Workers", pools=config.pools, queues=self.queues,
                                tables=self.tables, code=code_asset, environment=environment,
                                log_retention=log_retention, built_image=built_image)
+        # Jobs with no code run on the first pool: its worker may call exactly the listed AWS
+        # actions and read exactly the named secrets (leasehold.cdk.targets).
+        first = config.pools[0]
+        runner = self.workers.functions.get(first.name) or \
+            self.workers.services[first.name].task_definition.task_role
+        grant_targets(runner, TargetConfig.parse(config.targets()))
         self.scheduling = TickerSweeper(self, "TickerSweeper", queues=self.queues,
                                         tables=self.tables, code=code_asset,
                                         environment=environment, log_retention=log_retention)

@@ -30,8 +30,15 @@ def register(subparsers: Any) -> None:
         "leasehold submit sleep '{\"seconds\": 3}' --priority high --wait",
         "leasehold submit send-email @mail.json --delay 7200",
         "leasehold submit echo hello --raw          # a plain string payload",
+        "leasehold submit --target '{\"http\": {\"url\": \"https://example.com/hook\", "
+        "\"method\": \"POST\", \"body\": {\"id\": 7}}}'   # a job with no code",
     ], run_submit)
-    submit.add_argument("task", help="the task's name, e.g. echo")
+    submit.add_argument("task", nargs="?", default=None,
+                        help="the task's name, e.g. echo (or give --target)")
+    submit.add_argument("--target", metavar="JSON",
+                        help="a job with no code instead of a task: JSON or @file.json, "
+                             "{\"http\": {\"url\", \"method\", ...}} or {\"aws\": "
+                             "{\"service\", \"action\", \"parameters\"}}, e.g. --target @hook.json")
     submit.add_argument("payload", nargs="?", default=None,
                         help="JSON (default null), @file.json, or @- for stdin, e.g. "
                              "'{\"to\": \"a@example.com\"}'")
@@ -99,6 +106,9 @@ def register(subparsers: Any) -> None:
 
 def run_submit(args: argparse.Namespace) -> int:
     try:
+        if (args.target is None) == (args.task is None):
+            raise UsageError("task", "give a task's name or --target, one of them")
+        target = None if args.target is None else read_json("--target", args.target)
         payload = read_json("payload", args.payload, raw=args.raw)
         labels = dict(_label(text) for text in args.label)
         debounce = None if args.debounce is None else _debounce(args.debounce)
@@ -113,7 +123,9 @@ def run_submit(args: argparse.Namespace) -> int:
     options["concurrency"] = concurrency
     client = Client.from_args(args)
     try:
-        handle = client.submit(args.task, payload, labels=labels or None, **options)
+        handle = client.submit(args.task, payload, labels=labels or None, **options) \
+            if target is None else \
+            client.submit_target(target, labels=labels or None, **options)
         job = handle.job
         warnings = job.get("warnings") or []
         if args.wait:

@@ -42,6 +42,10 @@ class AsyncClient:
         return AsyncJobHandle(await asyncio.to_thread(self.sync.submit, task, payload,
                                                       **options))
 
+    async def submit_target(self, target: Any, **options: Any) -> AsyncJobHandle:
+        return AsyncJobHandle(await asyncio.to_thread(self.sync.submit_target, target,
+                                                      **options))
+
     async def job(self, job_id: str) -> AsyncJobHandle:
         return AsyncJobHandle(await asyncio.to_thread(self.sync.job, job_id))
 

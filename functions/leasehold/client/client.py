@@ -175,11 +175,21 @@ class Client(Operations):
         debounced job (the submission's ``debounce`` or its task's): a repeat of a debounced
         submission joins the window that carried it, so it is safe to send again without.
         """
+        return self._submit("submit", {"task": task_name(task), "payload": payload}, options)
+
+    def submit_target(self, target: Mapping[str, Any], **options: Any) -> JobHandle:
+        """Submit a job with no code: ``target`` is ``{"http": {"url", "method", "headers",
+        "body", "timeout_seconds", "success", "auth", ...}}`` or ``{"aws": {"service",
+        "action", "parameters"}}`` (README, "Jobs with no code"); ``options`` as
+        :meth:`submit`'s. Its result is the response (status, chosen headers, body)."""
+        return self._submit("submit_target", {"target": dict(target)}, options)
+
+    def _submit(self, caller: str, body: dict[str, Any], options: Mapping[str, Any]
+                ) -> JobHandle:
         unknown = set(options) - set(JOB_OPTIONS)
         if unknown:
-            raise TypeError(f"submit() got unknown option(s) {sorted(unknown)}; "
+            raise TypeError(f"{caller}() got unknown option(s) {sorted(unknown)}; "
                             f"it takes {', '.join(JOB_OPTIONS)}")
-        body: dict[str, Any] = {"task": task_name(task), "payload": payload}
         for name, value in options.items():
             if value is None:
                 continue

@@ -51,6 +51,9 @@ class JobContext:
     _effect_bytes: int = field(default=0, repr=False)
     #: How ``once`` records a result (installed by ``leasehold.streams.once``).
     _once: Callable[[str, Callable[[], Any]], Any] | None = field(default=None, repr=False)
+    #: What a feature equips an attempt with for Leasehold's own tasks (name -> object;
+    #: ``leasehold.targets`` puts its deployment's HTTP and AWS callers here).
+    _services: dict[str, Any] = field(default_factory=dict, repr=False)
 
     def once(self, name: str, fn: Callable[[], Any]) -> Any:
         """Run ``fn`` (an effect that cannot join ``transact``, such as an external API call)

@@ -11,6 +11,8 @@ MAX_TRACEBACK = 4_000
 
 
 def describe(exc: BaseException) -> JobError:
+    """The error a job records for ``exc``. An exception with an integer ``retry_at_ms``
+    attribute (UTC epoch ms) carries its own next-attempt time (:func:`retry_at`)."""
     types = tuple(cls.__name__ for cls in type(exc).__mro__ if cls not in (object, BaseException))
     text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
     return JobError(
@@ -18,7 +20,16 @@ def describe(exc: BaseException) -> JobError:
         message=str(exc)[:MAX_MESSAGE],
         traceback=text[-MAX_TRACEBACK:],
         types=types,
+        retry_at_ms=retry_at(exc),
     )
+
+
+def retry_at(exc: BaseException) -> int | None:
+    """The next-attempt time ``exc`` carries (``retry_at_ms``), or None to use the backoff."""
+    value = getattr(exc, "retry_at_ms", None)
+    if isinstance(value, bool) or not isinstance(value, int):
+        return None
+    return value
 
 
 def error(type_name: str, message: str) -> JobError:

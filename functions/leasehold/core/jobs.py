@@ -40,6 +40,9 @@ class JobError:
     traceback: str = ""
     #: The class name followed by its bases', so policies can match a base class.
     types: tuple[str, ...] = ()
+    #: When the failure itself says the next attempt may start (UTC epoch ms; an HTTP
+    #: target's ``Retry-After``): the retry is due then, not after the policy's backoff.
+    retry_at_ms: int | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -109,17 +109,28 @@ def decide_retry(
     now_ms: int,
     error_types: tuple[str, ...],
     rng: random.Random | None = None,
+    not_before_ms: int | None = None,
 ) -> RetryDecision:
-    """Retry after a delay, or give up with the reason why."""
+    """Retry after a delay, or give up with the reason why.
+
+    ``not_before_ms``: the failure's own next-attempt time (a ``Retry-After``): the retry is
+    due exactly then (now if it has passed, at most :data:`MAX_BACKOFF_SECONDS` ahead)
+    instead of after the backoff; the attempts and the retry age still bound it.
+    """
     if is_non_retryable(policy, error_types):
         return RetryDecision(False, reason=f"non-retryable error {error_types[0]}")
     if attempt >= max_attempts:
         return RetryDecision(False, reason=f"attempts exhausted ({attempt}/{max_attempts})")
-    delay = backoff(policy, attempt, rng)
+    if not_before_ms is not None:
+        delay = min(max(0.0, (not_before_ms - now_ms) / 1000), float(MAX_BACKOFF_SECONDS))
+        reason = "retry at the time the failure asked for"
+    else:
+        delay = backoff(policy, attempt, rng)
+        reason = "retry after backoff"
     if policy.max_retry_age_seconds is not None:
         age = (now_ms - first_attempt_at_ms) / 1000 + delay
         if age > policy.max_retry_age_seconds:
             return RetryDecision(
                 False, reason=f"retry age exhausted ({policy.max_retry_age_seconds:g}s)"
             )
-    return RetryDecision(True, delay_seconds=delay, reason="retry after backoff")
+    return RetryDecision(True, delay_seconds=delay, reason=reason)

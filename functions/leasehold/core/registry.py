@@ -69,9 +69,27 @@ class TaskDefinition:
     throttle: Any = None
 
 
+@dataclass(frozen=True, kw_only=True)
+class TargetKind:
+    """A kind of job with no code (``target: {"http": {...}}``): the built-in task that runs
+    it, and how a target of the kind becomes that task's payload at submit.
+
+    ``prepare(value)`` validates the target's value (a ValidationError names the field as
+    ``target.<kind>.<field>``) and answers ``(payload, defaults)``: the payload the task runs
+    on, and the job's defaults the target implies (``concurrency``, ``throttle``,
+    ``timeout_seconds``), which the job's own values override. A feature registers its kinds
+    (``leasehold.targets``); core never imports it.
+    """
+
+    task: str
+    prepare: Callable[[Any], tuple[Any, Mapping[str, Any]]]
+
+
 class TaskRegistry:
     def __init__(self) -> None:
         self._tasks: dict[str, TaskDefinition] = {}
+        #: Jobs with no code by kind (``http``, ``aws``): :class:`TargetKind`.
+        self.targets: dict[str, TargetKind] = {}
 
     def register(self, definition: TaskDefinition) -> None:
         existing = self._tasks.get(definition.name)

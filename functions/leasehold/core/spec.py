@@ -11,7 +11,7 @@ import json
 import math
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from leasehold.clock import iso
@@ -46,7 +46,8 @@ _CONTROL = re.compile(f"[{CONTROL_CHARS}]")
 
 @dataclass(frozen=True, kw_only=True)
 class JobSpec:
-    task: str
+    #: The registered task to run; or leave it empty and give ``target`` (never both).
+    task: str = ""
     payload: Any = None
     tenant: str = "default"
     pool: str | None = None
@@ -71,6 +72,12 @@ class JobSpec:
     throttle: Any = None
     #: Bounds the whole job (all its attempts and a durable job's sleeps), from submission.
     deadline_seconds: float | None = None
+    #: A job with no code: ``{"http": {...}}`` or ``{"aws": {...}}`` (``leasehold.targets``),
+    #: run by a built-in task; ``task`` and ``payload`` are then not given.
+    target: Mapping[str, Any] | None = None
+    #: Set by :func:`targeted` only: ``task`` is a target kind's built-in task, and
+    #: ``payload`` the target it checked (so the internal task may be named here).
+    from_target: bool = False
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -145,6 +152,36 @@ def check_internal(task: str, internal: bool = False) -> None:
                                       "Leasehold submits it (a bulk action: POST /jobs/bulk)")
 
 
+def targeted(spec: JobSpec, registry: TaskRegistry) -> JobSpec:
+    """A target job's spec as its built-in task's: the kind's task, the target checked into
+    its payload, and the defaults it implies (per-host flow control, the call's timeout, the
+    pool) under the job's own values. Any other spec is returned as it is. Every way a job is
+    made calls it first (``resolve``, ``submit``), so intakes see the task's spec."""
+    if spec.target is None:
+        return spec
+    if spec.task:
+        raise ValidationError("target", "give task or target, not both")
+    if spec.payload is not None:
+        raise ValidationError("payload", "a target job takes no payload: the target says "
+                                         "what to send")
+    target = spec.target
+    if not isinstance(target, Mapping) or len(target) != 1:
+        kinds = ", ".join(sorted(registry.targets)) or "none in this deployment"
+        raise ValidationError("target", f"must be an object with one kind ({kinds})")
+    [(kind, value)] = target.items()
+    found = registry.targets.get(kind)
+    if found is None:
+        kinds = ", ".join(sorted(registry.targets)) or "none in this deployment"
+        raise ValidationError("target", f"unknown kind {kind!r}; known: {kinds}")
+    payload, implied = found.prepare(value)
+    given: dict[str, Any] = {name: getattr(spec, name) for name in (
+        "concurrency", "throttle", "timeout_seconds", "pool")}
+    chosen: dict[str, Any] = {name: implied.get(name) if value is None else value
+                              for name, value in given.items()}
+    return replace(spec, task=found.task, payload=payload, target=None, from_target=True,
+                   **chosen)
+
+
 def resolve(spec: JobSpec, registry: TaskRegistry, *, pools: tuple[str, ...], now_ms: int,
             timeout_limits: Mapping[str, float] | None = None,
             internal: bool = False) -> ResolvedSpec:
@@ -156,8 +193,12 @@ def resolve(spec: JobSpec, registry: TaskRegistry, *, pools: tuple[str, ...], no
     lowered to the limit. ``internal``: Leasehold itself submits one of its own tasks
     (:data:`INTERNAL_PREFIX`); every other submission of one is refused.
     """
+    spec = targeted(spec, registry)
+    if not spec.task:
+        raise ValidationError("task", "give task (a registered task's name) or target (a job "
+                                      "with no code: an HTTP call or an AWS action)")
     check_text("task", spec.task, limit=128, pattern=_NAME)
-    check_internal(spec.task, internal)
+    check_internal(spec.task, internal or spec.from_target)
     definition = registry.get(spec.task)
     limit = min(MAX_PAYLOAD_BYTES, definition.max_payload_bytes or MAX_PAYLOAD_BYTES)
     payload_json = encode_json("payload", spec.payload, limit)

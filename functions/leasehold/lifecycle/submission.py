@@ -16,7 +16,7 @@ from leasehold.core.flowcontrol import GATE
 from leasehold.core.ids import derived_id, new_id
 from leasehold.core.jobs import Job, Transition
 from leasehold.core.retention import RETENTION_DAYS
-from leasehold.core.spec import JobSpec, ResolvedSpec, resolve
+from leasehold.core.spec import JobSpec, ResolvedSpec, resolve, targeted
 from leasehold.core.states import JobState
 from leasehold.errors import IdempotencyConflict
 from leasehold.lifecycle import handoff
@@ -101,6 +101,7 @@ def submit(app: Leasehold, spec: JobSpec, *, counted: bool = False, shard: int =
     ``internal``: Leasehold submits one of its own tasks (refused otherwise).
     """
     now = app.now()
+    spec = targeted(spec, app.registry)  # a job with no code, as its built-in task's spec
     resolved = resolve(spec, app.registry, pools=app.settings.pools,
                        timeout_limits=app.settings.job_timeout_limits(), now_ms=now,
                        internal=internal)

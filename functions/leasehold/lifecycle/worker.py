@@ -357,6 +357,7 @@ class Worker:
             job.retry, attempt=job.attempt, max_attempts=job.max_attempts,
             first_attempt_at_ms=job.first_started_at or now, now_ms=now,
             error_types=failure.types or (failure.type,), rng=app.rng,
+            not_before_ms=failure.retry_at_ms,
         )
         error_item = {"type": failure.type, "message": failure.message,
                       "traceback": failure.traceback, "types": list(failure.types)}
@@ -370,7 +371,7 @@ class Worker:
                 return self._cancelled_meanwhile(exc, job, owner, now)
             bury(app, dead, decision.reason)
             return Outcome.DEAD
-        run_at = now + int(decision.delay_seconds * 1000)
+        run_at = now + round(decision.delay_seconds * 1000)  # a Retry-After's time, exactly
         try:
             new = app.store.transition(job, retry_change(app, job, run_at, now, self.worker_id,
                                                          owner=owner, error_item=error_item,

@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import functools
+import json
 import logging
 import os
 import signal
@@ -57,6 +58,17 @@ def wakes_background_loops(method: str, path: str) -> bool:
     if method in ("GET", "HEAD", "OPTIONS"):
         return False
     return not (method == "POST" and path.rstrip("/") == "/jobs")
+
+#: What ``leasehold dev`` lets HTTP targets reach beyond public addresses: loopback only.
+DEV_ALLOW = ("127.0.0.0/8", "::1")
+
+
+def dev_targets(given: str | None) -> str:
+    """``LEASEHOLD_TARGETS`` for ``leasehold dev``: the user's own, with loopback allowed."""
+    targets = json.loads(given) if given else {}
+    targets["http_allow"] = sorted({*targets.get("http_allow", ()), *DEV_ALLOW})
+    return json.dumps(targets)
+
 
 class PortBusy(RuntimeError):
     """The API port is taken (another ``leasehold dev`` is probably running)."""
@@ -123,6 +135,10 @@ class Runtime:
         # Events from the jobs table's change stream, as the deployed stack publishes them
         # (the relay thread below; the workers, which inherit this, publish nothing).
         os.environ.setdefault("LEASEHOLD_EVENTS_FROM", "stream")
+        # HTTP targets may reach loopback here (a test server on this machine), and no other
+        # address a deployment refuses; the workers inherit it. LEASEHOLD_TARGETS adds the
+        # rest of a deployment's settings (http_hosts, http_secrets, aws_targets, ...).
+        os.environ["LEASEHOLD_TARGETS"] = dev_targets(os.environ.get("LEASEHOLD_TARGETS"))
         settings = Settings.from_env(
             endpoint_url=endpoint, task_modules=opts.tasks, pools=opts.pools,
             lease_seconds=opts.lease_seconds, event_bus=event_bus, publish=publish)
@@ -234,6 +250,8 @@ class Runtime:
             f"{max(self._idle_sweep() or 0, self.options.sweep_seconds):g}s / "
             f"{self.options.idle_tick_seconds or self.options.tick_seconds:g}s) until the API "
             f"takes a write; job leases {settings.lease_seconds:g}s",
+            f"  targets:   HTTP targets may reach loopback ({', '.join(DEV_ALLOW)}) here, "
+            "and only here: a deployment refuses it",
             f"  events:    {events}",
             f"  state:     {self._state_line()}",
             "Press Ctrl-C to stop (in-flight jobs finish first).",

@@ -24,7 +24,7 @@ MAX_JITTER_SECONDS = 3600
 MAX_CATCH_UP = 1000
 #: Fields that change when (or what) the schedule fires: changing one re-plans its future.
 TIMING_FIELDS = frozenset({"cron", "timezone", "start_at", "end_at"})
-TEMPLATE_FIELDS = frozenset({"task", "payload", "pool", "priority", "max_attempts",
+TEMPLATE_FIELDS = frozenset({"task", "target", "payload", "pool", "priority", "max_attempts",
                              "timeout_seconds", "labels",
                              # flow control (leasehold.flow)
                              "concurrency", "throttle", "unique", "debounce",

@@ -54,14 +54,16 @@ class JobTemplate:
                 labels: Any = None,
                 timeout_limits: Mapping[str, float] | None = None,
                 concurrency: Any = None, throttle: Any = None, unique: Any = None,
-                debounce: Any = None, start_within_seconds: Any = None) -> JobTemplate:
+                debounce: Any = None, start_within_seconds: Any = None,
+                target: Any = None) -> JobTemplate:
         """Validate as a submission would (errors name the field) and keep the result.
 
         ``unique``, ``debounce`` and ``start_within_seconds`` are applied when a job is made
         from the template, by the same intakes as a submission's (:meth:`intake_spec`); their
         shape is checked here, and a key template over a fixed payload is rendered once, so
         a field the payload lacks is a 422 now, not a failure at every fire."""
-        resolved = resolve(JobSpec(task=task, payload=payload, tenant=tenant, pool=pool,
+        resolved = resolve(JobSpec(task=task or "", target=target, payload=payload,
+                                   tenant=tenant, pool=pool,
                                    priority=priority, max_attempts=max_attempts,
                                    timeout_seconds=timeout_seconds, labels=labels or {},
                                    concurrency=concurrency, throttle=throttle),
@@ -270,19 +272,38 @@ def resolve_target(registry: TaskRegistry, *, pools: tuple[str, ...], now: int, 
                                               timeout_limits=timeout_limits)
     if current is not None and not job_fields:
         return current
-    if current is not None and current[1] is not None and "task" not in job_fields:
+    if current is not None and current[1] is not None and not {"task", "target"} & job_fields:
         raise ValidationError(sorted(job_fields)[0], "this schedule starts a workflow: change "
                                                      "its steps with workflow, or give task")
-    if values.get("task") is None:
-        raise ValidationError("task", "required: give task (a job) or workflow (its steps)")
+    task, payload, target = job_source(registry, body, values)
+    if task is None and target is None:
+        raise ValidationError("task", "required: give task (a job), target (a job with no "
+                                      "code) or workflow (its steps)")
     return JobTemplate.resolve(
-        registry, pools=pools, now=now, task=values.get("task"), payload=values.get("payload"),
+        registry, pools=pools, now=now, task=task, payload=payload, target=target,
         tenant=tenant, pool=values.get("pool"), priority=values.get("priority"),
         max_attempts=values.get("max_attempts"), timeout_seconds=values.get("timeout_seconds"),
         labels=values.get("labels"), timeout_limits=timeout_limits,
         concurrency=values.get("concurrency"), throttle=values.get("throttle"),
         unique=values.get("unique"), debounce=values.get("debounce"),
         start_within_seconds=values.get("start_within_seconds")), None
+
+
+def job_source(registry: TaskRegistry, body: Mapping[str, Any], values: Mapping[str, Any]
+               ) -> tuple[Any, Any, Any]:
+    """(task, payload, target) of a schedule's job: a new ``target`` replaces the task, a new
+    ``task`` the target, and a schedule made from a target keeps it through other changes
+    (its stored task is the target's built-in one, its payload the checked target)."""
+    if "target" in body:
+        if body.get("task") is not None:
+            raise ValidationError("target", "give task or target, not both")
+        return None, values.get("payload") if "payload" in body else None, body["target"]
+    task = values.get("task")
+    if "task" not in body:
+        for kind, found in registry.targets.items():
+            if task == found.task:
+                return None, None, {kind: values.get("payload")}
+    return task, values.get("payload"), None
 
 
 def _number(value: Any) -> Any:

@@ -48,7 +48,8 @@ class FailurePolicy(StrEnum):
 @dataclass(frozen=True, kw_only=True)
 class StepSpec:
     id: str
-    task: str
+    #: The step's task; or leave it empty and give ``target`` (a job with no code).
+    task: str = ""
     payload: Any = None
     depends_on: tuple[str, ...] = ()
     pool: str | None = None
@@ -61,6 +62,8 @@ class StepSpec:
     #: Keyed flow control, as on a job (None: the task's default).
     concurrency: Any = None
     throttle: Any = None
+    #: A job with no code instead of ``task`` (``leasehold.targets``).
+    target: Any = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -98,7 +101,8 @@ def prepare(spec: WorkflowSpec, registry: TaskRegistry, *, pools: tuple[str, ...
         if not isinstance(step.failure_policy, FailurePolicy):
             raise ValidationError(f"steps[{i}].failure_policy", f"step {step.id!r}: unknown policy")
         job_spec = JobSpec(
-            task=step.task, payload=step.payload, tenant=tenant, pool=step.pool,
+            task=step.task or "", target=step.target, payload=step.payload, tenant=tenant,
+            pool=step.pool,
             priority=step.priority, max_attempts=step.max_attempts, retry=step.retry,
             timeout_seconds=step.timeout_seconds, labels=step.labels,
             concurrency=step.concurrency, throttle=step.throttle)
@@ -136,7 +140,7 @@ def _too_large(size: int) -> ValidationError:
 
 _STEP_FIELDS = {"id", "task", "payload", "depends_on", "pool", "priority", "max_attempts",
                 "retry", "timeout", "timeout_seconds", "failure_policy", "labels",
-                "concurrency", "throttle"}
+                "concurrency", "throttle", "target"}
 _WORKFLOW_FIELDS = {"steps", "tenant", "name", "idempotency_key", "labels"}
 
 
@@ -189,7 +193,8 @@ def parse_step(i: int, data: Any) -> StepSpec:
         raise ValidationError(f"{where}.depends_on", f"step {name}: must be a list of step ids")
     return StepSpec(
         # id and task are type-checked by prepare(), which names the step.
-        id=step_id, task=data.get("task"), payload=data.get("payload"),  # type: ignore[arg-type]
+        id=step_id, task=data.get("task") or "",  # type: ignore[arg-type]
+        payload=data.get("payload"), target=data.get("target"),
         depends_on=tuple(deps),
         pool=data.get("pool"), priority=data.get("priority"), max_attempts=max_attempts,
         retry=retry, timeout_seconds=data.get("timeout_seconds", data.get("timeout")),

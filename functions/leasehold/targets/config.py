@@ -1,0 +1,125 @@
+"""What a deployment allows jobs with no code to do, read once from ``Settings.targets``.
+
+``LeaseholdConfig`` (CDK) writes it into every function's ``LEASEHOLD_TARGETS``; the local
+runtime builds it from its flags. Every field is optional:
+
+- ``http_allow``: hosts (``"hooks.internal.example"``) or networks (``"10.1.0.0/16"``) an
+  HTTP target may reach although the address rules refuse them (:mod:`.addresses`).
+- ``http_hosts``: per-host flow control, ``{"api.partner.example": {"concurrency": 4,
+  "rate_per_second": 10}}``; ``"*"`` sets the default of every other host.
+- ``http_secrets``: the secrets a ``secret_header`` may name, ``{"partner-api-key":
+  "secretsmanager:<name or ARN>"}`` or ``"ssm:<parameter name>"``.
+- ``aws_targets``: the AWS actions an AWS target may call, ``[{"action": "sns:Publish",
+  "resources": ["arn:..."]}]``.
+- ``redact_headers``: header names never shown (default Authorization, Cookie, X-Api-Key).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from leasehold.errors import ValidationError
+from leasehold.settings import Settings
+
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+DEFAULT_REDACT = ("authorization", "cookie", "x-api-key", "proxy-authorization", "set-cookie")
+#: A host with no ``http_hosts`` entry (nor ``"*"``) runs at most this many calls at once
+#: per tenant: per-host flow control is on by default, never unbounded.
+DEFAULT_HOST_CONCURRENCY = 10
+LOOPBACK: tuple[Network, ...] = (ipaddress.ip_network("127.0.0.0/8"),
+                                 ipaddress.ip_network("::1/128"))
+_ACTION = re.compile(r"^[a-z0-9-]+:[A-Za-z0-9]+$")
+
+
+@dataclass(frozen=True)
+class HostLimits:
+    concurrency: int = DEFAULT_HOST_CONCURRENCY
+    rate_per_second: float | None = None
+
+
+@dataclass(frozen=True)
+class AwsGrant:
+    """``service:Action`` on ``resources`` (IAM ARNs; ``["*"]`` for actions without one)."""
+
+    action: str
+    resources: tuple[str, ...]
+
+
+@dataclass(frozen=True, kw_only=True)
+class TargetConfig:
+    allow_hosts: frozenset[str] = frozenset()
+    allow_networks: tuple[Network, ...] = ()
+    hosts: Mapping[str, HostLimits] = field(default_factory=dict)
+    secrets: Mapping[str, str] = field(default_factory=dict)
+    aws: tuple[AwsGrant, ...] = ()
+    redact: frozenset[str] = frozenset(DEFAULT_REDACT)
+
+    def limits(self, *names: str) -> HostLimits:
+        """The limits of the first of ``names`` listed (``host:port``, then ``host``), else
+        the ``"*"`` entry's, else the default."""
+        for name in (*names, "*"):
+            if name in self.hosts:
+                return self.hosts[name]
+        return HostLimits()
+
+    def allows_action(self, action: str) -> bool:
+        return any(grant.action == action for grant in self.aws)
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> TargetConfig:
+        return cls.parse(settings.targets)
+
+    @classmethod
+    def parse(cls, raw: Mapping[str, Any]) -> TargetConfig:
+        known = {"http_allow", "http_hosts", "http_secrets", "aws_targets", "redact_headers"}
+        unknown = set(raw) - known
+        if unknown:
+            raise ValidationError("targets", f"unknown setting(s) {sorted(unknown)}; known: "
+                                             f"{', '.join(sorted(known))}")
+        hosts, networks = set(), []
+        for entry in raw.get("http_allow", ()):
+            if not isinstance(entry, str) or not entry:
+                raise ValidationError("targets.http_allow", f"not a host or network: {entry!r}")
+            try:
+                networks.append(ipaddress.ip_network(entry, strict=False))
+            except ValueError:
+                hosts.add(entry.lower().rstrip("."))
+        limits = {}
+        for host, value in dict(raw.get("http_hosts", {})).items():
+            unknown = set(value) - {"concurrency", "rate_per_second"}
+            if unknown:
+                raise ValidationError(f"targets.http_hosts.{host}",
+                                      f"unknown field(s) {sorted(unknown)}")
+            limits[host.lower()] = HostLimits(
+                concurrency=int(value.get("concurrency", DEFAULT_HOST_CONCURRENCY)),
+                rate_per_second=(None if value.get("rate_per_second") is None
+                                 else float(value["rate_per_second"])))
+        secrets = {}
+        for name, where in dict(raw.get("http_secrets", {})).items():
+            if not isinstance(where, str) or not where.startswith(("secretsmanager:", "ssm:")):
+                raise ValidationError(f"targets.http_secrets.{name}",
+                                      "must be 'secretsmanager:<name or ARN>' or "
+                                      "'ssm:<parameter name>'")
+            secrets[name] = where
+        grants = []
+        for entry in raw.get("aws_targets", ()):
+            action = entry.get("action") if isinstance(entry, Mapping) else None
+            if not isinstance(action, str) or not _ACTION.match(action):
+                raise ValidationError("targets.aws_targets",
+                                      f"an entry needs an action as 'sns:Publish': {entry!r}")
+            resources = tuple(entry.get("resources") or ())
+            if not resources:
+                raise ValidationError("targets.aws_targets", f"{action}: list its resources "
+                                      "(ARNs, or ['*'] for an action that takes none)")
+            grants.append(AwsGrant(action, resources))
+        redact = raw.get("redact_headers")
+        return cls(
+            allow_hosts=frozenset(hosts), allow_networks=tuple(networks), hosts=limits,
+            secrets=secrets, aws=tuple(grants),
+            redact=frozenset(DEFAULT_REDACT) if redact is None else
+            frozenset(str(name).lower() for name in redact))
