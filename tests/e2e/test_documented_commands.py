@@ -137,12 +137,19 @@ def test_the_documents_have_commands_and_every_exception_is_used() -> None:
 def cli_words(command: str) -> Iterator[list[str]]:
     """The argument lists of each ``leasehold`` invocation in ``command``."""
     text = command.split("<<")[0].replace("\\\n", " ")
-    lexer = shlex.shlex(text, posix=True, punctuation_chars=";&|")
+    lexer = shlex.shlex(text, posix=True, punctuation_chars=";&|<>")
     lexer.whitespace_split = True
     lexer.commenters = "#"
     words: list[str] = []
+    redirected = False
     for token in [*lexer, ";"]:
-        if token and set(token) <= set(";&|"):
+        if token and set(token) <= set("<>&") and set(token) & set("<>"):
+            redirected = True  # `> job.json`, `2>&1`: the shell's, not the command's
+            if words and words[-1].isdigit():
+                words.pop()
+        elif redirected:
+            redirected = False
+        elif token and set(token) <= set(";&|"):
             while words and "=" in words[0] and not words[0].startswith("-"):
                 words = words[1:]  # NAME=value before the command
             if words and Path(words[0]).name == "leasehold":
