@@ -5,7 +5,8 @@ A row keeps its index entry when it finishes (removing it would cost a second in
 job), so the index also holds the entries of finished rows. The sweeper reads each entry once,
 as it falls due: a pass queries ``[frontier, cutoff)`` only, and moves the frontier past the
 entries it settled. One item in the coordination table holds every shard's frontier; a pass
-writes it only when it settled something (an idle pass writes nothing).
+writes it only when it settled something (an idle pass writes nothing), and a long-running
+sweeper reads it once.
 
 Any frontier a pass writes is safe, whoever wrote last: a pass moves it only past entries it
 settled itself, and every write that puts a row in the index puts it at or after its own
@@ -19,6 +20,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from leasehold.lifecycle.app import Leasehold
+
+#: The frontiers this process last read or wrote, per (coordination table, jobs table): a
+#: long-running sweeper reads the item once, not once a pass. Safe however stale: a frontier
+#: lower than the stored one only makes a pass read settled entries again.
+_known: dict[tuple[str, str], dict[int, int]] = {}
 
 
 def _key(app: Leasehold) -> dict[str, Any]:
@@ -34,6 +40,20 @@ def load(app: Leasehold, dynamodb: Any | None = None) -> dict[int, int]:
             if name.startswith("f") and name[1:].isdigit()}
 
 
+def _name(app: Leasehold) -> tuple[str, str]:
+    return app.settings.coordination_table, app.settings.jobs_table
+
+
+def current(app: Leasehold) -> dict[int, int]:
+    """The frontiers as this process last read or wrote them (read once)."""
+    name = _name(app)
+    if name not in _known or max(_known[name].values(), default=0) > app.now():
+        # A frontier is a past cutoff: one ahead of the clock belongs to tables of the same
+        # name made again under a clock set back (tests), so read the item again.
+        _known[name] = load(app)
+    return dict(_known[name])
+
+
 def save(app: Leasehold, frontier: Mapping[int, int]) -> None:
     """Write the shards' frontiers (one idempotent ``UpdateItem``: a retried write whose
     first try landed simply lands again)."""
@@ -45,3 +65,4 @@ def save(app: Leasehold, frontier: Mapping[int, int]) -> None:
         UpdateExpression="SET " + ", ".join(f"#f{s} = :f{s}" for s in shards),
         ExpressionAttributeNames={f"#f{s}": f"f{s}" for s in shards},
         ExpressionAttributeValues={f":f{s}": {"N": str(frontier[s])} for s in shards})
+    _known[_name(app)] = {**_known.get(_name(app), {}), **frontier}

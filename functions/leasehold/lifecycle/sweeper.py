@@ -32,6 +32,8 @@ from leasehold.lifecycle.store import Change, sweep_bound
 
 log = logging.getLogger(__name__)
 ACTOR = "sweeper"
+#: While passes find nothing, :func:`run` runs the repair passes at most this often.
+REPAIR_SECONDS = 60.0
 #: How many times a pass reads again a row that changed under its write before it leaves
 #: the entry to the next pass.
 SETTLE_TRIES = 3
@@ -58,19 +60,21 @@ class SweepReport:
     job_ids: list[str] = field(default_factory=list)
 
 
-def sweep(app: Leasehold, *, limit_per_shard: int = 500) -> SweepReport:
+def sweep(app: Leasehold, *, limit_per_shard: int = 500, repair: bool = True) -> SweepReport:
+    """One pass; ``repair``: run the features' repair passes too (:func:`run` runs them at
+    most every :data:`REPAIR_SECONDS` while passes find nothing)."""
     with app.batch():  # the pass's job state events go out together when it ends
-        return _sweep(app, limit_per_shard)
+        return _sweep(app, limit_per_shard, repair)
 
 
-def _sweep(app: Leasehold, limit_per_shard: int) -> SweepReport:
+def _sweep(app: Leasehold, limit_per_shard: int, repair: bool = True) -> SweepReport:
     now = app.now()
     # A lease counts as expired only past the skew grace, so a worker whose clock runs a few
     # seconds behind ours never loses a lease it still believes it holds.
     cutoff = now - int(app.settings.skew_grace_seconds * 1000)
     report = SweepReport()
     backlog = _Backlog(app)
-    frontier = sweep_frontier.load(app)
+    frontier = sweep_frontier.current(app)
     advanced: dict[int, int] = {}
     for shard in range(app.settings.shards):
         start = frontier.get(shard, 0)
@@ -85,8 +89,8 @@ def _sweep(app: Leasehold, limit_per_shard: int) -> SweepReport:
         log.warning("could not save the sweep frontier", exc_info=True)
     # The features' own repairs (workflows that made no progress for a while, ...): each
     # redoes what a process that died between two writes left undone, idempotently.
-    for name, repair in app.repairs.items():
-        report.repaired[name] = repair(app, now)
+    for name, repair_pass in (app.repairs.items() if repair else ()):
+        report.repaired[name] = repair_pass(app, now)
     # The DLQs keep one copy per DEAD job: what a retry, a redrive or a second death left.
     report.dead_letters_removed = deadletters.tidy_due(app, now)
     return report
@@ -106,6 +110,10 @@ def _sweep_shard(app: Leasehold, shard: int, start: int, now: int, cutoff: int, 
             reached = entry[0]  # the rest is the next pass's
             break
         entries.append(entry)
+    if not entries:
+        # Nothing to settle: keeping the old frontier costs the next query nothing, and an
+        # idle pass then writes nothing.
+        return start
     rows = {job.job_id: job for job in app.store.batch_get([i for _, i in entries])}
     for sweep_at, job_id in entries:
         report.examined += 1
@@ -162,10 +170,17 @@ def run(app: Leasehold, stop: threading.Event, *, interval_seconds: float = 2.0,
     """
     pace = IdlePacing(interval_seconds, idle_interval_seconds or interval_seconds)
     alarm = wake if wake is not None else stop
+    repaired_at, found = -REPAIR_SECONDS, True
     while not stop.is_set():
         last = time.monotonic()
+        # The repairs look for what a process killed between two writes left (a workflow
+        # with no progress for 2 minutes, the children of a parent that ended): while the
+        # passes find nothing they run once a minute, as the stack's sweeper does.
+        repair = found or last - repaired_at >= REPAIR_SECONDS
         try:
-            found = found_work(sweep(app))
+            if repair:
+                repaired_at = last
+            found = found_work(sweep(app, repair=repair))
         except Exception:
             log.exception("sweeper failed; trying again")
             found = True
