@@ -8,8 +8,9 @@ A job that is not finished is woken by one of:
   them from the in-process moto);
 * ``due``: an entry of the ``due`` index (``due_shard``, ``run_at``): the ticker promotes it;
 * ``sweep``: an entry of the ``sweep`` index (``sweep_shard``, ``sweep_at``) no later than
-  the row's deadline (its lease or hand-off deadline, and a QUEUED job's start window): the
-  sweeper re-drives, recovers or ends it;
+  the row's deadline (its lease or hand-off deadline, and a QUEUED job's start window), and
+  not below the sweeper's frontier of its shard (a pass still reads it): the sweeper
+  re-drives, recovers or ends it;
 * ``parked``: an entry of the ``parked`` index (``parked_key``): the write that frees a slot,
   or a resume, wakes it (and its sweep entry is the recheck if that wake-up is lost);
 * ``dependency``: WAITING for a workflow that exists (its steps release it, the workflow
@@ -32,6 +33,7 @@ from leasehold.aws.queues import Message
 from leasehold.core.flowcontrol import START_BY
 from leasehold.core.states import JobState
 from leasehold.errors import NotFound, StaleMessage
+from leasehold.lifecycle import sweep_frontier
 from leasehold.lifecycle.app import Leasehold
 from leasehold.settings import PRIORITIES
 from leasehold.workflows.storage import DynamoWorkflowStore
@@ -50,9 +52,13 @@ class WakePath:
 
 
 def wake_paths(app: Leasehold, row: Mapping[str, Any], *,
-               in_flight: Collection[Handoff] = ()) -> list[WakePath]:
+               in_flight: Collection[Handoff] = (),
+               frontier: Mapping[int, int] | None = None) -> list[WakePath]:
     """The ways the job of raw ``row`` (a jobs-table item, index attributes included) will
-    be woken; empty for a live job means it is stranded."""
+    be woken; empty for a live job means it is stranded. ``frontier``: the sweeper's (read
+    from the table if not given)."""
+    if frontier is None:
+        frontier = sweep_frontier.load(app, Clients(app.settings).dynamodb)
     state = JobState(row["state"])
     if state.terminal:
         return []
@@ -69,7 +75,7 @@ def wake_paths(app: Leasehold, row: Mapping[str, Any], *,
         bounds = [int(row.get("lease_expires_at") or 0)]
         if state is JobState.QUEUED and row.get(START_BY) is not None:
             bounds.append(int(row[START_BY]))
-        if sweep_at <= min(bounds):
+        if sweep_at <= min(bounds) and sweep_at >= frontier.get(int(row["sweep_shard"]), 0):
             paths.append(WakePath("sweep", sweep_at))
     if state is JobState.QUEUED and row.get("parked_key"):
         paths.append(WakePath("parked"))
@@ -100,10 +106,11 @@ def assert_every_live_job_can_wake(app: Leasehold, *, in_flight: Collection[Hand
     with (default: a new one, without the test's injected faults). Returns each live job's
     paths, for a test to assert which way a job it drove there waits."""
     found: dict[str, list[WakePath]] = {}
+    frontier = sweep_frontier.load(app, dynamodb or Clients(app.settings).dynamodb)
     for row in rows(app, dynamodb):
         if JobState(row["state"]).terminal:
             continue
-        paths = wake_paths(app, row, in_flight=in_flight)
+        paths = wake_paths(app, row, in_flight=in_flight, frontier=frontier)
         assert paths, f"job {row['job_id']} ({row['state']}) has no way to wake: {row}"
         found[row["job_id"]] = paths
     return found

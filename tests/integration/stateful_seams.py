@@ -58,7 +58,7 @@ from leasehold.durable import callbacks
 from leasehold.durable.children import PARENT
 from leasehold.errors import LeaseholdError, RateLimited
 from leasehold.flow import key_usage, slots
-from leasehold.lifecycle import control
+from leasehold.lifecycle import control, sweep_frontier
 from leasehold.lifecycle.submission import COUNTED, DEADLINE
 from leasehold.streams.relay import event_id
 from leasehold.tenancy.admission import retry_admitted, submit_admitted
@@ -490,11 +490,13 @@ class SeamsRules:
         if not checking(1):
             return
         messages = self._messages()
+        frontier = sweep_frontier.load(self.app, self.inspect)
         stranded = []
         for job_id, row in rows.items():
             if JobState(row["state"]).terminal:
                 continue
-            kinds = {path.kind for path in wake_paths(self.app, row, in_flight=messages)}
+            kinds = {path.kind for path in wake_paths(self.app, row, in_flight=messages,
+                                                      frontier=frontier)}
             assert kinds, (job_id, row)  # tests/integration/liveness.py: no way at all
             if row["state"] in (JobState.QUEUED.value, JobState.SLEEPING.value) and \
                     kinds == {"sweep"} and (job_id, int(row["epoch"])) in self.sent:

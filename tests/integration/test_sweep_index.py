@@ -1,9 +1,10 @@
 """The sweep index: a lower bound that leases and heartbeats never move.
 
 Every QUEUED or RUNNING row carries ``sweep_at``, no later than the time it may need the
-sweeper; the sweeper reads the rows it finds, re-drives the expired ones and moves the bound of
-the others forward. These tests break that design where it could break: a lease taken long
-after the hand-off, heartbeats, a long run, a lost hand-off, and faults on the move write.
+sweeper and not below the sweeper's frontier; the sweeper reads the rows it finds, re-drives
+the expired ones and moves the bound of the others forward. These tests break that design
+where it could break: a lease taken long after the hand-off, heartbeats, a long run, a lost
+hand-off, and faults on the move write.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from leasehold.core.context import JobContext
 from leasehold.core.registry import TaskRegistry
 from leasehold.core.spec import JobSpec
 from leasehold.core.states import JobState
-from leasehold.lifecycle import control, sweeper
+from leasehold.lifecycle import control, sweep_frontier, sweeper
 from leasehold.lifecycle.app import Leasehold
 from leasehold.lifecycle.submission import submit
 from leasehold.lifecycle.worker import Delivery, Worker
@@ -46,7 +47,9 @@ def row(app: Leasehold, job_id: str) -> dict[str, Any]:
 
 def assert_sweep_invariant(app: Leasehold) -> None:
     """Every live row is in the sweep index no later than it may need the sweeper (its
-    deadline, or a lease it could get right now); every other row is out of it."""
+    deadline, or a lease it could get right now), and not below the sweeper's frontier (a
+    pass will read it); another row may keep the entry it had (passed without a write)."""
+    frontier = sweep_frontier.load(app)
     now = app.now()
     next_lease = now + int((app.settings.lease_seconds - app.settings.skew_grace_seconds) * 1000)
     items = app.clients.dynamodb.scan(TableName=app.settings.jobs_table)["Items"]
@@ -58,8 +61,7 @@ def assert_sweep_invariant(app: Leasehold) -> None:
             assert item["sweep_at"] <= item["lease_expires_at"], item
             if item["state"] == JobState.QUEUED.value:
                 assert item["sweep_at"] <= next_lease, item
-        else:
-            assert "sweep_shard" not in item and "sweep_at" not in item, item
+            assert item["sweep_at"] >= frontier.get(item["sweep_shard"], 0), item
 
 
 def lease(app: Leasehold, job_id: str, owner: str = "w1") -> int:
@@ -179,10 +181,10 @@ def test_a_lost_response_or_a_throttle_on_the_move_still_moves_it(
 
 
 @pytest.mark.ddblocal
-def test_a_move_refused_because_the_row_changed_is_skipped(
+def test_a_move_refused_because_the_job_finished_passes_its_entry(
         app: Leasehold, clock: FakeClock, tasks: TaskRegistry) -> None:
-    # The worker finishes between the sweeper's read and its move: the move must not put the
-    # finished row back into the index.
+    # The worker finishes between the sweeper's read and its move: the move is refused, the
+    # row read again is finished, and its entry passed (never read again).
     job = submit(app, JobSpec(task="echo")).job
     clock.advance(app.settings.lease_seconds + 1)  # queued past its bound, not its deadline
     [message] = receive_all(app)
@@ -196,9 +198,10 @@ def test_a_move_refused_because_the_row_changed_is_skipped(
     app.clients.dynamodb.meta.events.register_first(
         "provide-client-params.dynamodb.UpdateItem", finish_first)
     report = sweeper.sweep(app)
-    assert finished and (report.moved, report.skipped) == (0, 1)
+    assert finished and (report.moved, report.skipped, report.passed) == (0, 0, 1)
     assert app.store.get(job.job_id).state is JobState.SUCCEEDED
     assert_sweep_invariant(app)
+    assert sweeper.sweep(app).examined == 0
 
 
 @pytest.mark.ddblocal

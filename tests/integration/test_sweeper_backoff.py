@@ -92,3 +92,25 @@ def test_a_wake_brings_a_backed_off_sweeper_back_at_once(
         wake.set()
         thread.join(5)
     assert not thread.is_alive()
+
+
+def test_an_idle_sweeper_runs_the_repairs_once_a_minute_and_every_pass_that_finds_work(
+        app: Leasehold, monkeypatch: pytest.MonkeyPatch, sweeps: list[float]) -> None:
+    # Idle passes repair at most every REPAIR_SECONDS (as the stack's sweeper, once a
+    # minute); a pass that found work is followed by one that repairs at once.
+    monkeypatch.setattr(sweeper, "REPAIR_SECONDS", 0.5)
+    repairs: list[float] = []
+    app.repairs["counted"] = lambda app, now: repairs.append(time.monotonic()) or 0
+    thread, stop = _loop(app)  # base 0.05 s, never backing off: many idle passes
+    try:
+        time.sleep(1.3)
+        idle_passes, idle_repairs = len(sweeps), len(repairs)
+        assert idle_passes >= 8, idle_passes
+        assert 2 <= idle_repairs <= 3, (idle_passes, idle_repairs)
+        app.repairs["found"] = lambda app, now: 1  # the next repairing pass finds work ...
+        time.sleep(1.0)
+        # ... so from then on every pass repairs: far more than one per 0.5 s.
+        assert len(repairs) - idle_repairs >= 8, (len(repairs), idle_repairs)
+    finally:
+        stop.set()
+        thread.join(5)

@@ -80,7 +80,7 @@ def register(subparsers: Any) -> None:
                      help="while sweeps find nothing, slow down to this (never beyond half "
                           "the lease or the hand-off period; 0: never), e.g. "
                           "--idle-sweep-seconds 4")
-    dev.add_argument("--idle-tick-seconds", type=float, default=30.0,
+    dev.add_argument("--idle-tick-seconds", type=float, default=45.0,
                      help="while ticks find nothing, slow down to this (never beyond half "
                           "the look-ahead; 0: never), e.g. --idle-tick-seconds 5")
     dev.add_argument("--heartbeat-seconds", type=float, default=2.0,

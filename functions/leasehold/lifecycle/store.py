@@ -1,8 +1,10 @@
 """The jobs table: every write conditional, every transition fenced by state and epoch.
 
 One primitive, :meth:`DynamoJobStore.transition`, performs every state change. It also keeps
-the sparse index keys in step with the state (only SCHEDULED jobs carry ``due_shard``, only
-QUEUED/RUNNING jobs carry ``sweep_shard`` and ``sweep_at``) so that no caller can forget them.
+the sparse index keys in step with the state (only SCHEDULED jobs carry ``due_shard``; every
+entry into QUEUED/RUNNING writes ``sweep_shard`` and ``sweep_at``, which the row keeps when it
+leaves: the sweeper passes such an entry once, see :mod:`.sweep_frontier`) so that no caller
+can forget them.
 
 ``sweep_at`` keeps one invariant: for every QUEUED or RUNNING job it is no later than the time
 the row may need the sweeper (its hand-off deadline, or the expiry of any lease it has or may
@@ -15,7 +17,7 @@ hands it off, so a job that waits past its window is found and ended then.
 from __future__ import annotations
 
 import secrets
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
@@ -95,7 +97,8 @@ class JobStore(Protocol):
     def update_running(self, job: Job, *, owner: str, set: Mapping[str, Any],
                        conflict: type[LeaseholdError]) -> Job: ...
     def request_cancel(self, job: Job) -> Job: ...
-    def sweep_candidates(self, shard: int, before: int, limit: int) -> list[str]: ...
+    def sweep_entries(self, shard: int, after: int, before: int, page: int = 500
+                      ) -> Iterator[tuple[int, str]]: ...
     def move_sweep(self, job: Job, to: int) -> bool: ...
     def due(self, shard: int, until: int, limit: int) -> list[str]: ...
     def by_tenant(self, tenant: str, shard: int, *, limit: int,

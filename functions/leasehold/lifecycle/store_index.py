@@ -3,13 +3,13 @@ of the sweeper, the ticker and the tenant listing (see :mod:`leasehold.lifecycle
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from botocore.exceptions import ClientError
 
 from leasehold.aws.definitions import BY_TENANT_INDEX, DUE_INDEX, SWEEP_INDEX
-from leasehold.aws.dynamo import condition_failed, query_page, to_av
+from leasehold.aws.dynamo import condition_failed, from_av, old_item, query, query_page, to_av
 from leasehold.core.flowcontrol import START_BY
 from leasehold.core.ids import shard_of
 from leasehold.core.jobs import Job
@@ -26,35 +26,46 @@ def tenant_shard(tenant: str, shard: int) -> str:
 class IndexQueries(StoreBase):
     """The index keys and queries of the jobs table."""
 
-    def sweep_candidates(self, shard: int, before: int, limit: int) -> list[str]:
-        """Ids of QUEUED/RUNNING jobs whose ``sweep_at`` is before ``before``: a superset of the
-        shard's expired leases and lost hand-offs (the caller reads the rows to tell them)."""
-        return [item["job_id"] for item in self._query(
-            SWEEP_INDEX.name, "sweep_shard = :s AND sweep_at < :t",
-            {":s": shard, ":t": before}, limit)]
+    def sweep_entries(self, shard: int, after: int, before: int, page: int = 500
+                      ) -> Iterator[tuple[int, str]]:
+        """The shard's ``sweep`` entries with ``after <= sweep_at < before``, as
+        (sweep_at, job_id) in ``sweep_at`` order, read lazily ``page`` at a time: the live
+        rows among them are a superset of the shard's expired leases and lost hand-offs
+        (the caller reads the rows to tell them); the others are rows that finished since."""
+        for item in query(self._ddb, TableName=self.table, IndexName=SWEEP_INDEX.name,
+                          KeyConditionExpression="sweep_shard = :s AND sweep_at BETWEEN :a AND :b",
+                          ExpressionAttributeValues=to_av(
+                              {":s": shard, ":a": after, ":b": before - 1}),
+                          Limit=page):
+            yield int(item["sweep_at"]), str(item["job_id"])
 
     def move_sweep(self, job: Job, to: int) -> bool:
         """Move a live job's ``sweep_at`` forward to ``to``; False if the row changed.
 
-        Conditioned on the (state, epoch) the caller read and on the deadline still being at
-        least ``to``, so the move can never put ``sweep_at`` past the time the row needs the
-        sweeper. Nothing else changes, so a retried write whose first try landed simply
-        succeeds again (it is idempotent).
+        Conditioned on the (state, epoch) the caller read, on the deadline still being at
+        least ``to`` (so the move can never put ``sweep_at`` past the time the row needs the
+        sweeper), and on ``sweep_at`` not being past ``to`` already (an entry only moves
+        forward, so two sweepers at once never move one back below a frontier). Nothing else
+        changes, so a retried write whose first try landed simply succeeds again; a row
+        another sweeper moved further is moved (True).
         """
         try:
             self._ddb.update_item(
                 TableName=self.table, Key={"job_id": {"S": job.job_id}},
                 UpdateExpression="SET sweep_at = :to",
                 ConditionExpression=("#state = :state AND epoch = :epoch AND "
-                                     "lease_expires_at >= :to"),
+                                     "lease_expires_at >= :to AND sweep_at <= :to"),
                 ExpressionAttributeNames={"#state": "state"},
                 ExpressionAttributeValues=to_av({
                     ":to": to, ":state": job.state.value, ":epoch": job.epoch}),
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
         except ClientError as exc:
-            if condition_failed(exc):
-                return False
-            raise
+            if not condition_failed(exc):
+                raise
+            old = from_av(old_item(exc) or {})
+            return old.get("state") == job.state.value and old.get("epoch") == job.epoch \
+                and int(old.get("sweep_at", -1)) >= to
         return True
 
     def due(self, shard: int, until: int, limit: int) -> list[str]:
@@ -91,8 +102,10 @@ class IndexQueries(StoreBase):
         re-send): the sweeper looks at a job that waits past its window then, and ends it.
         """
         shard = shard_of(job_id, self.settings.shards)
-        keys: dict[str, Any] = {"due_shard": None, "sweep_shard": None, "sweep_at": None,
-                                "lease_expires_at": None}
+        # A row that leaves QUEUED/RUNNING keeps its ``sweep`` entry: removing it would cost
+        # an index write per job, and the sweeper passes it once, with a read (see
+        # :mod:`.sweep_frontier`). Only an entry into QUEUED/RUNNING writes it.
+        keys: dict[str, Any] = {"due_shard": None, "lease_expires_at": None}
         # A SLEEPING job with a hand-off deadline was handed off (a short sleep): the
         # sweeper watches it as a QUEUED one, from its wake-up on; a long sleep waits in
         # ``due`` for the ticker, as a SCHEDULED job does.

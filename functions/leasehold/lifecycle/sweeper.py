@@ -1,10 +1,12 @@
 """The sweeper: re-drives jobs whose lease expired or whose hand-off was lost.
 
-It reads the sparse ``sweep`` index only, so its cost grows with the number of expired
-leases (and of jobs live longer than a lease), never with the size of the table. The index
-holds a lower bound of when each live row may need the sweeper (``sweep_at``); the sweeper
-reads the rows it finds, re-drives the really expired ones, and moves ``sweep_at`` of the
-others forward to their current deadline. A long-running loop (:func:`run`) sweeps every
+It reads the sparse ``sweep`` index only, each entry once as it falls due (from a frontier,
+:mod:`.sweep_frontier`), so its cost grows with the jobs handed off (a read each) and with
+expired leases and jobs live longer than a lease, never with the size of the table. The
+index holds a lower bound of when each live row may need the sweeper (``sweep_at``); a
+finished row keeps its entry, which the sweeper passes without a write. It reads the rows
+it finds, re-drives the really expired ones, and moves ``sweep_at`` of the others forward to
+their current deadline. A long-running loop (:func:`run`) sweeps every
 ``interval_seconds`` while sweeps find work and backs off (doubling, up to a cap) while they
 find none: an expired lease is then recovered within the cap of its expiry instead of
 within the base interval.
@@ -17,17 +19,24 @@ import threading
 import time
 from dataclasses import dataclass, field, replace
 
+from botocore.exceptions import BotoCoreError, ClientError
+
 from leasehold.core.jobs import Job
 from leasehold.core.pacing import IdlePacing
 from leasehold.core.states import JobState
 from leasehold.errors import Conflict, NotFound
-from leasehold.lifecycle import deadletters, handoff
+from leasehold.lifecycle import deadletters, handoff, sweep_frontier
 from leasehold.lifecycle.app import Leasehold
 from leasehold.lifecycle.endings import bury, error_sets, retry_change
 from leasehold.lifecycle.store import Change, sweep_bound
 
 log = logging.getLogger(__name__)
 ACTOR = "sweeper"
+#: While passes find nothing, :func:`run` runs the repair passes at most this often.
+REPAIR_SECONDS = 60.0
+#: How many times a pass reads again a row that changed under its write before it leaves
+#: the entry to the next pass.
+SETTLE_TRIES = 3
 #: The epoch in which the sweeper last re-sent a QUEUED job's message.
 RESENT_EPOCH = "resent_epoch"
 
@@ -40,7 +49,8 @@ class SweepReport:
     recovered: int = 0      # RUNNING, worker lost: queued again (a crash recovery)
     dead: int = 0           # poison pills and exhausted attempts
     cancelled: int = 0
-    skipped: int = 0        # changed under us (a heartbeat or a finish won): nothing to do
+    skipped: int = 0        # left to the next pass: changed under us each time, or about to expire
+    passed: int = 0         # no longer live: its entry stays in the index, passed without a write
     moved: int = 0          # still live: ``sweep_at`` moved forward to its current deadline
     ended: int = 0          # QUEUED, ended by a feature's hook (EXPIRED: its start window passed)
     #: DLQ messages no DEAD job needed any more (``deadletters.tidy``).
@@ -50,33 +60,98 @@ class SweepReport:
     job_ids: list[str] = field(default_factory=list)
 
 
-def sweep(app: Leasehold, *, limit_per_shard: int = 500) -> SweepReport:
+def sweep(app: Leasehold, *, limit_per_shard: int = 500, repair: bool = True) -> SweepReport:
+    """One pass; ``repair``: run the features' repair passes too (:func:`run` runs them at
+    most every :data:`REPAIR_SECONDS` while passes find nothing)."""
     with app.batch():  # the pass's job state events go out together when it ends
-        return _sweep(app, limit_per_shard)
+        return _sweep(app, limit_per_shard, repair)
 
 
-def _sweep(app: Leasehold, limit_per_shard: int) -> SweepReport:
+def _sweep(app: Leasehold, limit_per_shard: int, repair: bool = True) -> SweepReport:
     now = app.now()
     # A lease counts as expired only past the skew grace, so a worker whose clock runs a few
     # seconds behind ours never loses a lease it still believes it holds.
     cutoff = now - int(app.settings.skew_grace_seconds * 1000)
     report = SweepReport()
     backlog = _Backlog(app)
+    frontier = sweep_frontier.current(app)
+    advanced: dict[int, int] = {}
     for shard in range(app.settings.shards):
-        ids = app.store.sweep_candidates(shard, cutoff, limit_per_shard)
-        for job in app.store.batch_get(ids) if ids else ():
-            report.examined += 1
-            try:
-                _examine(app, job, now, cutoff, report, backlog)
-            except (Conflict, NotFound):
-                report.skipped += 1
+        start = frontier.get(shard, 0)
+        reached = _sweep_shard(app, shard, start, now, cutoff, limit_per_shard, report,
+                               backlog)
+        if reached > start:
+            advanced[shard] = reached
+    try:
+        sweep_frontier.save(app, advanced)
+    except (ClientError, BotoCoreError):
+        # Nothing is lost: the next pass reads the entries this one settled again.
+        log.warning("could not save the sweep frontier", exc_info=True)
     # The features' own repairs (workflows that made no progress for a while, ...): each
     # redoes what a process that died between two writes left undone, idempotently.
-    for name, repair in app.repairs.items():
-        report.repaired[name] = repair(app, now)
+    for name, repair_pass in (app.repairs.items() if repair else ()):
+        report.repaired[name] = repair_pass(app, now)
     # The DLQs keep one copy per DEAD job: what a retry, a redrive or a second death left.
     report.dead_letters_removed = deadletters.tidy_due(app, now)
     return report
+
+
+def _sweep_shard(app: Leasehold, shard: int, start: int, now: int, cutoff: int, limit: int,
+                 report: SweepReport, backlog: _Backlog) -> int:
+    """Settle the shard's entries from its frontier ``start`` up to ``cutoff`` (about
+    ``limit`` of them, never splitting one ``sweep_at``); returns the new frontier: the
+    first entry not settled, or ``cutoff``."""
+    entries: list[tuple[int, str]] = []
+    reached = cutoff
+    if start >= cutoff:
+        return start  # nothing fell due since the last pass (the clock did not move)
+    for entry in app.store.sweep_entries(shard, start, cutoff, page=min(limit, 1000)):
+        if len(entries) >= limit and entry[0] != entries[-1][0]:
+            reached = entry[0]  # the rest is the next pass's
+            break
+        entries.append(entry)
+    if not entries:
+        # Nothing to settle: keeping the old frontier costs the next query nothing, and an
+        # idle pass then writes nothing.
+        return start
+    rows = {job.job_id: job for job in app.store.batch_get([i for _, i in entries])}
+    for sweep_at, job_id in entries:
+        report.examined += 1
+        if not _settle(app, rows.get(job_id), now, cutoff, report, backlog):
+            reached = min(reached, sweep_at)
+    return reached
+
+
+def _settle(app: Leasehold, job: Job | None, now: int, cutoff: int, report: SweepReport,
+            backlog: _Backlog) -> bool:
+    """Do what an entry's row needs; True once the sweeper is done with the entry, False
+    to look at it again next pass (its row kept changing under this pass, or it is about to
+    need the sweeper)."""
+    for _ in range(SETTLE_TRIES):
+        if job is None:
+            return True  # deleted
+        try:
+            done = _examine(app, job, now, cutoff, report, backlog)
+        except NotFound:
+            return True
+        except Conflict:
+            done = None
+        except (ClientError, BotoCoreError):
+            # Throttled or failed past the retries: the next pass tries the entry again.
+            log.warning("could not sweep %s; the next pass tries again", job.job_id,
+                        exc_info=True)
+            break
+        if done is not None:
+            return done
+        # The row changed between the read and the write (a lease, a heartbeat, a finish):
+        # read it again, so that a job leased under the pass is moved to its lease, not left
+        # below the frontier.
+        try:
+            job = app.store.get(job.job_id)
+        except NotFound:
+            return True
+    report.skipped += 1
+    return False
 
 
 def found_work(report: SweepReport) -> bool:
@@ -95,10 +170,17 @@ def run(app: Leasehold, stop: threading.Event, *, interval_seconds: float = 2.0,
     """
     pace = IdlePacing(interval_seconds, idle_interval_seconds or interval_seconds)
     alarm = wake if wake is not None else stop
+    repaired_at, found = -REPAIR_SECONDS, True
     while not stop.is_set():
         last = time.monotonic()
+        # The repairs look for what a process killed between two writes left (a workflow
+        # with no progress for 2 minutes, the children of a parent that ended): while the
+        # passes find nothing they run once a minute, as the stack's sweeper does.
+        repair = found or last - repaired_at >= REPAIR_SECONDS
         try:
-            found = found_work(sweep(app))
+            if repair:
+                repaired_at = last
+            found = found_work(sweep(app, repair=repair))
         except Exception:
             log.exception("sweeper failed; trying again")
             found = True
@@ -127,23 +209,29 @@ class _Backlog:
 
 
 def _examine(app: Leasehold, job: Job, now: int, cutoff: int, report: SweepReport,
-             backlog: _Backlog) -> None:
+             backlog: _Backlog) -> bool | None:
+    """True: done with the row; False: look again next pass; None: the row changed under
+    the write (the caller reads it again)."""
     if job.state not in (JobState.QUEUED, JobState.RUNNING, JobState.SLEEPING) or \
             job.lease_expires_at is None:
-        report.skipped += 1  # it left the index after the query read it
-        return
+        report.passed += 1  # finished (or waiting elsewhere): its entry stays, passed
+        return True
     if job.lease_expires_at >= cutoff:
         # Live, only past its lower bound: move the bound to the row's current deadline (a
         # RUNNING job's lease; a QUEUED job's hand-off deadline, or the earliest expiry of a
-        # lease it may get from now on). A refused move means the row changed: skip it.
+        # lease it may get from now on).
         to = job.lease_expires_at if job.state is JobState.RUNNING else \
             sweep_bound(max(now, job.run_at) if job.state is JobState.SLEEPING else now,
                         job.lease_expires_at, app.settings)
-        if app.store.move_sweep(job, to):
-            report.moved += 1
-        else:
+        if to < now:
+            # Due within the skew grace: the next pass re-drives it (a move this close to
+            # the frontier could reach the index after a pass went past it).
             report.skipped += 1
-        return
+            return False
+        if not app.store.move_sweep(job, to):
+            return None
+        report.moved += 1
+        return True
     if job.state is JobState.QUEUED and any(hook(app, job, now) for hook in app.sweep_hooks):
         report.ended += 1  # a feature ended it (a start window that passed)
     elif job.state in (JobState.QUEUED, JobState.SLEEPING):  # a sleep's wake-up was lost too
@@ -151,6 +239,7 @@ def _examine(app: Leasehold, job: Job, now: int, cutoff: int, report: SweepRepor
     else:
         _recover_running(app, job, now, cutoff, report)
     report.job_ids.append(job.job_id)
+    return True
 
 
 def _redispatch(app: Leasehold, job: Job, now: int, cutoff: int, report: SweepReport,

@@ -28,7 +28,7 @@ class RuntimeOptions:
     #: (a write through the API brings both back to their base pace at once); 0 turns the
     #: back-off off. The ticker's is also held below half its look-ahead.
     idle_sweep_seconds: float = 16.0
-    idle_tick_seconds: float = 30.0
+    idle_tick_seconds: float = 45.0
     heartbeat_seconds: float = 2.0
     drain_seconds: float = 30.0
     #: The ticker's leader lease; a standby takes over this long after the leader dies.
