@@ -22,6 +22,7 @@ waiting for a lease to end, say) moves it, as :class:`~leasehold.clock.FakeClock
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Callable
 from datetime import datetime
@@ -29,6 +30,8 @@ from typing import Any
 
 from leasehold.aws.definitions import DUE_INDEX
 from leasehold.clock import FakeClock, to_datetime
+from leasehold.core.states import JobState
+from leasehold.lifecycle import sweep_frontier
 from leasehold.lifecycle.app import Leasehold
 from leasehold.local import sqs_time
 from leasehold.settings import PRIORITIES
@@ -38,6 +41,8 @@ MAX_STEPS = 100_000
 #: The most rows of the sweep index the clock reads to find the sweeper's next time.
 MAX_LIVE = 1000
 _END_OF_TIME = 2**62
+#: The states in which the sweeper acts on a row once its deadline has passed.
+SWEPT = (JobState.QUEUED, JobState.RUNNING, JobState.SLEEPING)
 
 
 class TooManyTimers(RuntimeError):
@@ -129,10 +134,14 @@ def next_timer(app: Leasehold, now: int) -> tuple[int, Parts] | None:
         # window's) is past the skew grace. Before that a pass only moves the row's sweep_at
         # closer to the deadline, which changes nothing a test sees, so the clock skips
         # those passes: a job delayed an hour costs no step per lease period.
-        live = app.store.sweep_candidates(shard, _END_OF_TIME, MAX_LIVE)
+        # A finished row keeps its entry (below or above the sweeper's frontier), so only
+        # the entries at or above the frontier whose rows are still live count.
+        entries = app.store.sweep_entries(
+            shard, sweep_frontier.current(app).get(shard, 0), _END_OF_TIME)
+        live = [job_id for _, job_id in itertools.islice(entries, MAX_LIVE)]
         times += [(job.lease_expires_at + grace + 1, "sweeper")
                   for job in (app.store.batch_get(live) if live else ())
-                  if job.lease_expires_at is not None]
+                  if job.lease_expires_at is not None and job.state in SWEPT]
     urls = [app.queues.url(pool, priority) for pool in settings.pools for priority in PRIORITIES]
     released = sqs_time.next_release(urls, region=app.clients.sqs.meta.region_name)
     if released is not None:
