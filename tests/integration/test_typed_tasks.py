@@ -364,3 +364,54 @@ def test_a_throttled_write_after_validation_still_makes_one_job(app: Leasehold,
     assert reply.status == 201, reply.body
     assert sum(injector.injected.values()) == 2
     assert [r["job_id"]["S"] for r in rows(app)] == [reply.body["job_id"]]
+
+
+def test_the_cli_submission_is_refused_naming_the_field(
+        app: Leasehold, capsys: pytest.CaptureFixture[str]) -> None:
+    import threading
+
+    from leasehold.api.app import handle
+    from leasehold.api.context import ApiConfig
+    from leasehold.cli import main
+    from leasehold.local.gateway import Gateway
+
+    config = ApiConfig(trust_tenant_header=True)
+    gateway = Gateway("127.0.0.1", 0, lambda event: handle(app, event, None, config))
+    threading.Thread(target=gateway.serve_forever, daemon=True).start()
+    try:
+        code = main(["submit", "charge", json.dumps(BAD), "--url", gateway.url,
+                     "--tenant", TENANT])
+    finally:
+        gateway.shutdown()
+        gateway.server_close()
+    assert code != 0
+    assert f"{BAD_FIELD}: Input should be a valid integer" in capsys.readouterr().err
+    assert rows(app) == []
+
+
+# -- the published schemas -----------------------------------------------------------------------
+
+def test_get_tasks_publishes_each_tasks_pool_and_schemas_the_same_for_every_tenant(
+        app: Leasehold, api: ApiClient) -> None:
+    listed = api.get("/tasks", tenant=TENANT)
+    assert listed.status == 200, listed.body
+    by_name = {t["name"]: t for t in listed.body["tasks"]}
+    assert "leasehold.bulk" in app.registry  # registered, yet not published
+    assert sorted(by_name) == ["anything", "charge", "charge-later", "parent"]
+    charge = by_name["charge"]
+    assert charge["pool"] == "default"
+    assert charge["input"] == ChargeIn.model_json_schema()
+    assert charge["output"] == ChargeOut.model_json_schema(mode="serialization")
+    assert by_name["anything"]["input"] is None and by_name["anything"]["output"] is None
+    assert api.get("/tasks", tenant="other").body == listed.body
+    one = api.get("/tasks/charge", tenant=TENANT)
+    assert one.status == 200 and one.body == charge
+
+
+@pytest.mark.parametrize("name", ["nope", "leasehold.bulk"])
+def test_an_unknown_or_internal_task_is_a_404_in_the_error_shape(
+        api: ApiClient, name: str) -> None:
+    reply = api.get(f"/tasks/{name}", tenant=TENANT)
+    assert reply.status == 404, reply.body
+    assert reply.body["error"]["code"] == "not_found"
+    assert name in reply.body["error"]["message"]
