@@ -33,6 +33,10 @@ class PayloadTooLarge(ValidationError):
     code = "payload_too_large"
 
 
+class InvalidInput(ValidationError):
+    """The payload does not fit its task's input model (``@task(..., input=Model)``)."""
+
+
 class NotFound(LeaseholdError):
     """No such job."""
 
@@ -91,6 +95,12 @@ class InvalidPayload(NonRetryableError):
     """The job's payload does not have the shape its task needs; no retry can fix it."""
 
     code = "invalid_payload"
+
+
+class InvalidResult(NonRetryableError):
+    """The handler's result does not fit its task's output model; no retry can fix it."""
+
+    code = "invalid_result"
 
 
 class RateLimited(LeaseholdError):

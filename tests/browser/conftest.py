@@ -59,7 +59,8 @@ def console_runtime(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Runtim
     Two pools of one worker each: the ``spare`` pool's dead-letter queues belong to one test.
     """
     events = tmp_path_factory.mktemp("console-runtime") / "events.jsonl"
-    tasks = "examples.tasks,examples.workflow_tasks,tests.browser.gate_tasks"
+    tasks = ("examples.tasks,examples.workflow_tasks,tests.browser.gate_tasks,"
+             "tests.browser.typed_tasks")
     started = start_runtime("--tasks", tasks,
                             "--pools", "default,spare", "--workers", "1",
                             "--event-log", str(events))

@@ -27,6 +27,7 @@ from leasehold.api import (
     flow,
     jobs,
     schedules,
+    tasks,
     triggers,
     workflows,
 )
@@ -47,6 +48,7 @@ ROUTERS: tuple[Router, ...] = (
     console.router,
     flow.router,
     durable.router,
+    tasks.router,
 )
 
 TITLE = "Leasehold"

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from leasehold.core.policy import RetryPolicy
+from leasehold.core.schemas import check_model
 from leasehold.errors import LeaseholdError, ValidationError
 
 Handler = Callable[[Any, Any], Any]
@@ -67,6 +68,11 @@ class TaskDefinition:
     #: a job's own value wins; key templates are rendered over each job's payload at submit.
     concurrency: Any = None
     throttle: Any = None
+    #: Typed tasks (``leasehold.core.schemas``): a pydantic model the payload must fit at
+    #: every submission, and that the handler receives as an instance; and one the result
+    #: must fit at the finish. None: any JSON, as before.
+    input: type | None = None
+    output: type | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -123,6 +129,9 @@ class TaskRegistry:
             raise ValidationError("task", f"{name!r}: names starting with {INTERNAL_PREFIX!r} "
                                           "are Leasehold's own tasks; choose another")
 
+        for option in ("input", "output"):
+            check_model(option, defaults.get(option))
+
         def decorate(fn: Handler) -> Handler:
             self.register(TaskDefinition(name=name, fn=fn, **defaults))
             _with_submit(name, fn)
@@ -143,9 +152,11 @@ def task(name: str, **defaults: Any) -> Callable[[Handler], Handler]:
     ``max_payload_bytes``, a payload limit below the API's checked at submit; and flow
     control: ``unique={"key": ...}``, ``debounce={"key": ..., "seconds": ...,
     "max_wait_seconds": ...}``, ``start_within_seconds`` (keys may be templates over the
-    payload, such as ``"sync:{payload.account_id}"``).
+    payload, such as ``"sync:{payload.account_id}"``); and typed input and output:
+    ``input=`` and ``output=``, pydantic models (see :mod:`leasehold.core.schemas`).
     The handler is called as ``fn(payload, ctx)`` with a
-    :class:`~leasehold.core.context.JobContext`.
+    :class:`~leasehold.core.context.JobContext`; with ``input=`` the payload is an instance
+    of that model.
     """
     return default_registry.task(name, **defaults)
 

@@ -19,6 +19,7 @@ from leasehold.core import flowcontrol
 from leasehold.core.policy import RetryPolicy
 from leasehold.core.registry import INTERNAL_PREFIX, TaskRegistry
 from leasehold.core.retention import check_days
+from leasehold.core.schemas import check_input
 from leasehold.errors import PayloadTooLarge, ValidationError
 from leasehold.settings import FUNCTION_TIMEOUT_RESERVE_SECONDS, PRIORITIES
 
@@ -184,7 +185,7 @@ def targeted(spec: JobSpec, registry: TaskRegistry) -> JobSpec:
 
 def resolve(spec: JobSpec, registry: TaskRegistry, *, pools: tuple[str, ...], now_ms: int,
             timeout_limits: Mapping[str, float] | None = None,
-            internal: bool = False) -> ResolvedSpec:
+            internal: bool = False, payload_known: bool = True) -> ResolvedSpec:
     """Validate ``spec`` and fill in its defaults.
 
     ``timeout_limits``: the longest ``timeout_seconds`` of each pool that has a limit (a
@@ -192,6 +193,9 @@ def resolve(spec: JobSpec, registry: TaskRegistry, *, pools: tuple[str, ...], no
     A longer ``timeout_seconds`` given in ``spec`` is refused; a longer default of the task is
     lowered to the limit. ``internal``: Leasehold itself submits one of its own tasks
     (:data:`INTERNAL_PREFIX`); every other submission of one is refused.
+    ``payload_known``: False for a template whose jobs take their payload from elsewhere (a
+    trigger without a fixed payload takes each event's): a typed task's input is then
+    checked per job, not here.
     """
     spec = targeted(spec, registry)
     if not spec.task:
@@ -202,6 +206,10 @@ def resolve(spec: JobSpec, registry: TaskRegistry, *, pools: tuple[str, ...], no
     definition = registry.get(spec.task)
     limit = min(MAX_PAYLOAD_BYTES, definition.max_payload_bytes or MAX_PAYLOAD_BYTES)
     payload_json = encode_json("payload", spec.payload, limit)
+    if definition.input is not None and payload_known:
+        # A typed task: the payload as the worker will read it (the JSON stored) must fit
+        # the task's model; InvalidInput names the field, before anything is written.
+        check_input(definition.input, json.loads(payload_json))
     tenant = check_tenant(spec.tenant)
 
     pool = spec.pool if spec.pool is not None else definition.pool

@@ -208,7 +208,11 @@ def create(app: Leasehold, body: Mapping[str, Any], *, tenant: str) -> Trigger:
         timeout_seconds=body.get("timeout_seconds"), labels=body.get("labels"),
         timeout_limits=app.settings.job_timeout_limits(), concurrency=body.get("concurrency"),
         throttle=body.get("throttle"), unique=body.get("unique"),
-        debounce=body.get("debounce"), start_within_seconds=body.get("start_within_seconds"))
+        debounce=body.get("debounce"), start_within_seconds=body.get("start_within_seconds"),
+        # Without a fixed payload each job takes its event's: a typed task's input cannot
+        # be checked until an event comes (a job whose event does not fit ends DEAD at its
+        # first lease, InvalidPayload naming the field, the event kept as its payload).
+        payload_known=body.get("payload") is not None)
     trigger = Trigger(trigger_id=new_id(now), tenant=tenant,
                       name=check_text("name", body.get("name") or "", limit=128, empty_ok=True),
                       pattern=pattern, template=template,  # type: ignore[arg-type]

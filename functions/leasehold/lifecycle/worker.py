@@ -26,6 +26,7 @@ from leasehold.core.effects import REJECTED, refused_entry, rejected
 from leasehold.core.failures import deadline_exceeded, describe, error, unfit_result
 from leasehold.core.jobs import Job, JobError
 from leasehold.core.policy import decide_retry
+from leasehold.core.schemas import task_input, task_output
 from leasehold.core.spec import MAX_RESULT_BYTES, encode_json
 from leasehold.core.states import JobState
 from leasehold.core.suspension import Suspend
@@ -184,7 +185,11 @@ class Worker:
 
         def target() -> None:
             try:
-                state.result = definition.fn(job.payload, ctx)
+                # A typed task gets its model instance, built from the stored payload by
+                # the model deployed now, and its result is checked at the finish: each
+                # failure is non-retryable (InvalidPayload, InvalidResult) and names the field.
+                result = definition.fn(task_input(definition.input, job.payload), ctx)
+                state.result = task_output(definition.output, result)
             except BaseException as exc:
                 state.failure = exc
             finally:

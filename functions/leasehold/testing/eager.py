@@ -17,6 +17,7 @@ from typing import Any
 from leasehold.core.failures import describe
 from leasehold.core.policy import decide_retry
 from leasehold.core.registry import TaskRegistry, default_registry
+from leasehold.core.schemas import check_input, task_input, task_output
 from leasehold.core.spec import MAX_PAYLOAD_BYTES, MAX_RESULT_BYTES, encode_json
 from leasehold.errors import PayloadTooLarge, ValidationError
 from leasehold.testing.context import make_context
@@ -38,13 +39,16 @@ def run_task(name: str, payload: Any = None, *, registry: TaskRegistry | None = 
 
     Raises the task's own exception once its attempts are used up (or at once for a
     non-retryable one), ``PayloadTooLarge`` for a payload or result over its limit, and
-    ``ValidationError`` for an unknown task or a value that is not JSON. ``attempts``
+    ``ValidationError`` for an unknown task or a value that is not JSON (``InvalidInput``
+    for a payload that does not fit a typed task's ``input=``; ``InvalidResult`` for a
+    result that does not fit its ``output=``). ``attempts``
     collects each failure and back-off; ``sleep`` is called with each back-off (by default
     nothing sleeps).
     """
     definition = (registry or default_registry).get(name)
     limit = min(MAX_PAYLOAD_BYTES, definition.max_payload_bytes or MAX_PAYLOAD_BYTES)
     payload_json = encode_json("payload", payload, limit)
+    check_input(definition.input, json.loads(payload_json))  # as a submission would
     tries = max_attempts or definition.max_attempts
     record = attempts if attempts is not None else Attempts()
     waited_ms = 0  # the back-offs so far: what max_retry_age_seconds measures
@@ -52,7 +56,8 @@ def run_task(name: str, payload: Any = None, *, registry: TaskRegistry | None = 
         ctx = make_context(name, attempt=attempt, max_attempts=tries, tenant=tenant,
                            timeout_seconds=definition.timeout_seconds, labels=labels)
         try:
-            result = definition.fn(json.loads(payload_json), ctx)
+            result = task_output(definition.output, definition.fn(
+                task_input(definition.input, json.loads(payload_json)), ctx))
         except Exception as exc:
             failure = describe(exc)
             record.errors.append((failure.type, failure.message))

@@ -55,19 +55,22 @@ class JobTemplate:
                 timeout_limits: Mapping[str, float] | None = None,
                 concurrency: Any = None, throttle: Any = None, unique: Any = None,
                 debounce: Any = None, start_within_seconds: Any = None,
-                target: Any = None) -> JobTemplate:
+                target: Any = None, payload_known: bool = True) -> JobTemplate:
         """Validate as a submission would (errors name the field) and keep the result.
 
         ``unique``, ``debounce`` and ``start_within_seconds`` are applied when a job is made
         from the template, by the same intakes as a submission's (:meth:`intake_spec`); their
         shape is checked here, and a key template over a fixed payload is rendered once, so
-        a field the payload lacks is a 422 now, not a failure at every fire."""
+        a field the payload lacks is a 422 now, not a failure at every fire.
+        ``payload_known``: False for a trigger that takes each event's payload (a typed
+        task's input is then checked per job, see ``leasehold.events.triggers``)."""
         resolved = resolve(JobSpec(task=task or "", target=target, payload=payload,
                                    tenant=tenant, pool=pool,
                                    priority=priority, max_attempts=max_attempts,
                                    timeout_seconds=timeout_seconds, labels=labels or {},
                                    concurrency=concurrency, throttle=throttle),
-                           registry, pools=pools, now_ms=now, timeout_limits=timeout_limits)
+                           registry, pools=pools, now_ms=now, timeout_limits=timeout_limits,
+                           payload_known=payload_known)
         for name, value, allowed, required in (
                 ("unique", unique, {"key"}, {"key"}),
                 ("debounce", debounce, {"key", "seconds", "max_wait_seconds"},

@@ -5,7 +5,8 @@ import { api, STATES, TERMINAL } from "./api.js";
 import { bulkBar } from "./bulk.js";
 import { badge, button, confirmAction, errorCell, h, json, link, notify, panel, replace, span, table,
   when } from "./dom.js";
-import { choice, field, parseJson, PRIORITIES, values } from "./forms.js";
+import { choice, field, PRIORITIES, values } from "./forms.js";
+import { taskFields } from "./taskform.js";
 
 const PAGE = 25;
 
@@ -128,9 +129,10 @@ function flowOptions(body) {
 }
 
 function submitForm() {
+  const chosen = taskFields();
   const form = h("form", { class: "filters", "aria-label": "submit a job" },
-    field("Task", { name: "task", placeholder: "e.g. echo", required: true }),
-    field("Payload (JSON)", { name: "payload", rows: 1, placeholder: '{"to": "ops"}' }),
+    chosen.task,
+    chosen.payload,
     field("Pool", { name: "pool", placeholder: "default" }),
     choice("Priority", "priority", PRIORITIES),
     field("Delay (s)", { name: "delay_seconds", type: "number", min: 0, step: "any" }),
@@ -141,8 +143,10 @@ function submitForm() {
   form.addEventListener("submit", async (event) => {
     event.preventDefault();
     try {
-      const body = flowOptions(values(form));
-      if ("payload" in body) body.payload = parseJson(body.payload, "the payload");
+      const body = flowOptions(Object.fromEntries(Object.entries(values(form))
+        .filter(([key]) => key !== "payload" && !key.startsWith("payload."))));
+      const payload = chosen.read(form);
+      if (payload !== undefined) body.payload = payload;
       if ("delay_seconds" in body) body.delay_seconds = Number(body.delay_seconds);
       if ("max_attempts" in body) body.max_attempts = Number(body.max_attempts);
       if ("labels" in body) body.labels = labelsOf(body.labels);
@@ -152,8 +156,10 @@ function submitForm() {
         : job.coalesced ? h("span", {}, "Debounced into ", linked, ", with this payload.")
           : h("span", {}, "Submitted ", linked, "."));
       form.reset();
+      chosen.refresh();
     } catch (error) {
       notify(error.message, "error");
+      chosen.mark(error);
     }
   });
   return h("details", { class: "panel submit" }, h("summary", {}, "Submit a job"), form);
