@@ -104,7 +104,8 @@ def _role_of(function: dict[str, Any]) -> str:
 
 
 ARN = "arn:${AWS::Partition}"
-API_KEY_ARN = f"{ARN}:secretsmanager:${{AWS::Region}}:${{AWS::AccountId}}:secret:greeter/api-key-??????"
+API_KEY_ARN = (f"{ARN}:secretsmanager:${{AWS::Region}}:${{AWS::AccountId}}:"
+               "secret:greeter/api-key-??????")
 DB_PASSWORD_ARN = f"{ARN}:ssm:${{AWS::Region}}:${{AWS::AccountId}}:parameter/greeter/db-password"
 
 
@@ -194,7 +195,7 @@ def test_the_vpc_reaches_the_workers_and_the_fargate_service_alone(synthesized: 
     assert sorted(ref["Ref"] for ref in network["Subnets"]) == subnets
     assert [g["Fn::GetAtt"][0] for g in network["SecurityGroups"]] == group
     assert network["AssignPublicIp"] == "DISABLED"
-    (cluster,) = synthesized.of_type("AWS::ECS::Cluster")
+    assert len(synthesized.of_type("AWS::ECS::Cluster")) == 1  # in the application's VPC
     # Leasehold built no VPC of its own, and its other functions stay outside the VPC.
     assert len(synthesized.of_type("AWS::EC2::VPC")) == 1
     others = [r["Properties"] for r in synthesized.of_type("AWS::Lambda::Function").values()
