@@ -10,13 +10,27 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from leasehold.aws.secrets import ENV_NAME, SECRETS_VAR, reference
 from leasehold.errors import ValidationError
 
-if TYPE_CHECKING:
-    from leasehold.cdk.config import PoolConfig
+
+class PoolConfig(Protocol):
+    """What is checked of a :class:`leasehold.cdk.config.PoolConfig` (which imports this)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def kind(self) -> str: ...
+    @property
+    def environment(self) -> Mapping[str, str]: ...
+    @property
+    def secrets(self) -> Mapping[str, str]: ...
+    @property
+    def secrets_keys(self) -> Sequence[str]: ...
+    @property
+    def layers(self) -> Sequence[Any]: ...
 
 #: Prefixes of names a pool's settings may not take: Leasehold's own settings, and AWS's
 #: (credentials, region, endpoints: ``AWS_ENDPOINT_URL`` would send Leasehold's own calls
