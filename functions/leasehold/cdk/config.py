@@ -9,12 +9,13 @@ read from their environment, so the stack and the runtime agree on every name.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from leasehold.api.principals import parse_mapping
 from leasehold.aws.definitions import TABLES
+from leasehold.cdk.environment import check_network, check_pool
 from leasehold.core.retention import DEFAULT_RETENTION_DAYS, MAX_RETENTION_DAYS
 from leasehold.settings import (
     FUNCTION_TIMEOUT_RESERVE_SECONDS,
@@ -24,11 +25,18 @@ from leasehold.settings import (
 )
 from leasehold.targets.config import TargetConfig
 
+if TYPE_CHECKING:
+    from aws_cdk import aws_ec2 as ec2
+    from aws_cdk import aws_lambda as lambda_
+
 PoolKind = Literal["lambda", "ecs"]
 #: ``pip``: the real bundle (a local pip install for Python 3.12 on arm64, no Docker).
 #: ``source``: the bundle without its pip-installed dependencies; only for tests, where the
 #: code is never run but synth must be fast and offline. Never deploy a ``source`` build.
 BundlingMode = Literal["pip", "source"]
+#: ``aws-owned``: DynamoDB's default encryption (no key to manage, no KMS requests).
+#: ``customer-managed``: every table under the stack's KMS key, the one the queues use.
+TableEncryption = Literal["aws-owned", "customer-managed"]
 
 #: Lambda event source mappings accept a maximum concurrency between 2 and 1000.
 MIN_MAX_CONCURRENCY = 2
@@ -61,8 +69,31 @@ class PoolConfig:
     cpu: int = 512
     min_tasks: int = 0
     max_tasks: int = 10
+    #: Plain settings for the pool's task code, as environment variables. Names Leasehold
+    #: sets (``LEASEHOLD_*``, Powertools') or AWS and Lambda reserve are refused. Never a
+    #: secret: the template holds these values.
+    environment: Mapping[str, str] = field(default_factory=dict)
+    #: Environment variable -> where its value is kept: a Secrets Manager secret's name or
+    #: ARN, or ``ssm:/parameter/name`` (or an SSM parameter ARN) for a SecureString. Read
+    #: when the worker starts (leasehold.aws.secrets); only the reference is in the
+    #: template. The pool's role may read exactly these.
+    secrets: Mapping[str, str] = field(default_factory=dict)
+    #: ARNs of the customer-managed KMS keys those secrets are encrypted with (none for the
+    #: AWS managed ``aws/secretsmanager`` and ``aws/ssm`` keys): ``kms:Decrypt`` on them,
+    #: through Secrets Manager or SSM only.
+    secrets_keys: Sequence[str] = ()
+    #: This pool's network, instead of the deployment's (LeaseholdConfig.vpc, ...): a
+    #: pool's own ``vpc`` brings its own ``subnets`` and ``security_groups`` (or CDK's
+    #: defaults: the private subnets, a new group); without one, ``subnets`` and
+    #: ``security_groups`` select in the deployment's VPC.
+    vpc: ec2.IVpc | None = None
+    subnets: ec2.SubnetSelection | None = None
+    security_groups: Sequence[ec2.ISecurityGroup] | None = None
+    #: Lambda pools only: layers added to the worker function.
+    layers: Sequence[lambda_.ILayerVersion] = ()
 
     def validate(self) -> None:
+        check_pool(self)
         if self.kind not in ("lambda", "ecs"):
             raise ValueError(f"pool {self.name!r}: kind must be 'lambda' or 'ecs'")
         missing = set(PRIORITIES) - set(self.concurrency)
@@ -86,11 +117,15 @@ class PoolConfig:
             "timeout": "timeout_seconds", "timeoutSeconds": "timeout_seconds",
             "concurrency": "concurrency", "batchSize": "batch_size", "image": "image",
             "cpu": "cpu", "minTasks": "min_tasks", "maxTasks": "max_tasks",
+            "environment": "environment", "secrets": "secrets", "secretsKeys": "secrets_keys",
         }
         unknown = set(value) - set(names)
         if unknown:
             raise ValueError(f"unknown pool settings: {sorted(unknown)}")
-        return cls(**{names[key]: item for key, item in value.items()})
+        values = {names[key]: item for key, item in value.items()}
+        if "secrets_keys" in values:
+            values["secrets_keys"] = tuple(values["secrets_keys"])
+        return cls(**values)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -155,6 +190,18 @@ class LeaseholdConfig:
     aws_targets: tuple[Mapping[str, Any], ...] = ()
     redact_headers: tuple[str, ...] | None = None
 
+    #: The network of the worker pools (Lambda functions and Fargate services; the API,
+    #: ticker, sweeper, triggers and relay stay outside: they call only AWS APIs). A pool
+    #: may name its own (PoolConfig.vpc). ``None``: Lambda workers outside any VPC, and
+    #: Fargate workers in a VPC of the stack's own (public subnets, no NAT).
+    vpc: ec2.IVpc | None = None
+    #: Which subnets of ``vpc`` (CDK's default: the private ones).
+    subnets: ec2.SubnetSelection | None = None
+    #: The workers' security groups (default: one new group per pool, outbound only).
+    security_groups: Sequence[ec2.ISecurityGroup] | None = None
+    #: ``-c tableEncryption=customer-managed``: the tables under the stack's KMS key.
+    table_encryption: TableEncryption = "aws-owned"
+
     def targets(self) -> dict[str, Any]:
         """``Settings.targets`` as deployed (only what is set)."""
         out: dict[str, Any] = {
@@ -166,11 +213,17 @@ class LeaseholdConfig:
         return {name: value for name, value in out.items() if value or name == "redact_headers"}
 
     def validate(self) -> None:
+        if self.table_encryption not in ("aws-owned", "customer-managed"):
+            raise ValueError("tableEncryption must be 'aws-owned' or 'customer-managed', "
+                             f"not {self.table_encryption!r}")
+        check_network("the deployment", self.vpc, self.subnets, self.security_groups)
         names = [pool.name for pool in self.pools]
         if len(set(names)) != len(names):
             raise ValueError(f"pool names must be unique: {names}")
         for pool in self.pools:
             pool.validate()
+            check_network(f"pool {pool.name!r}", pool.vpc or self.vpc, pool.subnets,
+                          pool.security_groups)
         if self.bundling not in ("pip", "source"):
             raise ValueError("bundling must be 'pip' or 'source'")
         if self.queue_retention_days is not None and not 1 <= self.queue_retention_days <= 13:
@@ -227,7 +280,11 @@ class LeaseholdConfig:
         )
 
     def pool(self, name: str) -> PoolConfig:
-        return next(pool for pool in self.pools if pool.name == name)
+        for pool in self.pools:
+            if pool.name == name:
+                return pool
+        raise ValueError(f"no pool {name!r} in this deployment (pools: "
+                       f"{', '.join(pool.name for pool in self.pools)})")
 
     @classmethod
     def from_context(cls, get: Callable[[str], Any]) -> LeaseholdConfig:
@@ -238,6 +295,7 @@ class LeaseholdConfig:
         """
         values: dict[str, Any] = {}
         text = {"prefix": "prefix", "alarmEmail": "alarm_email", "publish": "publish",
+                "tableEncryption": "table_encryption",
                 "cognitoUserPoolArn": "cognito_user_pool_arn", "requirements": "requirements"}
         for key, name in text.items():
             if (value := get(key)) not in (None, ""):

@@ -6,23 +6,31 @@
                      requirements="requirements.txt", pools=[PoolConfig(name="default")])
 
 It wires the constructs of each concern together and grants each function what it uses.
+The application grants its own code through it, the CDK way:
+
+    table.grant_read_write_data(jobs.pool("default"))   # the pool's tasks use your table
+    jobs.grant_submit(my_function)                       # your function calls the API
+    jobs.grant_enqueue(my_function)                      # ... or enqueue_item()s
+    jobs.environment_for(my_function)                    # ... with what compose() reads
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import aws_cdk as cdk
+from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_s3_assets as s3_assets
 from constructs import Construct
 
-from leasehold.cdk.api import Api
+from leasehold.cdk.access import WorkerPool, grant_enqueue, grant_submit
+from leasehold.cdk.api import STAGE, Api
 from leasehold.cdk.bus import EventBus
 from leasehold.cdk.code import PACKAGE, BundleSpec, bundling
 from leasehold.cdk.config import LeaseholdConfig, PoolConfig
@@ -67,7 +75,9 @@ class Leasehold(Construct):
     ``requirements``: a pip requirements file of their dependencies, installed for Lambda's
     arm64 Python 3.12 beside Leasehold's. ``pools``: the worker pools; an ECS pool without
     an ``image`` gets one built from the same bundle. ``required_tasks``: task names the
-    application submits. Every other setting is in ``config``; the arguments given here win.
+    application submits. ``vpc``, ``subnets`` and ``security_groups``: the worker pools'
+    network (a pool may name its own). Every other setting is in ``config``; the arguments
+    given here win.
 
     Synth imports every task module from the finished bundle and fails, naming the module,
     if one cannot be imported, if a required task is not registered or if a task runs in a
@@ -80,7 +90,10 @@ class Leasehold(Construct):
                  requirements: str | os.PathLike[str] | None = None,
                  pools: Sequence[PoolConfig] | None = None,
                  required_tasks: Sequence[str] | None = None,
-                 config: LeaseholdConfig | None = None) -> None:
+                 config: LeaseholdConfig | None = None,
+                 vpc: ec2.IVpc | None = None,
+                 subnets: ec2.SubnetSelection | None = None,
+                 security_groups: Sequence[ec2.ISecurityGroup] | None = None) -> None:
         super().__init__(scope, construct_id)
         overrides: dict[str, Any] = {}
         if tasks is not None:
@@ -93,16 +106,25 @@ class Leasehold(Construct):
             overrides["pools"] = tuple(pools)
         if required_tasks is not None:
             overrides["required_tasks"] = tuple(required_tasks)
+        if vpc is not None:
+            overrides["vpc"] = vpc
+        if subnets is not None:
+            overrides["subnets"] = subnets
+        if security_groups is not None:
+            overrides["security_groups"] = tuple(security_groups)
         config = dataclasses.replace(config or LeaseholdConfig(), **overrides)
         config.validate()
         self.config = config
         settings = config.settings()
         log_retention = retention(config.log_retention_days)
 
-        self.tables = Tables(self, "Tables", settings=settings, retain_data=config.retain_data)
         self.queues = Queues(self, "Queues", settings=settings, pools=config.pools,
                              retention_days=config.queue_retention_days,
                              retain_data=config.retain_data)
+        # customer-managed: the tables under the queues' key (one key, one rotation).
+        self.tables = Tables(self, "Tables", settings=settings, retain_data=config.retain_data,
+                             key=(self.queues.key if config.table_encryption
+                                  == "customer-managed" else None))
         assert settings.event_bus is not None  # LeaseholdConfig.settings names the bus
         self.bus = EventBus(self, "Events", name=settings.event_bus,
                             archive_days=config.event_archive_days)
@@ -116,6 +138,8 @@ class Leasehold(Construct):
             f"https://sqs.{cdk.Aws.REGION}.{cdk.Aws.URL_SUFFIX}/{cdk.Aws.ACCOUNT_ID}"))
         self.settings = settings
         environment = {k: v for k, v in settings.to_env().items() if k != "AWS_REGION"}
+        #: What ``compose()`` reads in an application's own function (:meth:`environment_for`).
+        self.environment: Mapping[str, str] = dict(environment)
         environment.update({
             "POWERTOOLS_SERVICE_NAME": SERVICE,
             "POWERTOOLS_METRICS_NAMESPACE": NAMESPACE,
@@ -141,7 +165,8 @@ class Leasehold(Construct):
 
         self.workers = Workers(self, "Workers", pools=config.pools, queues=self.queues,
                                tables=self.tables, code=code_asset, environment=environment,
-                               log_retention=log_retention, built_image=built_image)
+                               log_retention=log_retention, config=config,
+                               built_image=built_image)
         # Jobs with no code run on the first pool: its worker may call exactly the listed AWS
         # actions and read exactly the named secrets (leasehold.cdk.targets).
         first = config.pools[0]
@@ -225,3 +250,33 @@ class Leasehold(Construct):
             relay=self.relay.function,
             api_function=api_fn, api=self.api.rest_api,
         )
+
+    def pool(self, name: str) -> WorkerPool:
+        """The pool ``name`` as a grantee (its Lambda role or ECS task role):
+        ``bucket.grant_read(jobs.pool("batch"))``, ``jobs.pool("default").add_to_role_policy(
+        statement)``. An unknown name raises ValueError, listing the pools."""
+        self.config.pool(name)  # the clear error for an unknown name
+        return WorkerPool(name, self.workers.roles[name])
+
+    def grant_submit(self, grantee: iam.IGrantable) -> iam.Grant:
+        """Let ``grantee`` (your function or role) call the API: ``execute-api:Invoke`` on
+        every route of its stage. Its tenant is its principal (README, "Calling the API")."""
+        if self.config.cognito_user_pool_arn:
+            raise ValueError("grant_submit: the API authorizes with Cognito "
+                             "(cognito_user_pool_arn), so an IAM grant admits nobody; "
+                             "give the caller a user of that pool instead")
+        return grant_submit(self.api.rest_api, STAGE, grantee)
+
+    def grant_enqueue(self, grantee: iam.IGrantable) -> None:
+        """Let ``grantee`` commit the entries ``leasehold.enqueue_item`` builds in its own
+        ``transact_write_items``: ``PutItem`` on the jobs table and ``UpdateItem`` on the
+        tenants table, nothing else (and the tables' key, when customer-managed)."""
+        grant_enqueue(self.tables, grantee)
+
+    def environment_for(self, function: lambda_.Function) -> Mapping[str, str]:
+        """Add to ``function`` the environment ``leasehold.compose.compose()`` reads (table
+        names, queue prefix and URL base, pools, shards, task modules, ...); returns it.
+        Its code must be able to import the task modules (``LEASEHOLD_TASKS``)."""
+        for name, value in self.environment.items():
+            function.add_environment(name, value)
+        return self.environment

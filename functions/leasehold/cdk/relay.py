@@ -72,6 +72,9 @@ class Relay(Construct):
         # store and queues build their clients lazily. The stack grants it the work queues'
         # send too (it hands off enqueued jobs), and no table access.
         table.grant_stream(self.function, *STREAM_READ_ACTIONS)
+        if table.encryption_key is not None:
+            # A stream of a table under a customer-managed key is read through that key.
+            table.encryption_key.grant_decrypt(self.function)
         bus.grant_publish(self.function)
         self.mapping = self.function.add_event_source_mapping(
             "Stream", event_source_arn=table.table_stream_arn,

@@ -9,6 +9,7 @@ from __future__ import annotations
 import aws_cdk as cdk
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
 from constructs import Construct, IConstruct
 
 from leasehold.aws.definitions import TABLES, Key, TableDefinition
@@ -28,11 +29,19 @@ def _attribute(key: Key) -> dynamodb.Attribute:
 
 
 class Tables(Construct):
-    """Every table of the definitions: on-demand, with point-in-time recovery."""
+    """Every table of the definitions: on-demand, with point-in-time recovery; encrypted
+    with DynamoDB's AWS owned key, or with ``key`` (the stack's, which the queues use).
+
+    Under ``key``, CDK's table grants also grant the key (``kms:Decrypt``, ``Encrypt``,
+    ``DescribeKey``, ``ReEncrypt*``, ``GenerateDataKey*``) to each grantee: DynamoDB uses
+    the key on the caller's behalf, so every function that reads or writes needs it.
+    """
 
     def __init__(self, scope: Construct, construct_id: str, *, settings: Settings,
-                 retain_data: bool) -> None:
+                 retain_data: bool, key: kms.IKey | None = None) -> None:
         super().__init__(scope, construct_id)
+        #: The customer-managed key of every table, or None (AWS owned).
+        self.key = key
         self.by_role: dict[str, dynamodb.Table] = {}
         for definition in TABLES:
             self.by_role[definition.role] = self._table(definition, settings, retain_data)
@@ -53,6 +62,9 @@ class Tables(Construct):
             removal_policy=cdk.RemovalPolicy.RETAIN if retain_data else cdk.RemovalPolicy.DESTROY,
             time_to_live_attribute=definition.ttl_attribute,
             stream=dynamodb.StreamViewType.NEW_AND_OLD_IMAGES if definition.stream else None,
+            encryption=(dynamodb.TableEncryption.CUSTOMER_MANAGED if self.key is not None
+                        else None),
+            encryption_key=self.key,
         )
         for index in definition.indexes:
             table.add_global_secondary_index(
@@ -79,8 +91,15 @@ class Tables(Construct):
             table.grant_read_write_data(grantee)
 
     def acknowledge_index_grants(self, scope: IConstruct) -> None:
-        """Accept the ``<table>/index/*`` resource that ``grant_read_write_data`` adds."""
+        """Accept the ``<table>/index/*`` resource that ``grant_read_write_data`` adds, and
+        under a customer-managed key the key actions' wildcards it adds."""
         stack = cdk.Stack.of(self)
+        if self.key is not None:
+            for action in ("kms:ReEncrypt*", "kms:GenerateDataKey*"):
+                acknowledge(scope, f"AwsSolutions-IAM5[Action::{action}]",
+                            "What CDK's DynamoDB table grant adds for a table under a "
+                            "customer-managed key (ReEncryptFrom/To, GenerateDataKey and "
+                            "WithoutPlaintext), on the one key of the stack's tables.")
         for definition in TABLES:
             if not definition.indexes:
                 continue

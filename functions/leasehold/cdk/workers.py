@@ -22,10 +22,13 @@ from aws_cdk import aws_lambda_event_sources as sources
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
-from leasehold.cdk.config import PoolConfig
+from leasehold.cdk.config import LeaseholdConfig, PoolConfig
+from leasehold.cdk.environment import pool_environment
 from leasehold.cdk.functions import LeaseholdFunction
 from leasehold.cdk.nag import acknowledge
+from leasehold.cdk.network import Network
 from leasehold.cdk.queues import Queues
+from leasehold.cdk.secrets import grant_secrets
 from leasehold.cdk.tables import Tables
 from leasehold.settings import PRIORITIES
 
@@ -40,34 +43,47 @@ class Workers(Construct):
     def __init__(self, scope: Construct, construct_id: str, *, pools: Sequence[PoolConfig],
                  queues: Queues, tables: Tables, code: lambda_.Code,
                  environment: Mapping[str, str], log_retention: logs.RetentionDays,
+                 config: LeaseholdConfig,
                  built_image: ecs.ContainerImage | None = None) -> None:
         super().__init__(scope, construct_id)
+        #: The deployment's network defaults (a pool may name its own).
+        self._config = config
         #: The image of ECS pools that name none (built from the Lambda bundle).
         self._built_image = built_image
         self.functions: dict[str, lambda_.Function] = {}
         self.services: dict[str, ecs.FargateService] = {}
         self._queues = queues
         self._tables = tables
-        self._cluster: ecs.Cluster | None = None
+        #: One cluster per VPC; ``None``: the stack's own VPC.
+        self._clusters: dict[str | None, ecs.Cluster] = {}
+        #: Each pool's role: the Lambda function's, or the ECS task role.
+        self.roles: dict[str, iam.IRole] = {}
         #: Each Lambda pool's SQS event source mappings (a paused pool disables them).
         self.mappings: dict[str, list[lambda_.EventSourceMapping]] = {}
         for pool in pools:
+            # The deployment's settings, then the pool's own (checked not to collide).
+            pool_env = {**environment, **pool_environment(pool)}
             if pool.kind == "lambda":
                 self.functions[pool.name] = self._lambda_pool(
-                    pool, code, environment, log_retention)
+                    pool, code, pool_env, log_retention)
             else:
-                self.services[pool.name] = self._ecs_pool(pool, environment, log_retention)
+                self.services[pool.name] = self._ecs_pool(pool, pool_env, log_retention)
+            grant_secrets(self, pool, self.roles[pool.name])
 
     def _lambda_pool(self, pool: PoolConfig, code: lambda_.Code,
                      environment: Mapping[str, str],
                      log_retention: logs.RetentionDays) -> lambda_.Function:
+        network = Network.of(pool, self._config)
         worker = LeaseholdFunction(
             self, f"{pool.name}-worker", handler=WORKER_HANDLER, code=code,
             environment=environment, memory_mb=pool.memory_mb,
             timeout_seconds=pool.timeout_seconds, log_retention=log_retention,
             description=f"Leasehold worker for pool {pool.name}",
+            vpc=network.vpc, subnets=network.subnets,
+            security_groups=network.security_groups, layers=pool.layers,
         )
         fn = worker.function
+        self.roles[pool.name] = worker.role
         for priority in PRIORITIES:
             fn.add_event_source(sources.SqsEventSource(
                 self._queues.work[(pool.name, priority)],
@@ -95,8 +111,17 @@ class Workers(Construct):
         # pools; DEAD jobs are copied to their DLQ.
         self._queues.grant_send(principal)
 
-    def _ecs_cluster(self) -> ecs.Cluster:
-        if self._cluster is None:
+    def _ecs_cluster(self, network: Network) -> ecs.Cluster:
+        if network.vpc is not None:
+            # The application's VPC: a cluster of its own there (ids by the VPC's address,
+            # so that adding a pool with another VPC renames nothing).
+            key = network.vpc.node.addr
+            if key not in self._clusters:
+                self._clusters[key] = ecs.Cluster(
+                    self, f"Cluster-{key[:8]}", vpc=network.vpc,
+                    container_insights_v2=ecs.ContainerInsights.ENABLED)
+            return self._clusters[key]
+        if None not in self._clusters:
             vpc = ec2.Vpc(
                 self, "Vpc", max_azs=2, nat_gateways=0,
                 # Public subnets with no inbound rules: workers only call AWS APIs, and this
@@ -107,14 +132,15 @@ class Workers(Construct):
                     traffic_type=ec2.FlowLogTrafficType.REJECT)},
             )
             vpc.add_gateway_endpoint("DynamoDb", service=ec2.GatewayVpcEndpointAwsService.DYNAMODB)
-            self._cluster = ecs.Cluster(
+            self._clusters[None] = ecs.Cluster(
                 self, "Cluster", vpc=vpc,
                 container_insights_v2=ecs.ContainerInsights.ENABLED)
-        return self._cluster
+        return self._clusters[None]
 
     def _ecs_pool(self, pool: PoolConfig, environment: Mapping[str, str],
                   log_retention: logs.RetentionDays) -> ecs.FargateService:
-        cluster = self._ecs_cluster()
+        network = Network.of(pool, self._config)
+        cluster = self._ecs_cluster(network)
         log_group = logs.LogGroup(self, f"{pool.name}-logs", retention=log_retention,
                                   removal_policy=cdk.RemovalPolicy.DESTROY)
         task = ecs.FargateTaskDefinition(
@@ -133,14 +159,25 @@ class Workers(Construct):
             stop_timeout=cdk.Duration.seconds(120),
         )
         self._grant_worker(task)
+        self.roles[pool.name] = task.task_role
         self._grant_task_protection(pool, task, cluster)
         self._tables.acknowledge_index_grants(task.task_role)
         self._queues.grant_consume(task.task_role, self._queues.pool_queues(pool.name))
+        if network.vpc is None:
+            placement: dict[str, object] = {
+                "assign_public_ip": True,
+                "vpc_subnets": ec2.SubnetSelection(subnet_type=ec2.SubnetType.PUBLIC)}
+        else:
+            # The application's subnets: a public IP only in public ones; private subnets
+            # reach AWS through endpoints or a NAT gateway (docs/operations.md).
+            placement = {"assign_public_ip": network.public, "vpc_subnets": network.subnets,
+                         "security_groups": (list(network.security_groups)
+                                             if network.security_groups is not None else None)}
         service = ecs.FargateService(
             self, f"{pool.name}-service", cluster=cluster, task_definition=task,
-            desired_count=pool.min_tasks, assign_public_ip=True,
-            vpc_subnets=ec2.SubnetSelection(subnet_type=ec2.SubnetType.PUBLIC),
+            desired_count=pool.min_tasks,
             circuit_breaker=ecs.DeploymentCircuitBreaker(rollback=True),
+            **placement,  # type: ignore[arg-type]
         )
         # Scale out on the backlog (visible messages); scale in only when nothing is visible
         # *and* nothing is in flight. Visible messages alone are 0 while every job runs,
@@ -175,7 +212,9 @@ class Workers(Construct):
             cooldown=cdk.Duration.minutes(2),
         )
         acknowledge(task, "AwsSolutions-ECS2",
-                    "The environment holds resource names and tuning values, never secrets.")
+                    "The environment holds resource names, tuning values, the pool's plain "
+                    "settings and the names of its secrets, never their values: the worker "
+                    "reads those at start (leasehold.aws.secrets).")
         return service
 
     def _image(self, pool: PoolConfig, task: ecs.TaskDefinition) -> ecs.ContainerImage:

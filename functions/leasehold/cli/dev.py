@@ -187,6 +187,7 @@ def _watch_parent(parent: int, stop: Any) -> None:
 def run_worker(args: argparse.Namespace) -> int:
     from botocore.exceptions import BotoCoreError, ClientError
 
+    from leasehold.aws import secrets
     from leasehold.aws.provision import missing_credentials
     from leasehold.compose import compose
     from leasehold.local.poller import PollerOptions, PollingWorker
@@ -196,6 +197,13 @@ def run_worker(args: argparse.Namespace) -> int:
     overrides: dict[str, Any] = {}
     if args.tasks:
         overrides["task_modules"] = _split(args.tasks)
+    try:
+        # The pool's secrets (PoolConfig.secrets) into the environment before the task
+        # modules are imported: task code reads them as any variable.
+        secrets.apply()
+    except LeaseholdError as exc:
+        print(f"leasehold worker: {exc}", file=sys.stderr)
+        return 1
     # compose, not a bare app: the worker's transitions must reach the store observers (job
     # state events, workflow progress, tenant counters) as the API's and the ticker's do.
     app = compose(Settings.from_env(**overrides))
