@@ -151,7 +151,9 @@ def test_every_api_method_requires_sigv4_and_a_request_validator(
     })
     synthesized.template.has_resource_properties("AWS::ApiGateway::Model", {
         "ContentType": "application/json",
-        "Schema": Match.object_like({"required": ["task"]}),
+        "Schema": Match.object_like({"oneOf": [
+            {"required": ["task"], "properties": {"task": {"type": "string"}}},
+            {"required": ["target"], "properties": {"target": {"type": "object"}}}]}),
     })
 
 

@@ -20,9 +20,11 @@ from leasehold.cdk.nag import acknowledge
 from leasehold.cdk.request_models import gateway_schema
 
 STAGE = "v1"
-#: The gateway checks only the shape the domain cannot do without: a task name (and a known
-#: priority, or none). The schema is generated from the API's own model, so the two agree.
-SUBMIT_SCHEMA = gateway_schema(SubmitJob, ("task", "priority"))
+#: The gateway checks only the shape the domain cannot do without: a task name or a target,
+#: never both (and a known priority, or none). The schema is generated from the API's own
+#: model, so the two agree.
+SUBMIT_SCHEMA = gateway_schema(SubmitJob, ("task", "priority"), one_of={
+    "task": apigw.JsonSchemaType.STRING, "target": apigw.JsonSchemaType.OBJECT})
 #: The AWS common rule set's rules that inspect the request body. Job payloads are arbitrary
 #: JSON that the API only stores and hands to tasks: URLs, file paths and markup in them are
 #: ordinary data (a crawler's URL list, an export path, an HTML e-mail body), which these

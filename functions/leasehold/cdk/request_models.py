@@ -26,19 +26,24 @@ _KEYWORDS = {"maxLength": "max_length", "minLength": "min_length", "maximum": "m
              "minimum": "minimum", "enum": "enum", "pattern": "pattern"}
 
 
-def gateway_schema(model: type[BaseModel], fields: Sequence[str]) -> apigw.JsonSchema:
+def gateway_schema(model: type[BaseModel], fields: Sequence[str],
+                   one_of: Mapping[str, apigw.JsonSchemaType] | None = None) -> apigw.JsonSchema:
     """A draft-4 object schema checking ``fields`` exactly as ``model`` does.
 
     Other properties are not checked here (the function does); a keyword this converter
     does not know raises, so a model change can never silently loosen or tighten the gateway.
+    ``one_of``: properties of which exactly one must be given, not null, with its type
+    (``task`` or ``target``: the model's own check, which JSON Schema cannot derive).
     """
     schema = model.model_json_schema()
     properties = {name: _property(f"{model.__name__}.{name}", schema["properties"][name])
                   for name in fields}
+    branches = [apigw.JsonSchema(required=[name], properties={name: apigw.JsonSchema(type=kind)})
+                for name, kind in (one_of or {}).items()]
     return apigw.JsonSchema(
         schema=apigw.JsonSchemaVersion.DRAFT4, type=apigw.JsonSchemaType.OBJECT,
         required=[name for name in schema.get("required", []) if name in fields],
-        properties=properties)
+        properties=properties, one_of=branches or None)
 
 
 def _property(where: str, prop: Mapping[str, Any]) -> apigw.JsonSchema:
