@@ -96,10 +96,14 @@ def requeue(app: Leasehold, job: Job, *, actor: str, reason: str,
         # Its deadline counts from the re-run too, as long as it was: one that passed while
         # the job lay finished would end the re-run at its lease without running it.
         sets[DEADLINE] = now + int(job.extra[DEADLINE]) - job.created_at
-    if shard:
-        sets[ADMISSION_SHARD] = shard
-    elif shard == 0:
-        remove.append(ADMISSION_SHARD)  # absent: shard 0
+    if shard is None:  # holds no slot (a tenant without a cap, now)
+        remove += [COUNTED, ADMISSION_SHARD]
+    else:
+        sets[COUNTED] = True
+        if shard:
+            sets[ADMISSION_SHARD] = shard
+        else:
+            remove.append(ADMISSION_SHARD)  # absent: shard 0
     change = Change(target=JobState.QUEUED, actor=actor, reason=reason, bump_epoch=True,
                     set=sets, remove=tuple(remove), also=also)
     try:

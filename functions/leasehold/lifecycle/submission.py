@@ -21,13 +21,13 @@ from leasehold.core.states import JobState
 from leasehold.errors import IdempotencyConflict
 from leasehold.lifecycle import handoff
 from leasehold.lifecycle.app import Leasehold
+from leasehold.lifecycle.store_base import ADMISSION_SHARD, COUNTED
+
+__all__ = ["ADMISSION_SHARD", "COUNTED", "DEADLINE", "REPLAY_GRACE_MS", "Create", "Intake",
+           "Submitted", "job_id_for", "new_job", "resend_at", "submit", "through_intakes"]
 
 log = logging.getLogger(__name__)
 
-#: Marks a job that holds a live-job slot of its tenant (see ``leasehold.tenancy.admission``).
-COUNTED = "counted"
-#: Which of its tenant's admission items a counted job took its slot from (absent: 0).
-ADMISSION_SHARD = "admission_shard"
 #: How long after a job was queued an idempotent replay that finds it never leased sends its
 #: message again (the put's own caller sends within milliseconds of it landing).
 REPLAY_GRACE_MS = 2_000

@@ -101,14 +101,18 @@ def enqueue_item(app: Leasehold, task: Any, payload: Any = None, *, tenant: str,
     limits = limits or Limits.from_env()
     shards = limits.shard_count()
     shard = random.randrange(shards)
-    extra: dict[str, Any] = {HANDOFF: BY_STREAM, COUNTED: True}
-    if shard:
-        extra[ADMISSION_SHARD] = shard
+    extra: dict[str, Any] = {HANDOFF: BY_STREAM}
+    if limits.capped:
+        extra[COUNTED] = True
+        if shard:
+            extra[ADMISSION_SHARD] = shard
     row = _through_intakes(app, spec, new_job(app, resolved, now, actor="enqueue",
                                               extra=extra))
     put = app.store.put_request(row)
     put.pop("ReturnValuesOnConditionCheckFailure")
     cap = limits.per_shard(shards, shard).max_live
+    if cap is None:  # no cap: the row alone, holding no slot
+        return [{"Put": put}]
     slot = {"TableName": app.settings.tenants_table,
             "Key": {"tenant": {"S": slot_item(tenant, shard)}},
             "UpdateExpression": "ADD #live :one",
