@@ -22,9 +22,10 @@ class Limits:
     burst: float = 200.0
     #: Non-terminal jobs a tenant may have; None: no cap (``LEASEHOLD_TENANT_MAX_LIVE=0``).
     #: A capped tenant's jobs are counted on its admission items (a two-item transaction to
-    #: admit and another to finish: 4 write units more per job than without a cap, $2.50 per
-    #: million at $0.625 per million write units); without a cap a job is admitted by its
-    #: row's conditional put and finished by one conditional update, with no slot at all.
+    #: admit and another to finish, each item billed twice: about 8 write units more per job
+    #: than without a cap as DynamoDB reports them, $4.94 per million in `make bench-cost`);
+    #: without a cap a job is admitted by its row's conditional put and finished by one
+    #: conditional update, with no slot at all.
     max_live: int | None = 10_000
     #: Visible messages across a pool's queues above which every submission gets 503.
     max_backlog: int = 100_000
