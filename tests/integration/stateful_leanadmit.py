@@ -114,9 +114,10 @@ class LeanAdmissionRules:
         self.lean_excess = excess
 
     def _lean_reread(self: Any) -> None:
-        """The count-in writes ``counted`` outside any transition (no observer hears it)."""
+        """The count-in writes ``counted`` outside any transition (no observer hears it), on
+        rows admitted without a slot (``counted`` false), whichever tenant's."""
         for job_id, job in list(self.latest.items()):
-            if job.tenant == LEAN:
+            if job.extra.get(COUNTED) is False:
                 item = self.inspect.get_item(TableName=self.app.settings.jobs_table,
                                              Key={"job_id": {"S": job_id}},
                                              ConsistentRead=True).get("Item")

@@ -19,9 +19,10 @@ from leasehold.aws.counting import RequestCounter
 from leasehold.aws.faults import Fault, InjectedCrash
 from leasehold.clock import FakeClock
 from leasehold.core.registry import TaskRegistry
+from leasehold.core.spec import JobSpec
 from leasehold.core.states import JobState
 from leasehold.lifecycle.app import Leasehold
-from leasehold.lifecycle.submission import COUNTED, REPLAY_GRACE_MS
+from leasehold.lifecycle.submission import COUNTED, REPLAY_GRACE_MS, submit
 from leasehold.tenancy.backfill import count_in_live_jobs
 from leasehold.tenancy.limits import Limits
 
@@ -62,7 +63,7 @@ def test_a_tenant_without_a_cap_is_admitted_by_one_put_and_finished_by_one_updat
     finished = counter.snapshot().minus(admitted)
     assert finished.requests["dynamodb.TransactWriteItems"] == 0, finished
     job = app.store.get(reply.body["job_id"])
-    assert job.state is JobState.SUCCEEDED and not job.extra.get(COUNTED)
+    assert job.state is JobState.SUCCEEDED and job.extra.get(COUNTED) is False  # admitted
     assert tenant_live(app, "acme") == live_counted_jobs(app, "acme") == 0
 
 
@@ -156,6 +157,18 @@ def test_a_lost_response_on_a_count_in_counts_the_job_once(
         count_in_live_jobs(app, CAP)
     count_in_live_jobs(app, CAP)
     assert tenant_live(app, "acme") == live_counted_jobs(app, "acme") == 1
+
+
+def test_a_count_in_leaves_library_jobs_alone(app: Leasehold, tasks: TaskRegistry) -> None:
+    # A library job holds no slot with or without a cap: only admitted rows are counted in.
+    library = submit(app, JobSpec(task="echo", tenant="acme")).job
+    uncapped = api_for(app, **UNCAPPED)
+    assert uncapped.post("/jobs", {"task": "echo"}, tenant="acme").status == 201
+    assert count_in_live_jobs(app, CAP) == 1
+    assert tenant_live(app, "acme") == live_counted_jobs(app, "acme") == 1
+    assert COUNTED not in app.store.get(library.job_id).extra
+    deliver(app)
+    assert tenant_live(app, "acme") == live_counted_jobs(app, "acme") == 0
 
 
 def test_a_cap_lifted_while_counted_jobs_are_live_still_gives_their_slots_back(

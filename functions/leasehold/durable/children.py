@@ -154,7 +154,7 @@ def spawn_child(app: Leasehold, parent: Job, owner: str, stored: MutableMapping[
     def write(slot: dict[str, Any], shard: int) -> Submitted:
         # shard -1: the tenant has no cap, and the child holds no slot (nor counts a chain).
         extra = {PARENT: parent.job_id, ON_PARENT_END: policy,
-                 **({CHAIN: chain, COUNTED: True} if shard >= 0 else {}),
+                 **({CHAIN: chain, COUNTED: True} if shard >= 0 else {COUNTED: False}),
                  **({ADMISSION_SHARD: shard} if shard > 0 else {})}
         row = new_job(app, resolved, now, job_id=job_id, actor="parent", extra=extra)
 

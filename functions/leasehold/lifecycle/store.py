@@ -224,12 +224,13 @@ class DynamoJobStore(LeaseWrites, IndexQueries):
             condition.append("lease_expires_at < :expired_before")
             values[":expired_before"] = change.expired_before
         # A job that ends holding no slot: it must still hold none. A cap set since it was
-        # read may have counted it in (``counted`` is written at no (state, epoch) change);
-        # then it ends as a counted job, giving its slot back (see below).
+        # read may have counted it in (``counted`` false -> true, written at no (state,
+        # epoch) change); then it ends as a counted job, giving its slot back (see below).
         uncounted_end = job.state.live and change.target.terminal and \
             not job.extra.get(COUNTED)
         if uncounted_end:
-            condition.append("attribute_not_exists(counted)")
+            condition.append("(attribute_not_exists(counted) OR counted = :uncounted)")
+            values[":uncounted"] = False
         increments = {**change.increment, CHANGES: 1}
         if change.bump_epoch:
             increments["epoch"] = 1

@@ -90,14 +90,16 @@ def new_job(app: Leasehold, spec: ResolvedSpec, now: int, *, job_id: str | None 
     )
 
 
-def submit(app: Leasehold, spec: JobSpec, *, counted: bool = False, shard: int = 0,
+def submit(app: Leasehold, spec: JobSpec, *, counted: bool | None = None, shard: int = 0,
            also: Sequence[Mapping[str, Any]] = (), internal: bool = False) -> Submitted:
     """Validate, write and hand off a job.
 
     ``counted``: the job holds one of its tenant's live-job slots, taken by the admission
     write in ``also`` (committed with the row, or not at all); the slot is given back when
-    the job finishes. Internal submissions are not counted. ``shard``: the tenant's
-    admission item the slot was taken from, recorded on the row so it is given back there.
+    the job finishes. False: admitted for a tenant without a cap (no slot; a cap set later
+    counts it in); None: not admitted (a library call). Internal submissions are not
+    counted. ``shard``: the tenant's admission item the slot was taken from, recorded on
+    the row so it is given back there.
     ``internal``: Leasehold submits one of its own tasks (refused otherwise).
     """
     now = app.now()
@@ -105,8 +107,8 @@ def submit(app: Leasehold, spec: JobSpec, *, counted: bool = False, shard: int =
                        timeout_limits=app.settings.job_timeout_limits(), now_ms=now,
                        internal=internal)
     extra: dict[str, Any] | None = None
-    if counted:
-        extra = {COUNTED: True, ADMISSION_SHARD: shard} if shard else {COUNTED: True}
+    if counted is not None:
+        extra = {COUNTED: counted, **({ADMISSION_SHARD: shard} if counted and shard else {})}
 
     def create(row: Job, writes: Sequence[Mapping[str, Any]]) -> Submitted:
         job, created = app.store.create(row, also=writes)

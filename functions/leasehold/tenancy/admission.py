@@ -202,7 +202,7 @@ def submit_admitted(app: Leasehold, spec: JobSpec, pool: str, limits: Limits,
     """
     if not limits.capped:
         check(app, spec.tenant, pool, limits, backlog, buckets, attempts=attempts)
-        return submit(app, spec, internal=internal)
+        return submit(app, spec, counted=False, internal=internal)
 
     def write(update: dict[str, Any], shard: int) -> Submitted:
         try:
@@ -265,7 +265,7 @@ def retry_admitted(app: Leasehold, job_id: str, tenant: str | None, limits: Limi
             also.append(add(app.settings, slot_item(job.tenant, home), outcome))
         try:
             return control.requeue(app, job, actor=actor, reason=reason, also=also,
-                                   shard=shard if counted else None)
+                                   shard=shard if counted else -1)
         except Cancelled as cancelled:
             if not cancelled.failed(1):  # a companion refused it (a unique key held)
                 raise Conflict(f"job {job_id} cannot run again now: {cancelled}",

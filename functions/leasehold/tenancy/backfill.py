@@ -56,18 +56,20 @@ def backfill_tenant_shards(app: Leasehold, *, page: int = 500) -> int:
 
 def count_in_live_jobs(app: Leasehold, limits: Limits, *, page: int = 500) -> int:
     """After a cap is set (``LEASEHOLD_TENANT_MAX_LIVE`` from 0 to a number), count every live
-    job that holds no slot into its tenant's admission items, so the cap covers the jobs
-    admitted while there was none; returns how many were counted in.
+    job admitted without a slot (``counted`` false: admission, ``enqueue_item`` or a durable
+    child while there was no cap; a library job has no ``counted`` and holds no slot under a
+    cap either) into its tenant's admission items, so the cap covers them; returns how many
+    were counted in.
 
     Each job is one transaction: its row gets ``counted`` (conditioned on its state and
-    epoch as read, and on not being counted yet) and one of its tenant's items ``ADD live 1``
+    epoch as read, and on ``counted`` still false) and one of its tenant's items ``ADD live 1``
     (under no cap condition: a tenant already over its new cap is counted over it, and
     admission refuses until enough finish). So the tenant's counters equal its live counted
     rows before, during and after; a row that changed since the scan read it is read again,
     and one that ended is skipped. Idempotent and resumable: a process killed part-way leaves
     the rows it did counted and the others not, and a second run counts the others. A
     worker that read the row before it was counted ends it as a counted job (the store's
-    uncounted ending is conditioned on ``counted`` still absent), so its slot goes back.
+    uncounted ending is conditioned on ``counted`` still absent or false), so its slot goes back.
     """
     if not limits.capped:
         raise ValueError("count_in_live_jobs: there is no cap to count jobs in for")
@@ -76,10 +78,11 @@ def count_in_live_jobs(app: Leasehold, limits: Limits, *, page: int = 500) -> in
     counted = 0
     kwargs: dict[str, Any] = {
         "TableName": table, "Limit": page, "ProjectionExpression": "job_id",
-        "FilterExpression": "attribute_not_exists(#counted) AND #state IN ("
+        "FilterExpression": "#counted = :uncounted AND #state IN ("
                             + ", ".join(f":s{i}" for i in range(len(live))) + ")",
         "ExpressionAttributeNames": {"#counted": COUNTED, "#state": "state"},
-        "ExpressionAttributeValues": {f":s{i}": {"S": s} for i, s in enumerate(live)}}
+        "ExpressionAttributeValues": {":uncounted": {"BOOL": False},
+                                      **{f":s{i}": {"S": s} for i, s in enumerate(live)}}}
     while True:
         response = ddb.scan(**kwargs)
         for item in response.get("Items", []):
@@ -96,8 +99,8 @@ def _count_in(app: Leasehold, job_id: str, limits: Limits, tries: int = 5) -> in
             job = app.store.get(job_id)
         except NotFound:
             return 0
-        if not job.state.live or job.extra.get(COUNTED):
-            return 0
+        if not job.state.live or job.extra.get(COUNTED) is not False:
+            return 0  # ended, counted already, or never admitted (a library job)
         # An item with room under its share first, so the tenant's items fill as admission
         # fills them; over the cap on every item, the job's own item takes it regardless.
         order = [(shard, limits.per_shard(shards, shard).max_live)
@@ -120,8 +123,9 @@ def _mark(app: Leasehold, job: Job, shard: int) -> dict[str, Any]:
         app.settings.jobs_table, {"job_id": {"S": job.job_id}},
         sets={COUNTED: True, **({ADMISSION_SHARD: shard} if shard else {})},
         removes=[] if shard else [ADMISSION_SHARD], increments={},
-        condition=["#state = :source", "epoch = :epoch", f"attribute_not_exists({COUNTED})"],
-        names={"#state": "state"}, values={":source": job.state.value, ":epoch": job.epoch})
+        condition=["#state = :source", "epoch = :epoch", f"{COUNTED} = :uncounted"],
+        names={"#state": "state"},
+        values={":source": job.state.value, ":epoch": job.epoch, ":uncounted": False})
 
 
 def _slot(app: Leasehold, tenant: str, shard: int, cap: int | None) -> dict[str, Any]:
