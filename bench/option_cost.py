@@ -228,8 +228,9 @@ def markdown(results: dict[str, Any]) -> str:
              "worker as Lambda's event source drives it, on AWS's DynamoDB Local with "
              "`ReturnConsumedCapacity=INDEXES` on every request (indexes and transactions as "
              "DynamoDB counts them; a transaction's items on one table at least 2 units each, "
-             "which DynamoDB Local under-reports for items of equal size). List prices: $0.625/M write units, $0.125/M read units, "
-             "SQS $0.40/M requests, EventBridge $1.00/M events. No Lambda, no API Gateway.",
+             "which DynamoDB Local under-reports for items of equal size). List prices: "
+             "$0.625/M write units, $0.125/M read units, SQS $0.40/M requests, "
+             "EventBridge $1.00/M events. No Lambda, no API Gateway.",
              "", "| per job | write units | read units | SQS requests | EventBridge "
              "requests | events | $ per million |", "|---|---|---|---|---|---|---|"]
     for name, row in s.items():
