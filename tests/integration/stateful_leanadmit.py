@@ -22,6 +22,7 @@ from hypothesis import event
 from hypothesis import strategies as st
 from hypothesis.stateful import invariant, precondition, rule
 
+from leasehold.aws.dynamo import from_av
 from leasehold.aws.faults import Fault, InjectedCrash
 from leasehold.core.jobs import job_from_item
 from leasehold.core.spec import JobSpec
@@ -122,7 +123,7 @@ class LeanAdmissionRules:
                                              Key={"job_id": {"S": job_id}},
                                              ConsistentRead=True).get("Item")
                 if item:
-                    self.latest[job_id] = job_from_item(item)
+                    self.latest[job_id] = job_from_item(from_av(item))
 
     def _lean_items(self: Any) -> dict[int, int]:
         live = {}
