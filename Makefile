@@ -10,7 +10,7 @@ PYTEST_WORKERS ?= 2
 PORT ?= 8080
 ARGS ?=
 
-.PHONY: dev test lint typecheck unit soak chromium ddblocal bench bench-quick synth clean
+.PHONY: dev test lint typecheck unit soak chromium ddblocal bench bench-quick bench-cost synth clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Leasehold needs Python 3.11+"'
@@ -119,3 +119,8 @@ bench: $(BENCH_STAMP) ddblocal
 
 bench-quick: $(BENCH_STAMP) ddblocal
 	LEASEHOLD_DDBLOCAL_DIR=$(DDBLOCAL_DIR) $(PY) -m bench.run --quick
+
+# What a job and each option cost in units DynamoDB Local reports (issue 32; ~2 minutes):
+# bench/option_cost.json and its section of BENCHMARKS.md.
+bench-cost: $(BENCH_STAMP) ddblocal
+	LEASEHOLD_DDBLOCAL_DIR=$(DDBLOCAL_DIR) $(PY) -m bench.option_cost

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench import cost, durable, flow, front_door_report, relay_cost
+from bench import cost, durable, flow, front_door_report, option_cost, relay_cost
 
 MB = 1024 * 1024
 
@@ -517,6 +517,8 @@ def markdown(r: dict[str, Any]) -> str:
     lines += front_door_report.section(r)
     lines += durable.markdown(r.get("durable"))
     lines += flow.markdown(r.get("flow"))
+    # `make bench-cost`'s own section (bench/option_cost.json), kept when this page is rewritten.
+    lines += option_cost.recorded_section()
     return "\n".join(lines) + "\n"
 
 

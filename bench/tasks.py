@@ -50,3 +50,13 @@ def await_callback(payload: Any, ctx: JobContext) -> Any:
     cb = ctx.callback("go", timeout_seconds=600)
     ctx.heartbeat({"token": cb.token})
     return cb.wait()
+
+
+#: The application table ``bench.effect`` writes to (``bench.option_cost`` creates it).
+EFFECTS_TABLE = "leasehold-bench-effects"
+
+
+@task("bench.effect", timeout_seconds=60)
+def effect(payload: Any, ctx: JobContext) -> None:
+    """One ``ctx.transact`` item, committed with the job's success."""
+    ctx.transact([{"Put": {"TableName": EFFECTS_TABLE, "Item": {"k": {"S": ctx.job_id}}}}])

@@ -16,12 +16,16 @@ PRIORITIES = ("high", "normal", "low")
 #: minus this (:meth:`Settings.job_timeout_limit`); the worker starts a job only with its
 #: timeout plus half of this left (:mod:`leasehold.lifecycle.consumer`).
 FUNCTION_TIMEOUT_RESERVE_SECONDS = 10.0
-#: Which job state changes are published as events (``LEASEHOLD_PUBLISH``): every one, the
-#: terminal ones only (SUCCEEDED, DEAD, CANCELLED), or none. ``terminal`` is the default:
-#: consumers mostly react to outcomes, the intermediate states are visible through the API,
-#: and EventBridge bills every event entry (batching saves requests, not event dollars).
-#: ``leasehold dev`` publishes ``all`` to its local log unless told otherwise.
-PUBLISH_CHOICES = ("all", "terminal", "none")
+#: Which job state changes are published to EventBridge (``LEASEHOLD_PUBLISH``, the stack's
+#: ``LeaseholdConfig(events=...)``): the terminal ones only (SUCCEEDED, DEAD, CANCELLED),
+#: every one, or none (``off``: no PutEvents at all). EventBridge bills $1.00 per million
+#: events (batching saves requests, not event dollars): ``terminal`` costs $1.00 per million
+#: jobs, ``all`` about $3.00 (queued, running, and the outcome), ``off`` nothing.
+#: ``terminal`` is the default: consumers mostly react to outcomes, and a rule written for
+#: them on a deployment whose events were off by default would receive nothing, silently.
+#: A local event log (``leasehold dev``) costs nothing: under ``off`` it still gets every
+#: change (:func:`leasehold.events.publishing.published`). ``none`` is the old name of ``off``.
+PUBLISH_CHOICES = ("terminal", "all", "off")
 EVENT_SOURCES = ("inline", "stream")
 
 
@@ -155,7 +159,7 @@ class Settings:
         if self.retention_days < 0:
             raise ValidationError("LEASEHOLD_RETENTION_DAYS", "must be 0 (keep finished jobs "
                                   "forever) or a number of days")
-        if self.publish not in PUBLISH_CHOICES:
+        if self.publish not in (*PUBLISH_CHOICES, "none"):
             raise ValidationError(
                 "LEASEHOLD_PUBLISH", f"{self.publish!r} is not one of {', '.join(PUBLISH_CHOICES)} "
                 "(which job state changes are published as events)")

@@ -108,5 +108,11 @@ def test_the_functions_publish_to_the_bus_named_after_the_prefix() -> None:
 def test_which_job_states_are_published_comes_from_context_and_reaches_the_functions() -> None:
     assert _context({}).settings().to_env()["LEASEHOLD_PUBLISH"] == "terminal"
     assert _context({"publish": "all"}).settings().to_env()["LEASEHOLD_PUBLISH"] == "all"
-    with pytest.raises(ValueError, match="publish must be one of all, terminal, none"):
+    with pytest.raises(ValueError, match="events must be one of terminal, all, off"):
         _context({"publish": "some"})
+
+
+def test_events_off_reaches_the_functions_as_no_publishing() -> None:
+    assert LeaseholdConfig(events="off").settings().to_env()["LEASEHOLD_PUBLISH"] == "off"
+    assert _context({"events": "off"}).settings().to_env()["LEASEHOLD_PUBLISH"] == "off"
+    assert LeaseholdConfig().events == "terminal"  # the default, $1.00 per million jobs

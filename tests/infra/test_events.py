@@ -148,9 +148,9 @@ def test_the_trigger_dead_letter_queue_and_errors_alarm(synthesized: Synthesized
 
 def test_every_function_publishes_the_terminal_states_by_default(
         synthesized: Synthesized) -> None:
-    """The stack passes the ``publish`` context value (default ``terminal``) to every function
+    """The stack passes the ``events`` context value (default ``terminal``) to every function
     that changes job state, next to the bus it publishes to."""
-    assert synthesized.config.publish == "terminal"
+    assert synthesized.config.events == "terminal"
     for function in synthesized.resources("AWS::Lambda::Function").values():
         variables = function["Properties"]["Environment"]["Variables"]
         if "LEASEHOLD_EVENT_BUS" in variables:

@@ -31,6 +31,7 @@ from leasehold.lifecycle.consumer import consume
 from leasehold.lifecycle.control import cancel
 from leasehold.lifecycle.submission import submit
 from leasehold.lifecycle.worker import Worker
+from leasehold.settings import Settings
 from leasehold.time.ticker import tick
 from tests.conftest import MakeApp
 from tests.integration.helpers import deliver
@@ -110,14 +111,18 @@ def test_the_default_publishes_terminal_states_only(
     assert seen == [(done.job_id, "Job Succeeded"), (dropped.job_id, "Job Cancelled")]
 
 
-def test_none_publishes_nothing(make_app: MakeApp, registry: TaskRegistry,
-                                tmp_path: Path) -> None:
+def test_off_publishes_nothing_to_eventbridge_and_everything_to_a_local_log(
+        make_app: MakeApp, registry: TaskRegistry, tmp_path: Path) -> None:
+    # EventBridge bills each event; a local log costs nothing, so it gets every change.
+    assert Settings(publish="none").publish == "none"  # the old name of off, still valid
+    Settings(publish="none").validate()
+    eventbridge = _app(make_app, registry, publish="off")
+    assert not any(isinstance(o, events.Publisher) for o in eventbridge.store.observers)
     log = tmp_path / "events.jsonl"
-    app = _app(make_app, registry, event_bus=f"file:{log}", publish="none")
+    app = make_app(event_bus=f"file:{log}", publish="off")
     _submit(app, 2)
     deliver(app)
-    assert list(events.tail(log)) == []
-    assert not any(isinstance(o, events.Publisher) for o in app.store.observers)
+    assert len(list(events.tail(log))) == 2 * 3  # queued, running, succeeded each
 
 
 def test_a_worker_batch_sends_its_events_in_requests_of_ten_before_it_deletes_its_records(

@@ -67,6 +67,7 @@ from tests.integration.stateful_effects import EffectsRules
 from tests.integration.stateful_enqueue import EnqueueRules
 from tests.integration.stateful_flow import FlowRules
 from tests.integration.stateful_flowkeys import FlowKeysRules
+from tests.integration.stateful_leanadmit import LeanAdmissionRules
 from tests.integration.stateful_retention import RetentionRules
 from tests.integration.stateful_seams import SeamsRules
 
@@ -85,7 +86,8 @@ FAILED = (ClientError, LeaseholdError, BatchProcessingError)
 
 
 class Lifecycle(SeamsRules, EffectsRules, AdmissionContention, FlowKeysRules, FlowRules,
-                RetentionRules, DurableRules, EnqueueRules, RuleBasedStateMachine):
+                RetentionRules, DurableRules, EnqueueRules, LeanAdmissionRules,
+                RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         # The bulk job admits its retries under the stack's limits (read from the

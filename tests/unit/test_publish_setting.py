@@ -25,7 +25,7 @@ def test_an_unknown_publish_value_is_refused_naming_the_variable() -> None:
     with pytest.raises(ValidationError) as raised:
         Settings.from_env({"LEASEHOLD_PUBLISH": "Terminal"})
     assert "LEASEHOLD_PUBLISH" in str(raised.value)
-    assert "all, terminal, none" in str(raised.value)
+    assert "terminal, all, off" in str(raised.value)
 
 
 def _job(state: JobState) -> Job:
@@ -36,7 +36,8 @@ def _job(state: JobState) -> Job:
 @pytest.mark.parametrize(("publish", "expected"), [
     ("all", {"QUEUED", "RUNNING", "SUCCEEDED", "DEAD", "CANCELLED", "SCHEDULED"}),
     ("terminal", {"SUCCEEDED", "DEAD", "CANCELLED"}),
-    ("none", set()),
+    ("off", set()),
+    ("none", set()),  # the old name of off
 ])
 def test_which_changes_each_value_publishes(publish: str, expected: set[str]) -> None:
     changes = [(JobState.QUEUED, None), (JobState.RUNNING, JobState.QUEUED),

@@ -168,10 +168,11 @@ class LeaseholdConfig:
     #: Days the event bus archive keeps user events (the ones triggers consume), so they can be
     #: replayed after a trigger outage; 0 keeps no archive.
     event_archive_days: int = 30
-    #: Which job state changes the functions publish to the bus (``-c publish=all``):
-    #: ``terminal`` by default, since EventBridge bills every entry and consumers mostly react
-    #: to outcomes (see docs/design.md, "Job state events").
-    publish: str = "terminal"
+    #: Which job state changes are published to the bus (``-c events=all``; ``publish`` is
+    #: its old name): ``terminal`` (the default, $1.00 per million jobs: EventBridge bills
+    #: $1.00 per million events), ``all`` (about $3.00: queued, running, outcome) or ``off``
+    #: (no PutEvents, $0). See :data:`leasehold.settings.PUBLISH_CHOICES` for why terminal.
+    events: str = "terminal"
     #: The operator's tenant mapping, principal ARN (or ``ACCOUNT:KIND/NAME``) -> tenant
     #: (``-c tenants='{...}'`` or cdk.json). Unmapped principals are their own tenant; see
     #: leasehold.api.principals and README, "Calling the API".
@@ -231,9 +232,9 @@ class LeaseholdConfig:
             # longer than its source, since a moved message keeps its original enqueue time.
             raise ValueError("queueRetentionDays must be 1..13 (the DLQs keep 14, the SQS "
                              "maximum, and must keep messages longer than their sources)")
-        if self.publish not in PUBLISH_CHOICES:
-            raise ValueError(f"publish must be one of {', '.join(PUBLISH_CHOICES)}, "
-                             f"not {self.publish!r}")
+        if self.events not in PUBLISH_CHOICES:
+            raise ValueError(f"events must be one of {', '.join(PUBLISH_CHOICES)}, "
+                             f"not {self.events!r}")
         if not 0 <= self.retention_days <= MAX_RETENTION_DAYS:
             raise ValueError(f"retentionDays must be 0 (keep finished jobs forever) to "
                              f"{MAX_RETENTION_DAYS}")
@@ -267,7 +268,7 @@ class LeaseholdConfig:
             task_modules=self.task_modules,
             # The functions publish job state events to the stack's bus by this name.
             event_bus=f"{self.prefix}-events",
-            publish=self.publish,
+            publish=self.events,
             # The stack deploys the change-stream relay (leasehold.cdk.relay), which publishes
             # every event from the committed rows; nothing publishes inline.
             events_from="stream",
@@ -294,8 +295,8 @@ class LeaseholdConfig:
         parsed; lists and pools may be JSON.
         """
         values: dict[str, Any] = {}
-        text = {"prefix": "prefix", "alarmEmail": "alarm_email", "publish": "publish",
-                "tableEncryption": "table_encryption",
+        text = {"prefix": "prefix", "alarmEmail": "alarm_email", "publish": "events",
+                "events": "events", "tableEncryption": "table_encryption",
                 "cognitoUserPoolArn": "cognito_user_pool_arn", "requirements": "requirements"}
         for key, name in text.items():
             if (value := get(key)) not in (None, ""):

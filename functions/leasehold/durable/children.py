@@ -133,7 +133,7 @@ def spawn_child(app: Leasehold, parent: Job, owner: str, stored: MutableMapping[
                               "(children may spawn their own)")
     limits = Limits.from_env()
     chain = slots_held(parent) + 1
-    if chain > limits.max_live:
+    if limits.max_live is not None and chain > limits.max_live:
         raise CapTooSmall(
             f"tenant {parent.tenant!r} may have {limits.max_live} live jobs, and this child "
             f"would be the {chain}th of one chain of parents waiting for their children: it "
@@ -152,8 +152,10 @@ def spawn_child(app: Leasehold, parent: Job, owner: str, stored: MutableMapping[
         fenced.append(_open_put(app, parent))
 
     def write(slot: dict[str, Any], shard: int) -> Submitted:
-        extra = {PARENT: parent.job_id, ON_PARENT_END: policy, CHAIN: chain, COUNTED: True,
-                 **({ADMISSION_SHARD: shard} if shard else {})}
+        # shard -1: the tenant has no cap, and the child holds no slot (nor counts a chain).
+        extra = {PARENT: parent.job_id, ON_PARENT_END: policy,
+                 **({CHAIN: chain, COUNTED: True} if shard >= 0 else {COUNTED: False}),
+                 **({ADMISSION_SHARD: shard} if shard > 0 else {})}
         row = new_job(app, resolved, now, job_id=job_id, actor="parent", extra=extra)
 
         def create(row: Job, writes: Sequence[Mapping[str, Any]]) -> Submitted:
@@ -168,7 +170,7 @@ def spawn_child(app: Leasehold, parent: Job, owner: str, stored: MutableMapping[
                 handoff.send(app.queues, job, now)
             return Submitted(job, created=created)
 
-        return through_intakes(app, spec, create)(row, [{"Update": slot}])
+        return through_intakes(app, spec, create)(row, [{"Update": slot}] if slot else [])
 
     try:
         answer = slot_admitted(app, parent.tenant, limits, write)

@@ -83,9 +83,18 @@ def runtime_started(now: int, pid: int) -> dict[str, Any]:
             "detail": {"pid": pid}}
 
 
+def published(publish: str, sink: Sink) -> str:
+    """What ``sink`` is sent under the setting ``publish``. ``off`` saves EventBridge's
+    $1.00 per million events; a local event log costs nothing, so under ``off`` it still gets
+    every change and ``leasehold events tail`` works whatever the setting."""
+    if publish in ("off", "none") and isinstance(sink, FileSink):
+        return "all"
+    return publish
+
+
 def wanted(publish: str, job: Job, source: JobState | None) -> bool:
     """Whether the change of ``job`` from ``source`` is published under ``publish``
-    (``all``, ``terminal`` or ``none``: :data:`leasehold.settings.PUBLISH_CHOICES`)."""
+    (``terminal``, ``all`` or ``off``: :data:`leasehold.settings.PUBLISH_CHOICES`)."""
     if source is job.state and job.state is not JobState.QUEUED:
         return False  # not a state change (a re-drive is QUEUED -> QUEUED: still published)
     if publish == "all":
@@ -250,12 +259,13 @@ class Publisher:
 def install(app: Leasehold, sink: Sink | None = None) -> Publisher | None:
     """Publish the job state changes of ``app`` that its ``publish`` setting names (to
     ``sink``, or where its settings say), batched within ``app.batch()``."""
-    if app.settings.publish == "none":
-        return None
     sink = sink or sink_for(app)
     if sink is None:
         return None
-    publisher = Publisher(sink, app.settings.publish, app.now)
+    publish = published(app.settings.publish, sink)
+    if publish in ("off", "none"):
+        return None  # no observer: a finished job makes no EventBridge request
+    publisher = Publisher(sink, publish, app.now)
     observers: list[Observer] = app.store.observers
     observers.append(publisher)
     app.batches.append(publisher.batch)

@@ -84,7 +84,8 @@ def requeue(app: Leasehold, job: Job, *, actor: str, reason: str,
             also: Sequence[Mapping[str, Any]] = (), shard: int | None = None) -> Job:
     """Put a finished job back in QUEUED from scratch (attempts reset, new epoch, no start
     window, its deadline counted from now) and hand it off. ``also``: writes committed with
-    it (the admission's token and slot); ``shard``: the admission item a counted job now
+    it (the admission's token and slot); ``shard``: -1 for a job admitted without a slot (no
+    cap), or the admission item a counted job now
     holds its slot on (recorded on the row)."""
     now = app.now()
     sets: dict[str, Any] = {"run_at": now, "attempt": 0, "crash_count": 0,
@@ -96,10 +97,15 @@ def requeue(app: Leasehold, job: Job, *, actor: str, reason: str,
         # Its deadline counts from the re-run too, as long as it was: one that passed while
         # the job lay finished would end the re-run at its lease without running it.
         sets[DEADLINE] = now + int(job.extra[DEADLINE]) - job.created_at
-    if shard:
-        sets[ADMISSION_SHARD] = shard
-    elif shard == 0:
-        remove.append(ADMISSION_SHARD)  # absent: shard 0
+    if shard == -1:  # admitted, holding no slot (its tenant has no cap now)
+        sets[COUNTED] = False
+        remove.append(ADMISSION_SHARD)
+    elif shard is not None:
+        sets[COUNTED] = True
+        if shard:
+            sets[ADMISSION_SHARD] = shard
+        else:
+            remove.append(ADMISSION_SHARD)  # absent: shard 0
     change = Change(target=JobState.QUEUED, actor=actor, reason=reason, bump_epoch=True,
                     set=sets, remove=tuple(remove), also=also)
     try:

@@ -39,7 +39,9 @@ from leasehold.core.jobs import Job, Transition, job_from_item, job_to_item
 from leasehold.core.states import INITIAL, JobState, check
 from leasehold.errors import Conflict, LeaseholdError, NotFound
 from leasehold.lifecycle.store_base import (
+    ADMISSION_SHARD,
     CHANGES,
+    COUNTED,
     Companion,
     LeaseGate,
     Observer,
@@ -224,6 +226,14 @@ class DynamoJobStore(LeaseWrites, IndexQueries):
         if change.expired_before is not None:
             condition.append("lease_expires_at < :expired_before")
             values[":expired_before"] = change.expired_before
+        # A job that ends holding no slot: it must still hold none. A cap set since it was
+        # read may have counted it in (``counted`` false -> true, written at no (state,
+        # epoch) change); then it ends as a counted job, giving its slot back (see below).
+        uncounted_end = job.state.live and change.target.terminal and \
+            not job.extra.get(COUNTED)
+        if uncounted_end:
+            condition.append("(attribute_not_exists(counted) OR counted = :uncounted)")
+            values[":uncounted"] = False
         increments = {**change.increment, CHANGES: 1}
         if change.bump_epoch:
             increments["epoch"] = 1
@@ -234,7 +244,13 @@ class DynamoJobStore(LeaseWrites, IndexQueries):
             new = self._update(job.job_id, sets, removes, increments, condition, values,
                                companions, known=job)
         except _Refused as refused:
-            return self._explain(job.job_id, refused.current, change, now, expected_epoch,
+            current = refused.current
+            if uncounted_end and current is not None and current.extra.get(COUNTED) and \
+                    (current.state, current.epoch) == (job.state, job.epoch):
+                return self.transition(replace(job, extra={
+                    **job.extra, COUNTED: True, ADMISSION_SHARD: current.extra.get(
+                        ADMISSION_SHARD)}), change, now=now, conflict=conflict)
+            return self._explain(job.job_id, current, change, now, expected_epoch,
                                  conflict)
         return self._notify(new, job.state)
 

@@ -16,6 +16,11 @@ from leasehold.core.states import JobState
 from leasehold.errors import NotFound
 from leasehold.settings import Settings
 
+#: Marks a job that holds a live-job slot of its tenant (see ``leasehold.tenancy.admission``).
+COUNTED = "counted"
+#: Which of its tenant's admission items a counted job took its slot from (absent: 0).
+ADMISSION_SHARD = "admission_shard"
+
 log = logging.getLogger(__name__)
 
 

@@ -21,13 +21,13 @@ from leasehold.core.states import JobState
 from leasehold.errors import IdempotencyConflict
 from leasehold.lifecycle import handoff
 from leasehold.lifecycle.app import Leasehold
+from leasehold.lifecycle.store_base import ADMISSION_SHARD, COUNTED
+
+__all__ = ["ADMISSION_SHARD", "COUNTED", "DEADLINE", "REPLAY_GRACE_MS", "Create", "Intake",
+           "Submitted", "job_id_for", "new_job", "resend_at", "submit", "through_intakes"]
 
 log = logging.getLogger(__name__)
 
-#: Marks a job that holds a live-job slot of its tenant (see ``leasehold.tenancy.admission``).
-COUNTED = "counted"
-#: Which of its tenant's admission items a counted job took its slot from (absent: 0).
-ADMISSION_SHARD = "admission_shard"
 #: How long after a job was queued an idempotent replay that finds it never leased sends its
 #: message again (the put's own caller sends within milliseconds of it landing).
 REPLAY_GRACE_MS = 2_000
@@ -90,14 +90,16 @@ def new_job(app: Leasehold, spec: ResolvedSpec, now: int, *, job_id: str | None 
     )
 
 
-def submit(app: Leasehold, spec: JobSpec, *, counted: bool = False, shard: int = 0,
+def submit(app: Leasehold, spec: JobSpec, *, counted: bool | None = None, shard: int = 0,
            also: Sequence[Mapping[str, Any]] = (), internal: bool = False) -> Submitted:
     """Validate, write and hand off a job.
 
     ``counted``: the job holds one of its tenant's live-job slots, taken by the admission
     write in ``also`` (committed with the row, or not at all); the slot is given back when
-    the job finishes. Internal submissions are not counted. ``shard``: the tenant's
-    admission item the slot was taken from, recorded on the row so it is given back there.
+    the job finishes. False: admitted for a tenant without a cap (no slot; a cap set later
+    counts it in); None: not admitted (a library call). Internal submissions are not
+    counted. ``shard``: the tenant's admission item the slot was taken from, recorded on
+    the row so it is given back there.
     ``internal``: Leasehold submits one of its own tasks (refused otherwise).
     """
     now = app.now()
@@ -106,8 +108,8 @@ def submit(app: Leasehold, spec: JobSpec, *, counted: bool = False, shard: int =
                        timeout_limits=app.settings.job_timeout_limits(), now_ms=now,
                        internal=internal)
     extra: dict[str, Any] | None = None
-    if counted:
-        extra = {COUNTED: True, ADMISSION_SHARD: shard} if shard else {COUNTED: True}
+    if counted is not None:
+        extra = {COUNTED: counted, **({ADMISSION_SHARD: shard} if counted and shard else {})}
 
     def create(row: Job, writes: Sequence[Mapping[str, Any]]) -> Submitted:
         job, created = app.store.create(row, also=writes)

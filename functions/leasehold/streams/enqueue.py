@@ -8,7 +8,8 @@ application puts in its own ``transact_write_items`` beside its business writes:
   has sent its message yet), validated exactly as ``POST /jobs`` validates a job;
 * its tenant's live-job slot (``ADD live 1`` on one of the tenant's admission items, under
   that item's share of ``LEASEHOLD_TENANT_MAX_LIVE``), given back when the job ends, as an
-  API submission's is. The submission *rate* is not applied: it guards the public front door,
+  API submission's is; none when the tenant has no cap (``LEASEHOLD_TENANT_MAX_LIVE=0``).
+  The submission *rate* is not applied: it guards the public front door,
   and this entry is written by the application's own credentials inside its own write.
 
 Nothing else has to happen for the job to run: the change-stream relay sees the row's
@@ -101,14 +102,16 @@ def enqueue_item(app: Leasehold, task: Any, payload: Any = None, *, tenant: str,
     limits = limits or Limits.from_env()
     shards = limits.shard_count()
     shard = random.randrange(shards)
-    extra: dict[str, Any] = {HANDOFF: BY_STREAM, COUNTED: True}
-    if shard:
+    extra: dict[str, Any] = {HANDOFF: BY_STREAM, COUNTED: limits.capped}
+    if limits.capped and shard:
         extra[ADMISSION_SHARD] = shard
     row = _through_intakes(app, spec, new_job(app, resolved, now, actor="enqueue",
                                               extra=extra))
     put = app.store.put_request(row)
     put.pop("ReturnValuesOnConditionCheckFailure")
     cap = limits.per_shard(shards, shard).max_live
+    if cap is None:  # no cap: the row alone, holding no slot
+        return [{"Put": put}]
     slot = {"TableName": app.settings.tenants_table,
             "Key": {"tenant": {"S": slot_item(tenant, shard)}},
             "UpdateExpression": "ADD #live :one",

@@ -33,7 +33,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from leasehold.clock import iso
-from leasehold.events.publishing import Sink
+from leasehold.events.publishing import Sink, published
 from leasehold.lifecycle.app import Leasehold
 from leasehold.streams.enqueue import hand_off
 from leasehold.streams.images import Undecodable, job_of, sequence_number
@@ -134,7 +134,8 @@ class StreamReader:
                     self.iterators[shard_id] = self._iterator(shard_id)
                     break
                 records = response.get("Records", [])
-                failed = records and relay(records, self.sink, self.app.settings.publish,
+                failed = records and relay(records, self.sink,
+                                           published(self.app.settings.publish, self.sink),
                                            self.app.now, hand_off=partial(hand_off, self.app))
                 if failed:
                     done, set_aside = self._done(shard_id, records, failed[0])

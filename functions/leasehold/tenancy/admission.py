@@ -25,6 +25,12 @@
   (:func:`retry_admitted`): the rate, and the slot under the cap, in the transaction that
   re-queues it.
 * A global backlog limit (visible messages in the pool's queues) answers 503 before any of it.
+* A tenant without a cap (``Limits.max_live`` None) holds no slots: its rate token is a plain
+  conditional ``UpdateItem`` on an admission item (:func:`check`), and the job is the row's
+  own conditional put, uncounted, finished later by one conditional update. No transaction
+  either way: 4 write units less per job. A cap set later counts the live jobs in
+  (:func:`leasehold.tenancy.backfill.count_in_live_jobs`); see docs/design.md, "A cap is an
+  option".
 """
 
 from __future__ import annotations
@@ -162,7 +168,8 @@ def _admit_on(app: Leasehold, shard: int, limits: Limits, key: str, buckets: Buc
         try:
             result = write(update, shard)
         except _Refused as refused:
-            if int(refused.item.get("live", 0)) >= limits.max_live:
+            if limits.max_live is not None and \
+                    int(refused.item.get("live", 0)) >= limits.max_live:
                 raise _AtCap from None
             seen = refused.item.get(TAT)
             if seen is not None:
@@ -189,8 +196,14 @@ def submit_admitted(app: Leasehold, spec: JobSpec, pool: str, limits: Limits,
     ``internal``: Leasehold submits one of its own tasks (``leasehold.bulk``).
 
     An idempotent replay of a job that exists is answered without spending anything, even
-    at the cap.
+    at the cap. Without a cap the token is spent first, by its own conditional update, and
+    the row is one conditional put: a replay spends a token (and, over the rate, gets 429
+    like any submission; its job is kept).
     """
+    if not limits.capped:
+        check(app, spec.tenant, pool, limits, backlog, buckets, attempts=attempts)
+        return submit(app, spec, counted=False, internal=internal)
+
     def write(update: dict[str, Any], shard: int) -> Submitted:
         try:
             return submit(app, spec, counted=True, shard=shard, also=[{"Update": update}],
@@ -234,22 +247,25 @@ def retry_admitted(app: Leasehold, job_id: str, tenant: str | None, limits: Limi
     fenced condition (``store.transition``), so nothing is taken twice.
     """
     job = control.finished(app, job_id, tenant)
-    counted = bool(job.extra.get(COUNTED))
-    home = int(job.extra.get(ADMISSION_SHARD) or 0)
+    # The re-run holds a slot when the tenant has a cap now, whatever the job held before
+    # (a cap set or lifted since). Its outcome is taken back here when the re-run is
+    # counted (on the item that counted it, if it was), else by the outcome observer.
+    counted = limits.capped
+    home = int(job.extra.get(ADMISSION_SHARD) or 0) if job.extra.get(COUNTED) else None
     outcome = {f"count_{job.state.value}": -1}
 
     def adds(shard: int) -> Mapping[str, int]:
         if not counted:
             return {}  # a token only: the job holds no slot
-        return {"live": 1, **outcome} if shard == home else {"live": 1}
+        return {"live": 1, **outcome} if home in (None, shard) else {"live": 1}
 
     def write(update: dict[str, Any], shard: int) -> Job:
         also = [{"Update": update}]
-        if counted and shard != home:
+        if counted and home not in (None, shard):
             also.append(add(app.settings, slot_item(job.tenant, home), outcome))
         try:
             return control.requeue(app, job, actor=actor, reason=reason, also=also,
-                                   shard=shard if counted else None)
+                                   shard=shard if counted else -1)
         except Cancelled as cancelled:
             if not cancelled.failed(1):  # a companion refused it (a unique key held)
                 raise Conflict(f"job {job_id} cannot run again now: {cancelled}",
@@ -267,10 +283,13 @@ def slot_admitted(app: Leasehold, tenant: str, limits: Limits,
     the front door, as for ``enqueue_item``).
 
     ``write(update, shard)`` commits the slot's ``Update`` (item 1 of its transaction, after
-    the row) with the job; a refusal of item 1 moves to another of the tenant's admission
+    the row) with the job; without a cap it is called once with no update and shard -1 (the
+    job holds no slot); a refusal of item 1 moves to another of the tenant's admission
     items (at most :data:`MAX_SHARD_TRIES`). :class:`RateLimited` when every item tried is
     full: the tenant is at its cap.
     """
+    if limits.max_live is None:
+        return write({}, -1)  # no cap: no slot (shard -1), the job is written alone
     shards = limits.shard_count()
     for shard in random.sample(range(shards), min(shards, MAX_SHARD_TRIES)):
         update = {"TableName": app.settings.tenants_table,

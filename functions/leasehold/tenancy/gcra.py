@@ -66,10 +66,16 @@ def rate_update(app: Leasehold, key: str, limits: Limits, gcra: Gcra, now: int, 
     writes that really used up the rate or the cap can refuse it (or, rarely, a ``tat`` that
     fell behind ``now - lag``, which :func:`catch_up` moves first)."""
     names = {"#tat": TAT, "#live": "live", **{f"#o{i}": n for i, n in enumerate(_LEGACY)}}
-    values: dict[str, Any] = {":T": gcra.interval, ":cap": limits.max_live, ":now": now,
-                              ":lo": now - gcra.lag, ":hi": now + gcra.tolerance}
-    expression = "SET #tat = if_not_exists(#tat, :now) + :T"
     rate = "(attribute_not_exists(#tat) OR #tat BETWEEN :lo AND :hi)"
+    values: dict[str, Any] = {":T": gcra.interval, ":now": now,
+                              ":lo": now - gcra.lag, ":hi": now + gcra.tolerance}
+    condition = rate
+    if limits.max_live is not None:  # no cap: the rate alone (and no #live to name)
+        values[":cap"] = limits.max_live
+        condition = f"{rate} AND {SLOT_FREE}"
+    else:
+        del names["#live"]
+    expression = "SET #tat = if_not_exists(#tat, :now) + :T"
     if adds:
         names.update({f"#a{i}": name for i, name in enumerate(adds)})
         values.update({f":a{i}": amount for i, amount in enumerate(adds.values())})
@@ -78,7 +84,7 @@ def rate_update(app: Leasehold, key: str, limits: Limits, gcra: Gcra, now: int, 
     return {
         "TableName": app.settings.tenants_table, "Key": {"tenant": {"S": key}},
         "UpdateExpression": expression,
-        "ConditionExpression": f"{rate} AND {SLOT_FREE}",
+        "ConditionExpression": condition,
         "ExpressionAttributeNames": names, "ExpressionAttributeValues": to_av(values),
         "ReturnValuesOnConditionCheckFailure": "ALL_OLD"}
 

@@ -20,8 +20,13 @@ class Limits:
     #: Submissions per second a tenant earns, and how many it may spend at once.
     rate: float = 50.0
     burst: float = 200.0
-    #: Non-terminal jobs a tenant may have.
-    max_live: int = 10_000
+    #: Non-terminal jobs a tenant may have; None: no cap (``LEASEHOLD_TENANT_MAX_LIVE=0``).
+    #: A capped tenant's jobs are counted on its admission items (a two-item transaction to
+    #: admit and another to finish, each item billed twice: about 8 write units more per job
+    #: than without a cap as DynamoDB reports them, $4.94 per million in `make bench-cost`);
+    #: without a cap a job is admitted by its row's conditional put and finished by one
+    #: conditional update, with no slot at all.
+    max_live: int | None = 10_000
     #: Visible messages across a pool's queues above which every submission gets 503.
     max_backlog: int = 100_000
     #: Items the rate and the cap are split over (None: :data:`SPREAD`, or as many as the
@@ -36,7 +41,13 @@ class Limits:
         (one item's refusal then sends the admission to the next one, at a write each)."""
         spread = min(SPREAD, int(self.burst // MIN_SHARD_BURST), int(self.rate))
         wanted = self.shards or max(math.ceil(self.rate / JOBS_PER_SHARD), spread)
-        return max(1, min(wanted, int(self.burst), self.max_live))
+        cap = wanted if self.max_live is None else self.max_live
+        return max(1, min(wanted, int(self.burst), cap))
+
+    @property
+    def capped(self) -> bool:
+        """Whether the tenant's live jobs are counted and held under :attr:`max_live`."""
+        return self.max_live is not None
 
     def per_shard(self, shards: int, shard: int = 0) -> Limits:
         """The share of item ``shard`` of ``shards``: rate and burst divided evenly, the cap
@@ -44,7 +55,8 @@ class Limits:
         together admit the whole cap and never more."""
         if shards == 1:
             return self
-        cap = self.max_live // shards + (1 if shard < self.max_live % shards else 0)
+        cap = None if self.max_live is None else \
+            self.max_live // shards + (1 if shard < self.max_live % shards else 0)
         return replace(self, rate=self.rate / shards, burst=self.burst / shards, max_live=cap)
 
     @classmethod
@@ -59,6 +71,8 @@ class Limits:
         ):
             if env.get(var):
                 values[name] = kind(env[var])
+        if values.get("max_live") == 0:
+            values["max_live"] = None  # 0: no cap
         return cls(**values)
 
 

@@ -1,0 +1,283 @@
+"""What a job costs, and what each option adds, in units DynamoDB reports (issue 32).
+
+``python -m bench.option_cost`` (``make bench-cost``, a couple of minutes): immediate no-op
+jobs, submitted through the library and run by the worker as Lambda's event source drives
+it, on AWS's DynamoDB Local (SQS and EventBridge on the embedded emulator behind the same
+endpoint, :mod:`bench.substrate`). Every DynamoDB request asks for
+``ReturnConsumedCapacity=INDEXES`` and the units come from the answers
+(:mod:`bench.consumed`); SQS and EventBridge requests are counted by
+:class:`leasehold.aws.counting.RequestCounter` (receives only when they return messages, as
+in :mod:`bench.per_job`). Each option's price is its scenario minus the plain job's, per
+job, at list prices. Writes ``bench/option_cost.json`` and the section of BENCHMARKS.md
+between its markers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bench.consumed import CapacityHook
+from bench.local import library_app
+from bench.substrate import started
+from bench.tasks import EFFECTS_TABLE
+from leasehold.aws import provision
+from leasehold.aws.clients import Clients
+from leasehold.aws.counting import RequestCounter
+from leasehold.aws.queues import Queues
+from leasehold.core.spec import JobSpec
+from leasehold.durable.callbacks import complete
+from leasehold.lifecycle.app import Leasehold
+from leasehold.lifecycle.consumer import consume
+from leasehold.lifecycle.submission import submit
+from leasehold.lifecycle.worker import Worker
+from leasehold.settings import PUBLISH_CHOICES
+from leasehold.tenancy.admission import submit_admitted
+from leasehold.tenancy.limits import Limits
+
+ROOT = Path(__file__).resolve().parent.parent
+#: List prices, us-east-1 on demand (the issue's).
+PRICES = {"write_unit": 0.625, "read_unit": 0.125, "sqs_request": 0.40, "event": 1.00}
+EVENT_BUS = "leasehold-bench-cost"
+CAPPED = Limits(rate=1e6, burst=1e6, max_live=10**8, max_backlog=10**8)
+UNCAPPED = Limits(rate=1e6, burst=1e6, max_live=None, max_backlog=10**8)
+START, END = "<!-- bench-cost:start -->", "<!-- bench-cost:end -->"
+
+
+@dataclass
+class Meters:
+    app: Leasehold
+    capacity: CapacityHook
+    requests: RequestCounter
+    poller: Queues
+    url: str
+    receives: int = 0
+    #: EventBridge entries published (what EventBridge bills).
+    entries: int = 0
+
+    def count_entries(self, parsed: Any, **_: Any) -> None:
+        self.entries += len(parsed.get("Entries", [])) - int(parsed.get("FailedEntryCount", 0))
+
+
+def _meters(app: Leasehold) -> Meters:
+    poller = Queues(Clients(app.settings), app.settings)  # unmetered: receives added by hand
+    meters = Meters(app, CapacityHook().attach(app.clients),
+                    RequestCounter().attach(app.clients), poller, poller.url("default", "normal"))
+    app.clients.client("events").meta.events.register("after-call.events.PutEvents",
+                                                      meters.count_entries)
+    return meters
+
+
+def _run(m: Meters, expected: int, timeout: float = 60) -> None:
+    got, deadline, worker = 0, time.monotonic() + timeout, Worker(m.app)
+    while got < expected:
+        batch = m.poller.receive(m.url, max_messages=10, wait_seconds=1, visibility_seconds=60)
+        if not batch:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"only {got} of {expected} messages arrived")
+            continue
+        m.receives += 1
+        consume(worker, batch)
+        got += len(batch)
+
+
+def _measure(m: Meters, jobs: int, body: Callable[[str], None]) -> dict[str, float]:
+    """Per job: write and read units, SQS and EventBridge requests, events, dollars."""
+    tenant = "t" + uuid.uuid4().hex[:8]
+    units, counts, receives, entries = (m.capacity.snapshot(), m.requests.snapshot(),
+                                        m.receives, m.entries)
+    body(tenant)
+    spent = m.capacity.snapshot().minus(units)
+    made = m.requests.snapshot().minus(counts)
+    sqs = made.total("sqs") + m.receives - receives
+    out = {"write_units": spent.write_units / jobs, "read_units": spent.read_units / jobs,
+           "refused_writes": spent.refused_writes / jobs,
+           "units_corrected": spent.corrected / jobs,
+           "dynamodb_requests": made.total("dynamodb") / jobs,
+           "sqs_requests": sqs / jobs, "eventbridge_requests": made.total("events") / jobs,
+           "by_target": {k: round(v / jobs, 3) for k, v in sorted(spent.by_target.items())}}
+    out["events"] = (m.entries - entries) / jobs
+    out["dollars_per_million"] = dollars(out)
+    return {k: (round(v, 3) if isinstance(v, float) else v) for k, v in out.items()}
+
+
+def dollars(per_job: dict[str, Any]) -> float:
+    return round(per_job["write_units"] * PRICES["write_unit"]
+                 + per_job["read_units"] * PRICES["read_unit"]
+                 + per_job["sqs_requests"] * PRICES["sqs_request"]
+                 + per_job["events"] * PRICES["event"], 3)
+
+
+def measure(jobs: int = 20) -> dict[str, Any]:
+    with started("dynamodb_local") as substrate:
+        # ``none``: the name of ``off`` before issue 32 (to measure an older checkout).
+        off_name = "off" if "off" in PUBLISH_CHOICES else "none"
+        apps = {publish: library_app(substrate.endpoint, event_bus=EVENT_BUS,
+                                     publish=off_name if publish == "off" else publish)
+                for publish in ("off", "terminal", "all")}
+        base = apps["off"]
+        provision.create_all(base.clients, base.settings)
+        base.clients.client("events").create_event_bus(Name=EVENT_BUS)
+        base.clients.dynamodb.create_table(
+            TableName=EFFECTS_TABLE, BillingMode="PAY_PER_REQUEST",
+            KeySchema=[{"AttributeName": "k", "KeyType": "HASH"}],
+            AttributeDefinitions=[{"AttributeName": "k", "AttributeType": "S"}])
+        meters = {publish: _meters(app) for publish, app in apps.items()}
+
+        def plain(m: Meters, **options: Any) -> Callable[[str], None]:
+            def body(tenant: str) -> None:
+                for i in range(jobs):
+                    submit(m.app, JobSpec(task=options.get("task", "bench.noop"),
+                                          payload=options.get("payload"), tenant=tenant,
+                                          **_numbered(options.get("spec", {}), i)))
+                _run(m, jobs)
+            return body
+
+        def admitted(m: Meters, limits: Limits) -> Callable[[str], None]:
+            def body(tenant: str) -> None:
+                for _ in range(jobs):
+                    submit_admitted(m.app, JobSpec(task="bench.noop", tenant=tenant),
+                                    "default", limits)
+                _run(m, jobs)
+            return body
+
+        def callback(m: Meters) -> Callable[[str], None]:
+            def body(tenant: str) -> None:
+                ids = [submit(m.app, JobSpec(task="bench.await", tenant=tenant)).job.job_id
+                       for _ in range(jobs)]
+                _run(m, jobs)  # each job waits for its callback
+                for job_id in ids:
+                    token = json.loads(m.app.store.get(job_id).progress_json or "{}")["token"]
+                    complete(m.app, token, tenant, value="go")
+                _run(m, jobs)
+            return body
+
+        off, terminal, every = meters["off"], meters["terminal"], meters["all"]
+        scenarios: dict[str, tuple[Meters, Callable[[str], None]]] = {
+            "plain": (off, plain(off)),
+            # Before issue 32 every admitted job took a slot: the uncapped row is capped.
+            "uncapped admission": (off, admitted(off, UNCAPPED if hasattr(Limits, "capped")
+                                                 else CAPPED)),
+            "capped admission": (off, admitted(off, CAPPED)),
+            "capped admission, terminal events": (terminal, admitted(terminal, CAPPED)),
+            "terminal events": (terminal, plain(terminal)),
+            "all events": (every, plain(every)),
+            "throttle": (off, plain(off, spec={"throttle": {
+                "key": "bench", "limit": 10_000, "period_seconds": 1}})),
+            "concurrency key": (off, plain(off, spec={"concurrency": {
+                "key": "bench", "limit": 10_000}})),
+            "unique": (off, plain(off, spec={"unique": {"key": "u{i}"}})),
+            "debounce": (off, plain(off, spec={"debounce": {"key": "d{i}", "seconds": 1}})),
+            "durable step": (off, plain(off, task="bench.steps", payload=1)),
+            "callback": (off, callback(off)),
+            "ctx.transact item": (off, plain(off, task="bench.effect")),
+        }
+        for m, body in {id(m): (m, plain(m)) for m, _ in scenarios.values()}.values():
+            _measure(m, jobs, body)  # warm: clients built, queue URLs cached
+        measured = {name: _measure(m, jobs, body) for name, (m, body) in scenarios.items()}
+    return {"jobs_per_scenario": jobs, "prices_per_million": PRICES,
+            "scenarios": measured, "options": option_prices(measured)}
+
+
+def _numbered(spec: dict[str, Any], i: int) -> dict[str, Any]:
+    """``{i}`` in an option's key made the job's own (one unique key, one debounce each)."""
+    return {name: {k: (v.replace("{i}", f"{i}-{uuid.uuid4().hex[:6]}")
+                       if isinstance(v, str) else v) for k, v in value.items()}
+            for name, value in spec.items()}
+
+
+#: Each option's price: its scenario minus the one it adds to.
+OPTIONS = {
+    "tenant rate token (API admission, no cap)": ("uncapped admission", "plain"),
+    "live-job cap (a slot taken and given back)": ("capped admission", "uncapped admission"),
+    "throttle": ("throttle", "plain"),
+    "concurrency key": ("concurrency key", "plain"),
+    "unique": ("unique", "plain"),
+    "debounce": ("debounce", "plain"),
+    "durable step": ("durable step", "plain"),
+    "callback": ("callback", "plain"),
+    "ctx.transact item": ("ctx.transact item", "plain"),
+    "terminal events (events=\"terminal\")": ("terminal events", "plain"),
+    "all events (events=\"all\")": ("all events", "plain"),
+}
+
+
+def option_prices(measured: dict[str, Any]) -> dict[str, Any]:
+    out = {}
+    for name, (scenario, baseline) in OPTIONS.items():
+        a, b = measured[scenario], measured[baseline]
+        delta = {k: round(a[k] - b[k], 3) for k in (
+            "write_units", "read_units", "sqs_requests", "eventbridge_requests", "events")}
+        delta["dollars_per_million"] = round(a["dollars_per_million"]
+                                             - b["dollars_per_million"], 3)
+        out[name] = delta
+    return out
+
+
+def markdown(results: dict[str, Any]) -> str:
+    s, o = results["scenarios"], results["options"]
+    lines = [START, "## Cost per job in units DynamoDB reports (`make bench-cost`)", "",
+             f"{results['jobs_per_scenario']} immediate no-op jobs per row, library path, "
+             "worker as Lambda's event source drives it, on AWS's DynamoDB Local with "
+             "`ReturnConsumedCapacity=INDEXES` on every request (indexes and transactions as "
+             "DynamoDB counts them; a transaction's items on one table at least 2 units each, "
+             "which DynamoDB Local under-reports for items of equal size). List prices: "
+             "$0.625/M write units, $0.125/M read units, SQS $0.40/M requests, "
+             "EventBridge $1.00/M events. No Lambda, no API Gateway.",
+             "", "| per job | write units | read units | SQS requests | EventBridge "
+             "requests | events | $ per million |", "|---|---|---|---|---|---|---|"]
+    for name, row in s.items():
+        lines.append(f"| {name} | {row['write_units']:g} | {row['read_units']:g} | "
+                     f"{row['sqs_requests']:g} | {row['eventbridge_requests']:g} | "
+                     f"{row['events']:g} | ${row['dollars_per_million']:.2f} |")
+    lines += ["", "Each option's own price (its row minus the row it adds to):", "",
+              "| option | write units | read units | SQS requests | events | $ per million |",
+              "|---|---|---|---|---|---|"]
+    for name, row in o.items():
+        lines.append(f"| {name} | {row['write_units']:+g} | {row['read_units']:+g} | "
+                     f"{row['sqs_requests']:+g} | {row['events']:+g} | "
+                     f"${row['dollars_per_million']:+.2f} |")
+    lines.append(END)
+    return "\n".join(lines) + "\n"
+
+
+def recorded_section(path: Path = ROOT / "bench" / "option_cost.json") -> list[str]:
+    """The section of the last ``make bench-cost`` run, for a rewritten BENCHMARKS.md."""
+    if not path.exists():
+        return []
+    return ["", *markdown(json.loads(path.read_text())).rstrip("\n").split("\n")]
+
+
+def write_section(path: Path, section: str) -> None:
+    text = path.read_text() if path.exists() else ""
+    if START in text and END in text:
+        head, rest = text.split(START, 1)
+        text = head + section.rstrip("\n") + rest.split(END, 1)[1]
+    else:
+        text = text.rstrip("\n") + "\n\n" + section
+    path.write_text(text)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.option_cost")
+    parser.add_argument("--jobs", type=int, default=20)
+    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "option_cost.json")
+    parser.add_argument("--markdown", type=Path, default=ROOT / "BENCHMARKS.md")
+    args = parser.parse_args(argv)
+    results = measure(args.jobs)
+    args.out.write_text(json.dumps(results, indent=2) + "\n")
+    section = markdown(results)
+    write_section(args.markdown, section)
+    print(section, file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
