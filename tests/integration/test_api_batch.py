@@ -17,7 +17,6 @@ from leasehold.core.registry import TaskRegistry
 from leasehold.core.states import JobState
 from leasehold.lifecycle.app import Leasehold
 from leasehold.local.gateway import proxy_event
-from leasehold.tenancy.admission import Limits
 
 from .api_client import ApiClient, api_for
 from .helpers import deliver, inject, live_counted_jobs, tenant_live
