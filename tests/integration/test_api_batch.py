@@ -249,3 +249,20 @@ def test_the_openapi_document_states_the_batch_route(api: ApiClient) -> None:
     assert set(operation["responses"]) == {"200", "400", "401", "413", "422"}
     jobs = document["components"]["schemas"]["SubmitBatch"]["properties"]["jobs"]
     assert (jobs["minItems"], jobs["maxItems"]) == (1, 100)
+
+
+def test_behind_an_http_api_the_verified_caller_is_the_tenant_too(
+        app: Leasehold, tasks: TaskRegistry) -> None:
+    api = ApiClient(app, ApiConfig(trust_tenant_header=False))
+    event = proxy_event("POST", "/jobs/batch", {"X-Leasehold-Tenant": "alice"},
+                        json.dumps({"jobs": [{"task": "echo"}]}))
+    # The IAM authorizer's context as an HTTP API gives it (no identity.userArn).
+    event["requestContext"]["identity"] = {}
+    event["requestContext"]["authorizer"] = {
+        "iam": {"userArn": "arn:aws:iam::123456789012:user/ops/carol"}}
+    reply = api.call("POST", "/jobs/batch", event=event)
+    assert reply.body["results"][0]["job"]["tenant"] == "123456789012:user/carol"
+    # A JWT authorizer's claims (HTTP API: under "jwt").
+    event["requestContext"]["authorizer"] = {"jwt": {"claims": {"sub": "dave"}}}
+    reply = api.call("POST", "/jobs/batch", event=event)
+    assert reply.body["results"][0]["job"]["tenant"] == "dave"
