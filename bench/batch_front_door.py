@@ -54,11 +54,12 @@ def measure(jobs: int = 400, clients: int = 1, batch: int = 100) -> dict[str, An
             calls: Counter[str] = Counter()
             for client in (app.clients.dynamodb, app.clients.sqs):
                 client.meta.events.register(
-                    "before-call", lambda model, **_: calls.update([model.name]))
+                    "before-call", lambda model, counted=calls, **_: counted.update([model.name]))
             config = ApiConfig(trust_tenant_header=True)
             requests = [list(range(i, min(i + size, jobs))) for i in range(0, jobs, size)]
 
-            def send(items: list[int]) -> int:
+            def send(items: list[int], app: Any = app, size: int = size,
+                     config: Any = config) -> int:
                 if size == 1:
                     event = proxy_event("POST", "/jobs", {"X-Leasehold-Tenant": "b"},
                                         json.dumps({"task": "echo", "payload": items[0]}))
