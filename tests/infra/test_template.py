@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -248,3 +249,12 @@ def test_outputs_give_the_api_url_and_the_names_the_cli_needs(
     outputs = synthesized.raw["Outputs"]
     for name in ("ApiUrl", "QueueUrls", "JobsTable", "QueuePrefix", "DashboardName"):
         assert name in outputs
+
+
+def test_the_rest_api_is_the_default_and_names_its_execute_api_resource(
+        synthesized: Synthesized) -> None:
+    synthesized.template.resource_count_is("AWS::ApiGateway::RestApi", 1)
+    synthesized.template.resource_count_is("AWS::ApiGatewayV2::Api", 0)
+    api = synthesized.stack.leasehold.api
+    arn = synthesized.stack.resolve(api.execute_api_arn("POST", "/jobs"))
+    assert "/v1/POST/jobs" in json.dumps(arn)

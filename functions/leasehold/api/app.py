@@ -19,6 +19,7 @@ from aws_lambda_powertools.event_handler.api_gateway import Router
 from leasehold import __version__
 from leasehold.api import (
     admin,
+    batch,
     bulk,
     console,
     durable,
@@ -39,6 +40,7 @@ from leasehold.lifecycle.app import Leasehold
 
 ROUTERS: tuple[Router, ...] = (
     bulk.router,  # before jobs: /jobs/bulk is not a job id
+    batch.router,  # nor /jobs/batch
     jobs.router,
     admin.router,
     figures.router,
@@ -54,6 +56,12 @@ ROUTERS: tuple[Router, ...] = (
 TITLE = "Leasehold"
 #: A payload at its limit plus the rest of a submission; larger bodies are refused unread.
 MAX_BODY_BYTES = MAX_PAYLOAD_BYTES + 64 * 1024
+#: ``POST /jobs/batch``'s body: 1 MiB, SQS ``SendMessageBatch``'s total. Each item still has
+#: its own payload limit; the answer echoes every job (payload included), so a batch at its
+#: limit answers about as much, well under Lambda's 6 MB for a request and its answer.
+MAX_BATCH_BODY_BYTES = 1024 * 1024
+#: Paths whose bodies may be larger than :data:`MAX_BODY_BYTES`.
+BODY_LIMITS = {"/jobs/batch": MAX_BATCH_BODY_BYTES}
 
 
 class ConcurrentRestResolver(APIGatewayRestResolver):
@@ -181,9 +189,10 @@ def _unreadable(event: Mapping[str, Any]) -> dict[str, Any] | None:
     included: they cannot be stored)."""
     body = event.get("body") or ""
     size = len(body) * 3 // 4 if event.get("isBase64Encoded") else len(body.encode())
-    if size > MAX_BODY_BYTES:
+    limit = BODY_LIMITS.get(str(event.get("path") or ""), MAX_BODY_BYTES)
+    if size > limit:
         return _early(413, "payload_too_large",
-                      f"the body is {size} bytes; the limit is {MAX_BODY_BYTES}")
+                      f"the body is {size} bytes; the limit is {limit}")
     if event.get("isBase64Encoded") and body:
         try:
             body = base64.b64decode(body).decode("utf-8")

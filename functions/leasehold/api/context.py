@@ -77,14 +77,17 @@ def tenant_of(event: Mapping[str, Any], api_config: ApiConfig) -> str:
     """The caller's tenant, from the authorizer or the IAM principal (or, locally, a header)."""
     request = event.get("requestContext") or {}
     authorizer = request.get("authorizer") or {}
-    claims = authorizer.get("claims") or {}
+    # An HTTP API's JWT authorizer puts the claims under "jwt" (REST's Cognito: "claims").
+    claims = authorizer.get("claims") or (authorizer.get("jwt") or {}).get("claims") or {}
     for value in (authorizer.get("tenant"), claims.get("custom:tenant"), claims.get("tenant"),
                   claims.get("sub"), authorizer.get("principalId")):
         if value:
             return _checked(str(value))
     identity = request.get("identity") or {}
-    if identity.get("userArn"):
-        principal = principal_of(str(identity["userArn"]))
+    # An HTTP API's IAM authorizer: the verified caller under "iam" (payload format 2.0).
+    user_arn = identity.get("userArn") or (authorizer.get("iam") or {}).get("userArn")
+    if user_arn:
+        principal = principal_of(str(user_arn))
         if principal is None:
             raise UnknownPrincipal()
         return _checked(api_config.tenants.get(principal, principal))

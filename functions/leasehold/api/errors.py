@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import logging
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response, content_types
@@ -71,15 +71,23 @@ def _status(exc: LeaseholdError) -> int:
     return 500
 
 
-def from_domain(exc: LeaseholdError) -> Response:
+def described(exc: LeaseholdError) -> tuple[int, dict[str, Any], dict[str, str]]:
+    """The status, the ``error`` object and the headers ``exc`` is answered with (a batch
+    answers each item's own error with the same three)."""
     status = _status(exc)
     if status == 500:
         log.exception("unexpected domain error", exc_info=exc)
-        return error_response(500, "internal", "internal error")
+        return 500, {"code": "internal", "message": "internal error", "field": None}, {}
     headers = {}
     if isinstance(exc, RateLimited):
         headers["Retry-After"] = str(max(1, math.ceil(exc.retry_after)))
-    return error_response(status, exc.code, str(exc), getattr(exc, "field", None), headers)
+    return status, {"code": exc.code, "message": str(exc),
+                    "field": getattr(exc, "field", None)}, headers
+
+
+def from_domain(exc: LeaseholdError) -> Response:
+    status, error, headers = described(exc)
+    return error_response(status, error["code"], error["message"], error["field"], headers)
 
 
 def field_path(parts: Iterable[str | int]) -> str | None:
@@ -96,10 +104,12 @@ def _field(loc: Any) -> str | None:
                       if p not in ("body", "query", "path", "header", "[key]"))
 
 
-def from_validation(exc: RequestValidationError) -> Response:
-    errors = list(exc.errors())
+def invalid(errors: Sequence[Mapping[str, Any]]) -> tuple[int, dict[str, Any]]:
+    """The status and ``error`` object for pydantic's ``errors`` (the first one names the
+    field): 400 for a body that is not JSON or not an object, else 422."""
     if any(e.get("type") == "json_invalid" for e in errors):
-        return error_response(400, "bad_request", "the body is not valid JSON")
+        return 400, {"code": "bad_request", "message": "the body is not valid JSON",
+                     "field": None}
     first = errors[0] if errors else {}
     field = _field(first.get("loc"))
     message = str(first.get("msg", "invalid request"))
@@ -107,9 +117,15 @@ def from_validation(exc: RequestValidationError) -> Response:
             (first.get("ctx") or {}).get("pattern") == TEXT:
         message = "must not contain control characters"  # clearer than the pattern
     if first.get("type") == "missing" and field is None:
-        return error_response(400, "bad_request", "a JSON object body is required")
-    return error_response(422, "validation_error", f"{field}: {message}" if field else message,
-                          field)
+        return 400, {"code": "bad_request", "message": "a JSON object body is required",
+                     "field": None}
+    return 422, {"code": "validation_error",
+                 "message": f"{field}: {message}" if field else message, "field": field}
+
+
+def from_validation(exc: RequestValidationError) -> Response:
+    status, error = invalid(list(exc.errors()))
+    return error_response(status, error["code"], error["message"], error["field"])
 
 
 def install(resolver: APIGatewayRestResolver) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Annotated
 
 from aws_lambda_powertools.event_handler import Response, content_types
@@ -21,42 +20,18 @@ from leasehold.api.models import (
     SubmitJob,
     SubmittedJob,
 )
-from leasehold.clock import iso, to_ms
+from leasehold.api.submissions import submit_one
 from leasehold.core.jobs import Job
-from leasehold.core.policy import RetryPolicy
-from leasehold.core.spec import NAME_PATTERN, POOL_PATTERN, JobSpec, resolve, targeted
+from leasehold.core.spec import NAME_PATTERN, POOL_PATTERN
 from leasehold.core.states import JobState
 from leasehold.durable import children
-from leasehold.flow import debounce
 from leasehold.lifecycle import control
 from leasehold.lifecycle.app import Leasehold
-from leasehold.tenancy.admission import retry_admitted, submit_admitted
+from leasehold.tenancy.admission import retry_admitted
 from leasehold.tenancy.listing import list_jobs
 from leasehold.time import schedules
 
 router = Router()
-
-
-def spec_from(body: SubmitJob, tenant: str) -> JobSpec:
-    retry = None
-    if body.retry is not None:
-        retry = RetryPolicy.from_dict(body.retry.model_dump(exclude_none=True))
-    return JobSpec(
-        task=body.task or "", target=body.target, payload=body.payload, tenant=tenant,
-        pool=body.pool,
-        priority=body.priority, run_at_ms=None if body.run_at is None else to_ms(body.run_at),
-        delay_seconds=body.delay_seconds, idempotency_key=body.idempotency_key,
-        max_attempts=body.max_attempts, retry=retry, timeout_seconds=body.timeout_seconds,
-        retention_days=body.retention_days,
-        unique=None if body.unique is None else body.unique.model_dump(),
-        debounce=None if body.debounce is None else body.debounce.model_dump(exclude_none=True),
-        start_within_seconds=body.start_within_seconds,
-        expires_at_ms=None if body.expires_at is None else to_ms(body.expires_at),
-        labels=body.labels,
-        concurrency=None if body.concurrency is None else body.concurrency.model_dump(),
-        throttle=None if body.throttle is None else body.throttle.model_dump(),
-        deadline_seconds=body.deadline_seconds,
-    )
 
 
 JobId = Annotated[str, Path(min_length=1, max_length=64, pattern=r"^[0-9A-Za-z]+$")]
@@ -86,22 +61,9 @@ def submit_job(
     )] = None,
 ) -> Response[SubmittedJob]:
     app, api = context.leasehold(router), context.config(router)
-    tenant = context.tenant(router)
-    spec = targeted(spec_from(body, tenant), app.registry)  # a target: its task's spec
-    spec = replace(spec, idempotency_key=debounce.retry_key(app, spec, idempotency_key))
-    now = app.now()
-    # Validate before admission so bad input spends no token and writes nothing.
-    resolved = resolve(spec, app.registry, pools=app.settings.pools,
-                       timeout_limits=app.settings.job_timeout_limits(), now_ms=now)
-    result = submit_admitted(app, spec, resolved.pool, api.limits, api.backlog, api.buckets)
-    warnings = []
-    if spec.run_at_ms is not None and spec.run_at_ms < now:
-        warnings.append(f"run_at {iso(spec.run_at_ms)} is in the past; the job runs now")
-    shown = SubmittedJob(**view(result.job, app.now()).model_dump(by_alias=True),
-                         warnings=warnings, duplicate=result.duplicate,
-                         coalesced=result.coalesced)
-    return Response(status_code=201 if result.created else 200,
-                    content_type=content_types.APPLICATION_JSON, body=shown)
+    status, shown = submit_one(app, api, context.tenant(router), body, idempotency_key)
+    return Response(status_code=status, content_type=content_types.APPLICATION_JSON,
+                    body=shown)
 
 
 #: The longest a ``GET /jobs/{id}?wait_seconds=`` holds its answer: API Gateway gives up on

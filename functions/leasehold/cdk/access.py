@@ -15,6 +15,7 @@ from __future__ import annotations
 import aws_cdk as cdk
 import jsii
 from aws_cdk import aws_apigateway as apigw
+from aws_cdk import aws_apigatewayv2 as apigwv2
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
@@ -43,8 +44,10 @@ class WorkerPool:
         self.role.add_to_principal_policy(statement)
 
 
-def grant_submit(rest_api: apigw.RestApi, stage: str, grantee: iam.IGrantable) -> iam.Grant:
-    """``execute-api:Invoke`` on every route of the API's stage, for ``grantee``."""
+def grant_submit(rest_api: apigw.RestApi | apigwv2.HttpApi, stage: str,
+                 grantee: iam.IGrantable) -> iam.Grant:
+    """``execute-api:Invoke`` on every route of the API's stage (a REST API's ``v1``, an HTTP
+    API's ``$default``), for ``grantee``."""
     arn = rest_api.arn_for_execute_api(method="*", path="/*", stage=stage)
     grant = iam.Grant.add_to_principal(grantee=grantee, actions=["execute-api:Invoke"],
                                        resource_arns=[arn])

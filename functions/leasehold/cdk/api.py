@@ -119,6 +119,11 @@ class Api(Construct):
     def url(self) -> str:
         return self.rest_api.url
 
+    def execute_api_arn(self, method: str = "*", path: str = "/*") -> str:
+        """``execute-api:Invoke``'s resource for ``method`` on ``path`` (``/jobs``) of the
+        stage: what a caller's IAM policy grants (``jobs.grant_submit``)."""
+        return self.rest_api.arn_for_execute_api(method, path, STAGE)
+
     def _web_acl(self) -> wafv2.CfnWebACL:
         def visibility(name: str) -> wafv2.CfnWebACL.VisibilityConfigProperty:
             return wafv2.CfnWebACL.VisibilityConfigProperty(

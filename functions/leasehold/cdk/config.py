@@ -37,6 +37,8 @@ BundlingMode = Literal["pip", "source"]
 #: ``aws-owned``: DynamoDB's default encryption (no key to manage, no KMS requests).
 #: ``customer-managed``: every table under the stack's KMS key, the one the queues use.
 TableEncryption = Literal["aws-owned", "customer-managed"]
+#: The API Gateway flavour in front of the API function (see ``LeaseholdConfig.api``).
+ApiKind = Literal["rest", "http"]
 
 #: Lambda event source mappings accept a maximum concurrency between 2 and 1000.
 MIN_MAX_CONCURRENCY = 2
@@ -161,7 +163,12 @@ class LeaseholdConfig:
     throttle_rate: float = 100.0
     throttle_burst: int = 200
     #: An AWS WAF web ACL (AWS managed common rules + per-IP rate limit) in front of the API.
+    #: REST only: WAF cannot be associated with an HTTP API.
     waf: bool = True
+    #: ``rest`` (API Gateway REST, $3.50 per million requests: WAF, request validation) or
+    #: ``http`` (HTTP API, $1.00 per million: no WAF, the function validates every body);
+    #: same routes, same function, same IAM or Cognito auth. README, "REST or HTTP API".
+    api: ApiKind = "rest"
     bundling: BundlingMode = "pip"
     api_timeout_seconds: int = 29
     api_memory_mb: int = 512
@@ -225,6 +232,8 @@ class LeaseholdConfig:
             pool.validate()
             check_network(f"pool {pool.name!r}", pool.vpc or self.vpc, pool.subnets,
                           pool.security_groups)
+        if self.api not in ("rest", "http"):
+            raise ValueError(f"api must be 'rest' or 'http', not {self.api!r}")
         if self.bundling not in ("pip", "source"):
             raise ValueError("bundling must be 'pip' or 'source'")
         if self.queue_retention_days is not None and not 1 <= self.queue_retention_days <= 13:
@@ -297,7 +306,8 @@ class LeaseholdConfig:
         values: dict[str, Any] = {}
         text = {"prefix": "prefix", "alarmEmail": "alarm_email", "publish": "events",
                 "events": "events", "tableEncryption": "table_encryption",
-                "cognitoUserPoolArn": "cognito_user_pool_arn", "requirements": "requirements"}
+                "cognitoUserPoolArn": "cognito_user_pool_arn", "requirements": "requirements",
+                "api": "api"}
         for key, name in text.items():
             if (value := get(key)) not in (None, ""):
                 values[name] = str(value)

@@ -35,6 +35,7 @@ from leasehold.cdk.bus import EventBus
 from leasehold.cdk.code import PACKAGE, BundleSpec, bundling
 from leasehold.cdk.config import LeaseholdConfig, PoolConfig
 from leasehold.cdk.functions import LeaseholdFunction
+from leasehold.cdk.http_api import HttpApiFront
 from leasehold.cdk.image import WorkerImage
 from leasehold.cdk.monitoring import NAMESPACE, SERVICE, Monitoring
 from leasehold.cdk.nag import acknowledge
@@ -231,9 +232,17 @@ class Leasehold(Construct):
         # It also hands off the jobs ``enqueue_item`` created in applications' transactions:
         # the message their submission would have sent, so it may send to the work queues.
         self.queues.grant_send(self.relay.function)
-        self.api = Api(self, "Api", handler=api_fn, log_retention=log_retention,
-                       throttle_rate=config.throttle_rate, throttle_burst=config.throttle_burst,
-                       cognito_user_pool_arn=config.cognito_user_pool_arn, waf=config.waf)
+        self.api: Api | HttpApiFront
+        if config.api == "http":
+            self.api = HttpApiFront(
+                self, "HttpApi", handler=api_fn, log_retention=log_retention,
+                throttle_rate=config.throttle_rate, throttle_burst=config.throttle_burst,
+                cognito_user_pool_arn=config.cognito_user_pool_arn)
+        else:
+            self.api = Api(self, "Api", handler=api_fn, log_retention=log_retention,
+                           throttle_rate=config.throttle_rate,
+                           throttle_burst=config.throttle_burst,
+                           cognito_user_pool_arn=config.cognito_user_pool_arn, waf=config.waf)
         self.api_function = api_fn
 
         self.monitoring = Monitoring(
@@ -248,7 +257,8 @@ class Leasehold(Construct):
             workers=self.workers.functions, ticker=self.scheduling.ticker,
             sweeper=self.scheduling.sweeper, trigger=self.triggers.function,
             relay=self.relay.function,
-            api_function=api_fn, api=self.api.rest_api,
+            api_function=api_fn,
+            api=self.api.rest_api if isinstance(self.api, Api) else self.api.http_api,
         )
 
     def pool(self, name: str) -> WorkerPool:
@@ -265,7 +275,9 @@ class Leasehold(Construct):
             raise ValueError("grant_submit: the API authorizes with Cognito "
                              "(cognito_user_pool_arn), so an IAM grant admits nobody; "
                              "give the caller a user of that pool instead")
-        return grant_submit(self.api.rest_api, STAGE, grantee)
+        if isinstance(self.api, Api):
+            return grant_submit(self.api.rest_api, STAGE, grantee)
+        return grant_submit(self.api.http_api, "$default", grantee)
 
     def grant_enqueue(self, grantee: iam.IGrantable) -> None:
         """Let ``grantee`` commit the entries ``leasehold.enqueue_item`` builds in its own

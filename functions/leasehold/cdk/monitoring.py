@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 
 import aws_cdk as cdk
 from aws_cdk import aws_apigateway as apigw
+from aws_cdk import aws_apigatewayv2 as apigwv2
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_cloudwatch_actions as actions
 from aws_cdk import aws_iam as iam
@@ -50,7 +51,8 @@ class Monitoring(Construct):
                  workers: Mapping[str, lambda_.IFunction],
                  ticker: lambda_.IFunction, sweeper: lambda_.IFunction,
                  trigger: lambda_.IFunction, relay: lambda_.IFunction,
-                 api_function: lambda_.IFunction, api: apigw.RestApi) -> None:
+                 api_function: lambda_.IFunction,
+                 api: apigw.RestApi | apigwv2.HttpApi) -> None:
         super().__init__(scope, construct_id)
         # Alarm notifications may carry resource names; encrypt them with the stack's CMK.
         self.topic = sns.Topic(self, "Alarms", master_key=key, enforce_ssl=True,
@@ -164,7 +166,7 @@ class Monitoring(Construct):
     def _dashboard(self, work_queues: Mapping[str, sqs.IQueue],
                    dead_letter_queues: Mapping[str, sqs.IQueue],
                    functions: Sequence[lambda_.IFunction],
-                   api: apigw.RestApi) -> cloudwatch.Dashboard:
+                   api: apigw.RestApi | apigwv2.HttpApi) -> cloudwatch.Dashboard:
         def graph(title: str, metrics: Sequence[cloudwatch.IMetric],
                   width: int = 8) -> cloudwatch.GraphWidget:
             return cloudwatch.GraphWidget(title=title, left=list(metrics), width=width, height=6)

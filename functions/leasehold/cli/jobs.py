@@ -1,10 +1,12 @@
-"""Job commands: submit, status, list, cancel, retry."""
+"""Job commands: submit, submit-many, status, list, cancel, retry."""
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 from leasehold.cli.client import ApiError, Client
@@ -79,6 +81,13 @@ def register(subparsers: Any) -> None:
                              "SUCCEEDED")
     submit.add_argument("--poll", type=float, default=0.5, help=argparse.SUPPRESS)
 
+    many = command(subparsers, "submit-many",
+                   "submit jobs from JSON lines, 100 per request (POST /jobs/batch)", [
+        "leasehold submit-many jobs.jsonl",
+        "printf '%s\\n' '{\"task\": \"echo\", \"payload\": 1}' | leasehold submit-many -",
+    ], run_submit_many)
+    many.add_argument("file", help="a file of JSON lines, one POST /jobs body each "
+                                   "(blank lines skipped), or - for stdin")
     status = command(subparsers, "status", "show a job", [
         "leasehold status 01JABCDEF0123456789ABCDEFG --history"], run_status)
     status.add_argument("job_id", help="the job's id, as submit printed it")
@@ -134,6 +143,51 @@ def run_submit(args: argparse.Namespace) -> int:
         return fail(exc)
     emit(args, job, show_job(job))
     return 0 if not args.wait or job["state"] == "SUCCEEDED" else 1
+
+
+def run_submit_many(args: argparse.Namespace) -> int:
+    """One line per job, in order: ``201 JOB_ID``, ``200 JOB_ID`` (an existing job
+    answered), or ``STATUS error: FIELD: MESSAGE``; exit 1 if any job was refused."""
+    try:
+        jobs = read_lines(args.file)
+    except UsageError as exc:
+        return fail(exc)
+    try:
+        results = Client.from_args(args).submit_many(jobs)
+    except ApiError as exc:
+        return fail(exc)
+    for result in results:
+        if args.json:
+            print(json.dumps(result, separators=(",", ":")))
+        elif result.get("job"):
+            print(f"{result['status']} {result['job']['job_id']}")
+        else:
+            error = result.get("error") or {}
+            print(f"{result['status']} error: {error.get('message', '')}")
+    return 1 if any(result["status"] >= 400 for result in results) else 0
+
+
+def read_lines(source: str) -> list[dict[str, Any]]:
+    """The jobs of a JSON-lines file (or stdin for ``-``): each line one JSON object."""
+    try:
+        text = sys.stdin.read() if source == "-" else Path(source).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise UsageError("file", f"cannot read {source}: {exc.strerror}") from None
+    jobs = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            job = json.loads(line)
+        except ValueError:
+            raise UsageError("file", f"line {number} is not JSON") from None
+        if not isinstance(job, dict):
+            raise UsageError("file", f"line {number} is not a JSON object (a POST /jobs "
+                                     "body)")
+        jobs.append(job)
+    if not jobs:
+        raise UsageError("file", f"{source} holds no jobs")
+    return jobs
 
 
 def _debounce(text: str) -> dict[str, Any]:

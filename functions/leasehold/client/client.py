@@ -29,6 +29,8 @@ from leasehold.client.transport import (
 )
 
 DEFAULT_URL = "http://127.0.0.1:8080"
+#: Jobs in one ``POST /jobs/batch`` (the API's limit); ``submit_many`` sends more in chunks.
+BATCH_LIMIT = 100
 #: Job fields ``submit`` passes through as the API names them.
 JOB_OPTIONS = ("priority", "pool", "delay_seconds", "run_at", "idempotency_key",
                "max_attempts", "timeout_seconds", "retry", "labels", "deadline_seconds",
@@ -86,10 +88,11 @@ class Client(Operations):
 
     def request(self, method: str, path: str, body: Any = None,
                 query: Mapping[str, Any] | None = None, *, repeatable: bool | None = None,
-                wait: float = 0.0) -> Any:
+                wait: float = 0.0, headers: Mapping[str, str] | None = None) -> Any:
         """One API call: the answer's JSON, or :class:`ApiError`. ``repeatable`` says whether
         a request that may have landed can be sent again (default: for GET and DELETE)."""
-        return self.exchange(method, path, body, query, repeatable=repeatable, wait=wait)[1]
+        return self.exchange(method, path, body, query, repeatable=repeatable, wait=wait,
+                             headers=headers)[1]
 
     def exchange(self, method: str, path: str, body: Any = None,
                  query: Mapping[str, Any] | None = None, *, repeatable: bool | None = None,
@@ -208,6 +211,30 @@ class Client(Operations):
         status, job = self.exchange("POST", "/jobs", body, headers=token, repeatable=bool(
             token) or "idempotency_key" in body or "debounce" in body)
         return JobHandle(self, job["job_id"], job, created=status == 201)
+
+    def submit_many(self, jobs: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+        """Submit many jobs through ``POST /jobs/batch``, 100 per request: one result per job,
+        in order, as the API answers each item (``{"index", "status", "job" | "error",
+        "retry_after"}``; ``status`` is 201 created, 200 an existing job answered, else the
+        item's error). Each job is a ``POST /jobs`` body (``task`` may be a ``@task``
+        function). A refused item never stops the others: check each ``status``.
+
+        Each request carries a retry token (``Idempotency-Key``) unless
+        ``idempotency_keys=False``, so a batch sent again after a lost answer makes each
+        job once; a job's own ``idempotency_key`` wins for it."""
+        bodies = [_job_body(job) for job in jobs]
+        results: list[dict[str, Any]] = []
+        for start in range(0, len(bodies), BATCH_LIMIT):
+            chunk = bodies[start:start + BATCH_LIMIT]
+            token = {"Idempotency-Key": f"client-{uuid.uuid4().hex}"} \
+                if self.idempotency_keys else None
+            answer = self.request("POST", "/jobs/batch", {"jobs": chunk}, headers=token,
+                                  repeatable=bool(token) or all(
+                                      "idempotency_key" in job or "debounce" in job
+                                      for job in chunk))
+            results += [{**result, "index": start + result["index"]}
+                        for result in answer["results"]]
+        return results
 
     def job(self, job_id: str) -> JobHandle:
         """A handle on a job submitted earlier (by id), to wait for its result."""
@@ -352,6 +379,23 @@ class Client(Operations):
             if item.get("state") == "CANCELLED":
                 return item
         raise error
+
+
+def _job_body(job: Mapping[str, Any]) -> dict[str, Any]:
+    """A ``POST /jobs`` body from a job given to ``submit_many``: its ``task`` named, its
+    datetimes as ISO text, a retry policy as a dict."""
+    body: dict[str, Any] = {}
+    for name, value in job.items():
+        if name == "task":
+            value = task_name(value)
+        elif isinstance(value, datetime):
+            if value.utcoffset() is None:
+                raise ValueError(f"{name} must be a timezone-aware datetime")
+            value = value.isoformat()
+        elif hasattr(value, "to_dict"):
+            value = {k: v for k, v in value.to_dict().items() if v is not None}
+        body[name] = value
+    return body
 
 
 def _quote(value: Any) -> str:

@@ -1,0 +1,148 @@
+"""``POST /jobs/batch``: up to :data:`MAX_BATCH` submissions in one request, each answered on
+its own.
+
+Each item is a ``POST /jobs`` body and goes through the same code as one
+(:func:`~leasehold.api.submissions.submit_one`): spec resolution, the intakes (unique,
+debounce, flow control, typed inputs) and admission, one item at a time, so a rule applies
+to an item exactly as it would to a single submission and there is no second copy of any
+rule. An item refused (invalid, over the tenant's rate or cap, a conflict) is answered with
+its own error and never stops the others; the request as a whole is refused (and nothing
+written) only when its envelope is: not an object of ``jobs``, no items or more than
+:data:`MAX_BATCH`, an item that is not an object.
+
+The answer is 200 with one result per item, in order, each with the status ``POST /jobs``
+would have answered, as SQS ``SendMessageBatch`` answers 200 with each entry's outcome:
+the caller reads ``failed`` (or each result) rather than the HTTP status. Not 207
+Multi-Status: that is WebDAV's, with an XML body of its own.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Annotated, Any
+
+from aws_lambda_powertools.event_handler.api_gateway import Router
+from aws_lambda_powertools.event_handler.openapi.params import Header
+from botocore.exceptions import BotoCoreError, ClientError
+from pydantic import BaseModel, Field
+from pydantic import ValidationError as Invalid
+
+from leasehold.api import context
+from leasehold.api.answers import answers
+from leasehold.api.context import ApiConfig
+from leasehold.api.errors import described, invalid
+from leasehold.api.models import ErrorDetail, SubmitJob, SubmittedJob, _Strict
+from leasehold.api.submissions import submit_one
+from leasehold.errors import LeaseholdError
+from leasehold.lifecycle.app import Leasehold
+
+log = logging.getLogger(__name__)
+router = Router()
+
+#: Items in one request, as API Gateway's 29 s and one Lambda invocation allow comfortably
+#: (each item is one or two writes and a send, a few milliseconds each).
+MAX_BATCH = 100
+#: An ``Idempotency-Key`` for a batch: item ``i``'s retry token is ``{key}/{i}`` (at most
+#: 256 characters, an item key's limit).
+MAX_BATCH_TOKEN = 252
+
+
+class SubmitBatch(_Strict):
+    jobs: list[dict[str, Any]] = Field(
+        min_length=1, max_length=MAX_BATCH,
+        description=f"1 to {MAX_BATCH} submissions, each a `POST /jobs` body "
+                    "(`idempotency_key` included); an item that is not a valid one is "
+                    "answered with its own 422 in `results`, and the others still go in",
+        json_schema_extra={"items": {"anyOf": [{"$ref": "#/components/schemas/SubmitJob"},
+                                               {"type": "object"}]}})
+
+
+class BatchResult(BaseModel):
+    index: int = Field(description="the item's place in `jobs`, from 0")
+    status: int = Field(description="what `POST /jobs` would have answered for it: 201 "
+                                    "created; 200 an existing job answered (an idempotent "
+                                    "replay, a unique duplicate, a debounced submission "
+                                    "coalesced); 4xx or 5xx its error")
+    job: SubmittedJob | None = Field(default=None, description="the job (201 and 200)")
+    error: ErrorDetail | None = Field(
+        default=None, description="the item's error; its `field` starts with `jobs[i]`")
+    retry_after: int | None = Field(
+        default=None, description="429 and 503: seconds before the item is worth sending "
+                                  "again (with the same idempotency key or batch key)")
+
+
+class BatchOut(BaseModel):
+    results: list[BatchResult] = Field(description="one per item, in order")
+    created: int = Field(description="items answered 201")
+    existing: int = Field(description="items answered 200")
+    failed: int = Field(description="items answered with an error")
+
+
+@router.post(
+    "/jobs/batch", summary="Submit up to 100 jobs, each answered on its own", tags=["jobs"],
+    description=(
+        "Each item goes through everything `POST /jobs` does (validation, unique, "
+        "debounce, flow control, idempotency, the tenant's rate and live-job cap), as if "
+        "submitted alone and in order: a refused item (422, 409, 429, ...) is answered in "
+        "`results` and the others still go in. The request is refused whole (422, nothing "
+        "written) only for a body that is not `{\"jobs\": [...]}` with 1 to 100 objects. "
+        "Send a batch again after a lost answer with the same `Idempotency-Key` (or the "
+        "same items' `idempotency_key`s): each job is made once."),
+    responses=answers(BatchOut, 400, 401, 413, 422),
+)
+def submit_batch(
+    body: SubmitBatch,
+    idempotency_key: Annotated[str | None, Header(
+        alias="Idempotency-Key", max_length=MAX_BATCH_TOKEN,
+        description="a retry token for the whole batch: item `i` is submitted with the "
+                    "token `{key}/{i}`, as `POST /jobs`' header (an item's own "
+                    "`idempotency_key` wins)")] = None,
+) -> BatchOut:
+    app, api = context.leasehold(router), context.config(router)
+    tenant = context.tenant(router)  # every item is the caller's: an item names no tenant
+    results = [item_result(app, api, tenant, index, item,
+                           None if idempotency_key is None else f"{idempotency_key}/{index}")
+               for index, item in enumerate(body.jobs)]
+    return BatchOut(results=results,
+                    created=sum(1 for r in results if r.status == 201),
+                    existing=sum(1 for r in results if r.status == 200),
+                    failed=sum(1 for r in results if r.status >= 400))
+
+
+def item_result(app: Leasehold, api: ApiConfig, tenant: str, index: int,
+                item: dict[str, Any], token: str | None) -> BatchResult:
+    """Item ``index`` submitted as ``POST /jobs`` would submit it, and its answer."""
+    try:
+        job = SubmitJob.model_validate(item)
+    except Invalid as exc:
+        status, error = invalid(exc.errors())
+        return _failed(index, status, error)
+    try:
+        status, shown = submit_one(app, api, tenant, job, token)
+    except LeaseholdError as exc:
+        status, error, headers = described(exc)
+        wait = headers.get("Retry-After")
+        return _failed(index, status, error, None if wait is None else int(wait))
+    except (ClientError, BotoCoreError):
+        # The store or a queue still failing past botocore's retries (a throttle, a lost
+        # connection): this item only. Its write may have landed; sent again with the same
+        # key it is recognised (one job per key), so it is worth another try.
+        log.warning("batch item %d failed", index, exc_info=True)
+        return _failed(index, 503, {"code": "unavailable", "message": "the store did not "
+                                    "answer; send this item again with the same key"}, 1)
+    return BatchResult(index=index, status=status, job=shown)
+
+
+def _failed(index: int, status: int, error: dict[str, Any],
+            retry_after: int | None = None) -> BatchResult:
+    """The item's error, its field (and the field in its message) under ``jobs[i]``."""
+    where = f"jobs[{index}]"
+    field, message = error.get("field"), str(error["message"])
+    if field:
+        if message.startswith(f"{field}: "):
+            message = f"{where}.{message}"
+        field = f"{where}.{field}"
+    else:
+        field, message = where, f"{where}: {message}"
+    return BatchResult(index=index, status=status, retry_after=retry_after,
+                       error=ErrorDetail(code=error["code"], message=message, field=field))
