@@ -8,8 +8,8 @@ import json
 from pathlib import Path
 
 import aws_cdk as cdk
-from aws_cdk import aws_iam as iam
 import pytest
+from aws_cdk import aws_iam as iam
 from aws_cdk.assertions import Match, Template
 
 from infra.app import build
