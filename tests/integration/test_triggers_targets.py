@@ -9,11 +9,14 @@ from typing import Any
 
 import pytest
 
+from leasehold.cli import main
+from leasehold.cli.client import Client as CliClient
 from leasehold.core.states import JobState
 from leasehold.lifecycle.app import Leasehold
 from tests.conftest import MakeApp
 from tests.integration.api_client import api_for
 from tests.integration.target_server import Server, serve
+from tests.integration.test_client_operations import client_for
 from tests.integration.test_targets_http import LOOPBACK, run
 from tests.unit.test_target_specs import BAD_TARGETS
 
@@ -53,3 +56,28 @@ def test_an_invalid_target_is_refused_and_nothing_is_written(
     assert reply.status == 422, reply.body
     assert field in json.dumps(reply.body)
     assert api.get("/triggers").body["triggers"] == []
+
+
+def test_the_cli_creates_a_trigger_with_a_target_and_refuses_a_bad_one_naming_the_field(
+        app: Leasehold, server: Server, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr(CliClient, "from_args", classmethod(
+        lambda cls, args: client_for(app, "acme")))
+    target = json.dumps({"http": {"url": f"{server.url}/hook", "method": "POST"}})
+    assert main(["triggers", "create", "--pattern", '{"source": ["shop"]}',
+                 "--input-path", "$.detail", "--target", target]) == 0
+    shown = capsys.readouterr().out
+    assert f"{server.url}/hook" in shown
+    put = api_for(app).post("/events", {"source": "shop", "detail-type": "order",
+                                        "detail": {"order": 8}}, tenant="acme")
+    [job_id] = put.body["job_ids"]
+    run(app)
+    assert app.store.get(job_id).state is JobState.SUCCEEDED
+    assert json.loads(server.requests[0].body) == {"order": 8}
+
+    assert main(["triggers", "create", "--pattern", '{"source": ["shop"]}',
+                 "--target", '{"http": {"url": "file:///etc/passwd"}}']) == 1
+    assert "target.http.url" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as both:  # one or the other, as argparse says
+        main(["triggers", "create", "--pattern", "{}", "--task", "echo", "--target", target])
+    assert both.value.code == 2
