@@ -89,13 +89,13 @@ def test_an_application_folder_deploys_its_tasks_and_their_dependency(tmp_path: 
 
 def test_the_applications_own_tests_sleep_an_hour_in_milliseconds() -> None:
     """examples/adoption's tests, run as the application runs them (plain ``pytest`` in its
-    folder): its durable task's one-hour sleep on the test clock, and its own ``Client()``
-    reaching the in-process scheduler."""
+    folder): its durable task's one-hour sleep on the test clock, its own ``Client()``
+    reaching the in-process scheduler, and its typed task refused at submission."""
     tested = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"],
                             cwd=EXAMPLE, capture_output=True, text=True, check=False,
                             env=_env(), timeout=300)
     assert tested.returncode == 0, tested.stdout[-3000:]
-    assert "2 passed" in tested.stdout
+    assert "3 passed" in tested.stdout
 
 
 def test_a_project_from_leasehold_init_passes_its_tests_and_deploys_its_tasks(

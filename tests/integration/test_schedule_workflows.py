@@ -205,7 +205,7 @@ INVALID = [
     ({"workflow": {"steps": DIAMOND}, "payload": 1}, "workflow", "not both (got payload)"),
     ({"workflow": {"steps": DIAMOND}, "jitter_seconds": 5}, "jitter_seconds", "leave"),
     ({"workflow": [1]}, "workflow", "must be an object"),
-    ({}, "task", "give task (a job) or workflow"),
+    ({}, "task", "give task (a job), target (a job with no code) or workflow"),
 ]
 
 

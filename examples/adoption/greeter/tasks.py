@@ -16,8 +16,8 @@ class Greeting(BaseModel):
     bytes: int = 0
 
 
-@task("greeter.greet")
-def greet(payload: Any, ctx: JobContext) -> dict[str, Any]:
-    """Greets ``{"name": ...}`` and says how large ``{"bytes": n}`` is, for people."""
-    request = Greeting.model_validate(payload or {})
+@task("greeter.greet", input=Greeting)
+def greet(request: Greeting, ctx: JobContext) -> dict[str, Any]:
+    """Greets ``{"name": ...}`` and says how large ``{"bytes": n}`` is, for people. A typed
+    task: a payload of the wrong shape is refused at submission, naming its field."""
     return {"greeting": f"Hello, {request.name}!", "size": humanize.naturalsize(request.bytes)}

@@ -30,7 +30,12 @@ def register(subparsers: Any) -> None:
     create.add_argument("--pattern", required=True,
                         help="an EventBridge event pattern as JSON or @file.json, e.g. "
                              "'{\"source\": [\"shop\"], \"detail-type\": [\"Order Placed\"]}'")
-    create.add_argument("--task", required=True, help="the task each match submits, e.g. echo")
+    what = create.add_mutually_exclusive_group(required=True)
+    what.add_argument("--task", help="the task each match submits, e.g. echo")
+    what.add_argument("--target", metavar="JSON",
+                      help="a job with no code instead of a task (JSON or @file.json): "
+                           "an HTTP target without a body is sent the event as its body, e.g. "
+                           "--target '{\"http\": {\"url\": \"https://hooks.example/orders\"}}'")
     create.add_argument("--payload", help="a fixed payload (JSON or @file.json) instead of "
                                           "the event, e.g. '{\"kind\": \"daily\"}'")
     create.add_argument("--input-path", help="the part of the event that becomes the payload, "
@@ -45,7 +50,11 @@ def register(subparsers: Any) -> None:
 
 
 def _body(args: argparse.Namespace) -> dict[str, Any]:
-    body: dict[str, Any] = {"pattern": read_json("--pattern", args.pattern), "task": args.task}
+    body: dict[str, Any] = {"pattern": read_json("--pattern", args.pattern)}
+    if args.target is not None:
+        body["target"] = read_json("--target", args.target)
+    else:
+        body["task"] = args.task
     if args.payload is not None:
         body["payload"] = read_json("--payload", args.payload)
     for name in ("input_path", "name", "priority", "pool", "max_attempts", "timeout_seconds"):
@@ -57,6 +66,7 @@ def _body(args: argparse.Namespace) -> dict[str, Any]:
 def show(trigger: dict[str, Any]) -> str:
     return fields([("trigger", trigger["trigger_id"]), ("name", trigger["name"] or None),
                    ("pattern", json.dumps(trigger["pattern"])), ("task", trigger["task"]),
+                   ("target", json.dumps(trigger["target"]) if trigger.get("target") else None),
                    ("payload", short(trigger["payload"], 70) if trigger.get("payload")
                     is not None else f"the event at {trigger['input_path'] or '$'}"),
                    ("pool/priority", f"{trigger['pool']}/{trigger['priority']}"),

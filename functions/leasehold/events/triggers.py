@@ -27,7 +27,14 @@ from leasehold.aws.dynamo import from_av, query, to_av
 from leasehold.clock import iso
 from leasehold.core.ids import derived_id, new_id
 from leasehold.core.jobs import Job
-from leasehold.core.spec import MAX_PAYLOAD_BYTES, check_tenant, check_text, encode_json
+from leasehold.core.spec import (
+    MAX_PAYLOAD_BYTES,
+    JobSpec,
+    check_tenant,
+    check_text,
+    encode_json,
+    targeted,
+)
 from leasehold.errors import NotFound, ValidationError
 from leasehold.lifecycle import handoff
 from leasehold.lifecycle.app import Leasehold
@@ -175,12 +182,16 @@ class Trigger:
     #: part of the event (EventBridge's Input vs InputPath).
     input_path: str = "$"
     created_at: int = 0
+    #: A job with no code (``{"http": {...}}``), as given: its template's payload is the
+    #: checked target; an HTTP target with no ``body`` sends the event as its body.
+    target: Mapping[str, Any] | None = None
 
     def view(self) -> dict[str, Any]:
         return {"trigger_id": self.trigger_id, "tenant": self.tenant, "name": self.name,
                 "pattern": self.pattern, "task": self.template.task,
                 "payload": self.template.payload, "input_path": self.input_path,
                 "pool": self.template.pool, "priority": self.template.priority,
+                "target": self.target,
                 **dict(self.template.options), "created_at": iso(self.created_at)}
 
 
@@ -193,7 +204,7 @@ def create(app: Leasehold, body: Mapping[str, Any], *, tenant: str) -> Trigger:
     unknown = set(body) - {"name", "pattern", "task", "payload", "input_path", "pool",
                            "priority", "max_attempts", "timeout_seconds", "labels",
                            "concurrency", "throttle", "unique", "debounce",
-                           "start_within_seconds"}
+                           "start_within_seconds", "target"}
     if unknown:
         raise ValidationError(sorted(unknown)[0], "is not a trigger field")
     pattern = body.get("pattern")
@@ -209,18 +220,21 @@ def create(app: Leasehold, body: Mapping[str, Any], *, tenant: str) -> Trigger:
         timeout_limits=app.settings.job_timeout_limits(), concurrency=body.get("concurrency"),
         throttle=body.get("throttle"), unique=body.get("unique"),
         debounce=body.get("debounce"), start_within_seconds=body.get("start_within_seconds"),
+        target=body.get("target"),  # a target: checked as POST /jobs checks it
         # Without a fixed payload each job takes its event's: a typed task's input cannot
         # be checked until an event comes (a job whose event does not fit ends DEAD at its
         # first lease, InvalidPayload naming the field, the event kept as its payload).
         payload_known=body.get("payload") is not None)
+    target = body.get("target")
     trigger = Trigger(trigger_id=new_id(now), tenant=tenant,
                       name=check_text("name", body.get("name") or "", limit=128, empty_ok=True),
                       pattern=pattern, template=template,  # type: ignore[arg-type]
-                      input_path=input_path, created_at=now)
+                      input_path=input_path, created_at=now, target=target)
     app.clients.dynamodb.put_item(TableName=app.settings.coordination_table, Item={
         **_key(trigger.trigger_id), **to_av({
             "tenant": tenant, "name": trigger.name, "pattern": json.dumps(pattern),
-            "template": template.to_item(), "input_path": input_path, "created_at": now})})
+            "template": template.to_item(), "input_path": input_path, "created_at": now,
+            **({"target": json.dumps(target)} if target is not None else {})})})
     return trigger
 
 
@@ -229,7 +243,8 @@ def _from_item(item: Mapping[str, Any]) -> Trigger:
                    pattern=json.loads(item["pattern"]),
                    template=JobTemplate.from_item(item["template"]),
                    input_path=item.get("input_path", "$"),
-                   created_at=int(item.get("created_at", 0)))
+                   created_at=int(item.get("created_at", 0)),
+                   target=json.loads(item["target"]) if "target" in item else None)
 
 
 def list_triggers(app: Leasehold, tenant: str | None = None) -> list[Trigger]:
@@ -266,9 +281,16 @@ def dispatch(app: Leasehold, event: Mapping[str, Any], *, tenant: str | None = N
         if not matches(trigger.pattern, event):
             continue
         payload_json = None
-        if trigger.template.payload_json == "null":
-            payload_json = encode_json("payload", extract(event, trigger.input_path),
-                                       MAX_PAYLOAD_BYTES)
+        try:
+            if trigger.target is not None:
+                payload_json = _target_payload(app, trigger, extract(event, trigger.input_path))
+            elif trigger.template.payload_json == "null":
+                payload_json = encode_json("payload", extract(event, trigger.input_path),
+                                           MAX_PAYLOAD_BYTES)
+        except ValidationError as exc:  # e.g. an event too large for a request body
+            log.error("trigger %s made no job for event %s: %s", trigger.trigger_id,
+                      event["id"], exc)
+            continue
         job_id = derived_id("trigger", trigger.trigger_id, str(event["id"]))
         job = new_job(app, trigger.template.to_resolved(now, payload_json=payload_json), now,
                       job_id=job_id, actor="trigger",
@@ -284,6 +306,20 @@ def dispatch(app: Leasehold, event: Mapping[str, Any], *, tenant: str | None = N
             continue
         jobs.append(made.job)
     return jobs
+
+
+def _target_payload(app: Leasehold, trigger: Trigger, part: Any) -> str | None:
+    """An HTTP target that sets no ``body`` (and whose method takes one) sends ``part`` of the
+    event as its body, checked again as a submission's target is; any other target (an AWS
+    target's parameters) runs as given: None keeps the template's payload."""
+    assert trigger.target is not None
+    [(kind, value)] = trigger.target.items()
+    if kind != "http" or value.get("body") is not None or \
+            str(value.get("method", "GET")).upper() in ("GET", "HEAD"):
+        return None
+    spec = targeted(JobSpec(task="", tenant=trigger.tenant,
+                            target={kind: {**value, "body": part}}), app.registry)
+    return encode_json("payload", spec.payload, MAX_PAYLOAD_BYTES)
 
 
 def _create(app: Leasehold, now: int, row: Job, writes: Sequence[Mapping[str, Any]]

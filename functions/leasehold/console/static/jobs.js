@@ -6,6 +6,7 @@ import { bulkBar } from "./bulk.js";
 import { badge, button, confirmAction, errorCell, h, json, link, notify, panel, replace, span, table,
   when } from "./dom.js";
 import { choice, field, PRIORITIES, values } from "./forms.js";
+import { targetForm } from "./targetform.js";
 import { taskFields } from "./taskform.js";
 
 const PAGE = 25;
@@ -189,7 +190,8 @@ const STEP_HEADERS = ["job", "task", "state", "step", "attempts", "started", "fi
 export async function renderList(main, query) {
   const results = h("div", { class: "results" });
   const pager = h("nav", { class: "pager", "aria-label": "pages" });
-  replace(main, h("h1", {}, "Jobs"), submitForm(), filterForm(query), results, pager);
+  replace(main, h("h1", {}, "Jobs"), submitForm(), targetForm(), filterForm(query), results,
+    pager);
   const states = query.getAll("state");
   const task = query.get("task") || undefined;
   const idPrefix = query.get("q") || undefined;
