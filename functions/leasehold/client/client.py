@@ -14,7 +14,8 @@ from typing import Any
 
 from leasehold.client.errors import ApiError
 from leasehold.client.handle import MAX_WAIT_SECONDS, JobHandle
-from leasehold.client.operations import Operations, segment
+from leasehold.client.operations import Operations, segment, task_name
+from leasehold.client.schedules import ScheduleOperations
 from leasehold.client.transport import (
     MAX_RETRY_AFTER,
     REFUSED,
@@ -38,17 +39,7 @@ JOB_OPTIONS = ("priority", "pool", "delay_seconds", "run_at", "idempotency_key",
                "concurrency", "throttle")  # flow control (dicts as the API takes them)
 
 
-def task_name(task: Any) -> str:
-    """A task's name from the name itself or from its ``@task``-decorated function."""
-    if isinstance(task, str):
-        return task
-    name = getattr(task, "task_name", None)
-    if not isinstance(name, str):
-        raise TypeError(f"{task!r} is neither a task name nor a function decorated with @task")
-    return name
-
-
-class Client(Operations):
+class Client(ScheduleOperations, Operations):
     """``Client()`` talks to ``$LEASEHOLD_URL`` (default the local runtime's
     http://127.0.0.1:8080); in a test that runs ``leasehold.testing``'s fixture, to its
     in-process scheduler (:func:`~leasehold.client.set_default_transport`).
@@ -280,57 +271,6 @@ class Client(Operations):
         """Run a DEAD or CANCELLED job again."""
         job = self.request("POST", f"/jobs/{_id(job_id)}/retry")
         return JobHandle(self, job["job_id"], job)
-
-    # -- schedules ------------------------------------------------------------------------
-
-    def create_schedule(self, **fields: Any) -> dict[str, Any]:
-        """``POST /schedules``: ``cron`` and ``task`` (plus the job fields) or ``workflow``."""
-        if "task" in fields and not isinstance(fields["task"], str):
-            fields["task"] = task_name(fields["task"])
-        schedule: dict[str, Any] = self.request("POST", "/schedules", fields)
-        return schedule
-
-    def get_schedule(self, schedule_id: str) -> dict[str, Any]:
-        schedule: dict[str, Any] = self.request("GET", f"/schedules/{_id(schedule_id)}")
-        return schedule
-
-    def list_schedules(self, *, limit: int = 50, cursor: str | None = None) -> dict[str, Any]:
-        page: dict[str, Any] = self.request("GET", "/schedules",
-                                            query={"limit": limit, "cursor": cursor})
-        return page
-
-    def update_schedule(self, schedule_id: str, **changes: Any) -> dict[str, Any]:
-        schedule: dict[str, Any] = self.request("PATCH", f"/schedules/{_id(schedule_id)}",
-                                                changes, repeatable=True)
-        return schedule
-
-    def pause_schedule(self, schedule_id: str) -> dict[str, Any]:
-        return self._schedule_action(schedule_id, "pause")
-
-    def resume_schedule(self, schedule_id: str) -> dict[str, Any]:
-        return self._schedule_action(schedule_id, "resume")
-
-    def trigger_schedule(self, schedule_id: str) -> dict[str, Any]:
-        """Run the schedule's job (or workflow) now, once."""
-        return self._schedule_action(schedule_id, "trigger")
-
-    def next_fire_times(self, schedule_id: str, count: int = 5) -> dict[str, Any]:
-        times: dict[str, Any] = self.request("GET", f"/schedules/{_id(schedule_id)}/next",
-                                             query={"count": count})
-        return times
-
-    def delete_schedule(self, schedule_id: str) -> None:
-        try:
-            self.request("DELETE", f"/schedules/{_id(schedule_id)}")
-        except ApiError as exc:
-            # Sent again after a try whose answer was lost: that try deleted it.
-            if not (exc.repeated and exc.status == 404):
-                raise
-
-    def _schedule_action(self, schedule_id: str, action: str) -> dict[str, Any]:
-        answer: dict[str, Any] = self.request("POST",
-                                              f"/schedules/{_id(schedule_id)}/{action}")
-        return answer
 
     # -- workflows ------------------------------------------------------------------------
 

@@ -88,3 +88,13 @@ class Operations:
 def segment(value: str) -> str:
     """One path segment: a key such as ``stripe:acct/1`` is sent whole, never as a path."""
     return urllib.parse.quote(value, safe="")
+
+
+def task_name(task: Any) -> str:
+    """A task's name from the name itself or from its ``@task``-decorated function."""
+    if isinstance(task, str):
+        return task
+    name = getattr(task, "task_name", None)
+    if not isinstance(name, str):
+        raise TypeError(f"{task!r} is neither a task name nor a function decorated with @task")
+    return name
