@@ -16,7 +16,9 @@ def test_now_is_moto_s_now_and_explicit_datetimes_are_moto_s(
         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(models, "unix_time", models.unix_time)
     monkeypatch.setattr(models, "unix_time_millis", models.unix_time_millis)
-    monkeypatch.delattr(models, "_leasehold_clock", raising=False)
+    # Undone after the test whether or not it was there: a flag left set would keep a later
+    # install() (the test clock's) from patching moto's "now" again.
+    monkeypatch.setattr(models, "_leasehold_clock", False, raising=False)
     sqs_time.install()
     assert models.unix_time is not unix_time  # really replaced
     before = unix_time_millis()
