@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -78,16 +78,18 @@ def screenshots(tmp_path: Path) -> Path:
     return folder
 
 
-@pytest.fixture
-def page(browser: Browser) -> Iterator[Page]:
-    """A fresh page; the test fails if the browser logged an error or a script threw."""
+def open_page(browser: Browser, expected: Callable[[ConsoleMessage], bool] = lambda _: False,
+              timeout_ms: float | None = 20_000) -> Iterator[Page]:
+    """A fresh page; the test fails if the browser logged an error (other than one the test
+    asks for on purpose: ``expected``) or a script threw."""
     context = browser.new_context(viewport={"width": 1280, "height": 900})
     opened = context.new_page()
-    opened.set_default_timeout(20_000)
+    if timeout_ms is not None:
+        opened.set_default_timeout(timeout_ms)
     problems: list[str] = []
 
     def on_console(message: ConsoleMessage) -> None:
-        if message.type == "error":
+        if message.type == "error" and not expected(message):
             problems.append(f"console error: {message.text} at {message.location}")
 
     opened.on("console", on_console)
@@ -95,3 +97,9 @@ def page(browser: Browser) -> Iterator[Page]:
     yield opened
     context.close()
     assert not problems, "\n".join(problems)
+
+
+@pytest.fixture
+def page(browser: Browser) -> Iterator[Page]:
+    """A fresh page; the test fails if the browser logged an error or a script threw."""
+    yield from open_page(browser)

@@ -13,8 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from playwright.sync_api import Browser, ConsoleMessage, Page, expect
+from playwright.sync_api import Browser, Page, expect
 
+from tests.browser.conftest import open_page
 from tests.e2e.conftest import Runtime
 
 pytestmark = pytest.mark.browser
@@ -31,20 +32,8 @@ def open_as(page: Page, runtime: Runtime, route: str, tenant: str) -> None:
 def page_refused(browser: Browser) -> Iterator[Page]:
     """A page on which the API's 409 to a workflow retry is expected (Chromium logs every
     failed fetch as an error); any other logged error or a script that throws fails."""
-    context = browser.new_context(viewport={"width": 1280, "height": 900})
-    opened = context.new_page()
-    problems: list[str] = []
-
-    def on_console(message: ConsoleMessage) -> None:
-        refused = "status of 409" in message.text and message.location["url"].endswith("/retry")
-        if message.type == "error" and not refused:
-            problems.append(f"console error: {message.text} at {message.location}")
-
-    opened.on("console", on_console)
-    opened.on("pageerror", lambda error: problems.append(f"uncaught: {error}"))
-    yield opened
-    context.close()
-    assert not problems, "\n".join(problems)
+    yield from open_page(browser, lambda message: "status of 409" in message.text and str(
+        message.location["url"]).endswith("/retry"), timeout_ms=None)
 
 
 def history_reasons(runtime: Runtime, job_id: str, tenant: str) -> list[str]:

@@ -9,8 +9,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import Browser, ConsoleMessage, Page, expect
+from playwright.sync_api import Browser, Page, expect
 
+from tests.browser.conftest import open_page
 from tests.e2e.conftest import Runtime
 
 pytestmark = pytest.mark.browser
@@ -20,21 +21,8 @@ pytestmark = pytest.mark.browser
 def page(browser: Browser) -> Iterator[Page]:
     """As the package's page, but the one 422 this test asks for is not a problem: Chromium
     logs every refused fetch as a console error, and this test submits a bad value on purpose."""
-    context = browser.new_context(viewport={"width": 1280, "height": 900})
-    opened = context.new_page()
-    problems: list[str] = []
-
-    def on_console(message: ConsoleMessage) -> None:
-        expected = "status of 422" in message.text and \
-            str(message.location.get("url", "")).endswith("/jobs")
-        if message.type == "error" and not expected:
-            problems.append(f"console error: {message.text} at {message.location}")
-
-    opened.on("console", on_console)
-    opened.on("pageerror", lambda error: problems.append(f"uncaught: {error}"))
-    yield opened
-    context.close()
-    assert not problems, "\n".join(problems)
+    yield from open_page(browser, lambda message: "status of 422" in message.text and str(
+        message.location.get("url", "")).endswith("/jobs"), timeout_ms=None)
 
 
 def test_a_typed_task_is_submitted_from_fields_and_a_bad_value_is_refused_on_its_field(
