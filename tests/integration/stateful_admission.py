@@ -74,10 +74,8 @@ class AdmissionContention:
             for shard in range(shards):
                 share = limits.per_shard(shards, shard)
                 gcra = Gcra.of(share)
-                item = self.app.clients.dynamodb.get_item(
-                    TableName=self.app.settings.tenants_table,
-                    Key={"tenant": {"S": slot_item(tenant, shard)}},
-                    ConsistentRead=True).get("Item", {})
+                item = self.table_item(self.app.settings.tenants_table, "tenant",
+                                       slot_item(tenant, shard))
                 assert int(item.get("live", {"N": "0"})["N"]) <= share.max_live, item
                 if TAT in item:  # admitted only while tat <= now + tau: never past + T
                     assert Decimal(item[TAT]["N"]) <= now + gcra.tolerance + gcra.interval

@@ -133,9 +133,7 @@ class DurableRules:
     # -- invariants ---------------------------------------------------------------------
 
     def _records(self) -> list[dict[str, Any]]:
-        pages = self.inspect.get_paginator("scan").paginate(
-            TableName=self.app.settings.coordination_table)
-        return [from_av(raw) for page in pages for raw in page["Items"]
+        return [from_av(raw) for raw in self.table_items(self.app.settings.coordination_table)
                 if raw["pk"]["S"].startswith(PREFIX)]
 
     @invariant()

@@ -96,23 +96,19 @@ class EffectsRules:
     def _handler_successes(self) -> Counter[str]:
         """Per job as the jobs table holds it: how many times a worker (not a bare zombie
         finish) committed SUCCEEDED, less the jobs done before the hook."""
-        pages = self.inspect.get_paginator("scan").paginate(
-            TableName=self.app.settings.jobs_table, ConsistentRead=True)
+        rows = self.table_items(self.app.settings.jobs_table)
         # Counted from each row's history, not its state: a workflow retry re-runs a step
         # that SUCCEEDED (SUCCEEDED -> WAITING), so a job can commit success more than once
         # and need not be SUCCEEDED now.
-        done = Counter({row["job_id"]: n for row in (from_av(raw) for page in pages
-                                                     for raw in page["Items"])
+        done = Counter({row["job_id"]: n for row in (from_av(raw) for raw in rows)
                         if (n := sum(1 for h in row.get("history", ())
                                      if h["to"] == JobState.SUCCEEDED.value
                                      and h["by"] != ZOMBIE))})
         return done - getattr(self, "before_hook", Counter())
 
     def _counters(self) -> Counter[str]:
-        pages = self.inspect.get_paginator("scan").paginate(
-            TableName=self.counters, ConsistentRead=True)
         return Counter({item["pk"]["S"]: int(item["n"]["N"])
-                        for page in pages for item in page["Items"]})
+                        for item in self.table_items(self.counters)})
 
     def _counted(self) -> tuple[Counter[str], Counter[str]]:
         """The counters and the successes they must equal. A row a bulk delete removed

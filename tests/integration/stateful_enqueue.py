@@ -87,10 +87,8 @@ class EnqueueRules:
     def a_job_exists_for_exactly_the_committed_orders(self) -> None:
         if not getattr(self, "orders", None):
             return
-        orders = self.inspect.scan(TableName=self.orders, ConsistentRead=True)["Items"]
+        orders = self.table_items(self.orders)
         committed = {item["job"]["S"] for item in orders if "job" in item}
-        pages = self.inspect.get_paginator("scan").paginate(
-            TableName=self.app.settings.jobs_table, ConsistentRead=True)
-        made = {raw["job_id"]["S"] for page in pages for raw in page["Items"]
+        made = {raw["job_id"]["S"] for raw in self.table_items(self.app.settings.jobs_table)
                 if raw.get("handoff", {}).get("S") == "stream"}
         assert made == committed, (made, committed)

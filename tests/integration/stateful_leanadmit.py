@@ -128,9 +128,8 @@ class LeanAdmissionRules:
     def _lean_items(self: Any) -> dict[int, int]:
         live = {}
         for shard in range(self.limits.shard_count()):
-            item = self.inspect.get_item(TableName=self.app.settings.tenants_table,
-                                         Key={"tenant": {"S": slot_item(LEAN, shard)}},
-                                         ConsistentRead=True).get("Item", {})
+            item = self.table_item(self.app.settings.tenants_table, "tenant",
+                                   slot_item(LEAN, shard))
             live[shard] = int(item.get("live", {"N": "0"})["N"])
         return live
 

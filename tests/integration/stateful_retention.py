@@ -16,18 +16,17 @@ from leasehold.workflows.model import WorkflowState
 class RetentionRules:
     app: Any
     inspect: Any
+    table_items: Any
 
     @invariant()
     def nothing_live_carries_a_ttl_and_every_finished_job_does(self) -> None:
         settings = self.app.settings
-        pages = self.inspect.get_paginator("scan").paginate(TableName=settings.jobs_table)
-        for item in (from_av(raw) for page in pages for raw in page["Items"]):
+        for item in (from_av(raw) for raw in self.table_items(settings.jobs_table)):
             if JobState(item["state"]).live:
                 assert PURGE_AT not in item, item
             elif "workflow_id" not in item and settings.retention_days:
                 # A lost response on the terminal write is still one write: its TTL landed.
                 assert PURGE_AT in item, item
-        pages = self.inspect.get_paginator("scan").paginate(TableName=settings.workflows_table)
-        for item in (from_av(raw) for page in pages for raw in page["Items"]):
+        for item in (from_av(raw) for raw in self.table_items(settings.workflows_table)):
             if not WorkflowState(item["state"]).terminal or "live_shard" in item:
                 assert PURGE_AT not in item, item

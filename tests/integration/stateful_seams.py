@@ -377,9 +377,8 @@ class SeamsRules:
     # -- invariants ---------------------------------------------------------------------
 
     def _rows(self) -> dict[str, dict[str, Any]]:
-        pages = self.inspect.get_paginator("scan").paginate(
-            TableName=self.app.settings.jobs_table, ConsistentRead=True)
-        return {raw["job_id"]["S"]: from_av(raw) for page in pages for raw in page["Items"]}
+        return {raw["job_id"]["S"]: from_av(raw)
+                for raw in self.table_items(self.app.settings.jobs_table)}
 
     def _messages(self) -> set[tuple[str, int]]:
         """Every hand-off message in the machine's queues (visible, delayed or in flight),
@@ -505,10 +504,8 @@ class SeamsRules:
 
     def _effects_applied_exactly_once(self, rows: dict[str, dict[str, Any]]) -> None:
         # Defect 2: the effect inside the step dies with an attempt that sleeps after it.
-        pages = self.inspect.get_paginator("scan").paginate(TableName=self.seams,
-                                                            ConsistentRead=True)
         applied: dict[str, dict[str, int]] = defaultdict(dict)
-        for item in (from_av(item) for page in pages for item in page["Items"]):
+        for item in (from_av(item) for item in self.table_items(self.seams)):
             job_id, what = item["pk"].split("#")
             applied[job_id][what] = int(item["n"])
         for job_id, row in rows.items():

@@ -70,6 +70,7 @@ from tests.integration.stateful_flowkeys import FlowKeysRules
 from tests.integration.stateful_leanadmit import LeanAdmissionRules
 from tests.integration.stateful_retention import RetentionRules
 from tests.integration.stateful_seams import SeamsRules
+from tests.integration.stateful_snapshot import Snapshots
 
 # The whole state machine is one pytest test: under a loaded CI machine it can pass the
 # suite's per-test timeout, which would fail it for time alone.
@@ -85,7 +86,7 @@ WRITES = "|".join(f"dynamodb.{op}" for op in (
 FAILED = (ClientError, LeaseholdError, BatchProcessingError)
 
 
-class Lifecycle(SeamsRules, EffectsRules, AdmissionContention, FlowKeysRules, FlowRules,
+class Lifecycle(Snapshots, SeamsRules, EffectsRules, AdmissionContention, FlowKeysRules, FlowRules,
                 RetentionRules, DurableRules, EnqueueRules, LeanAdmissionRules,
                 RuleBasedStateMachine):
     def __init__(self) -> None:
@@ -451,10 +452,8 @@ class Lifecycle(SeamsRules, EffectsRules, AdmissionContention, FlowKeysRules, Fl
         """The tenant's counters summed over its admission shards (LIMITS needs 4)."""
         totals: dict[str, int] = {}
         for shard in range(LIMITS.shard_count()):
-            item = self.app.clients.dynamodb.get_item(
-                TableName=self.app.settings.tenants_table,
-                Key={"tenant": {"S": slot_item(tenant, shard)}},
-                ConsistentRead=True).get("Item", {})
+            item = self.table_item(self.app.settings.tenants_table, "tenant",
+                                   slot_item(tenant, shard))
             for k, v in item.items():
                 if "N" in v and k not in ("tokens", "refilled_at"):
                     totals[k] = totals.get(k, 0) + int(float(v["N"]))
@@ -470,8 +469,7 @@ class Lifecycle(SeamsRules, EffectsRules, AdmissionContention, FlowKeysRules, Fl
         next_lease = self.app.now() + int(
             (settings.lease_seconds - settings.skew_grace_seconds) * 1000)
         frontier = sweep_frontier.load(self.app, self.inspect)
-        pages = self.inspect.get_paginator("scan").paginate(TableName=settings.jobs_table)
-        for raw in (item for page in pages for item in page["Items"]):
+        for raw in self.table_items(settings.jobs_table):
             item = from_av(raw)
             if item["state"] in (JobState.QUEUED.value, JobState.RUNNING.value):
                 assert "sweep_shard" in item, item
