@@ -446,14 +446,12 @@ def test_a_retry_due_past_the_deadline_ends_dead_at_its_lease_without_running(
     assert runs == [1]
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "open gap (issue 29, cell deadline x sweep): the gate refuses a held job's lease before "
-    "its deadline is looked at, so it stays parked, holding its live slot, past deadline_at"))
 def test_a_job_held_by_its_key_past_its_deadline_ends_dead_at_the_next_sweep(
         app: Leasehold, api: ApiClient, clock: FakeClock) -> None:
     """Cell (deadline) x (sweep): a job parked on a full key past its deadline should end
     DEAD (DeadlineExceeded) at the sweep that rechecks it, giving back its live slot, as a
-    start window's job ends EXPIRED; today it is parked again until a slot frees."""
+    start window's job ends EXPIRED (its hand-off deadline is never later than its
+    deadline, so the sweeper looks at it then)."""
     holder = post(api, "sync", "holder")
     waiting = post(api, "sync", "waiting", deadline_seconds=60)
     leased = lease_visible(app, lease_ms=3_600_000)  # the holder keeps its slot an hour

@@ -18,6 +18,8 @@ EXPECTED = {
     (S.DEAD, S.QUEUED), (S.CANCELLED, S.QUEUED),
     # A start window that passed: only before the job ever started, and final.
     (S.SCHEDULED, S.EXPIRED), (S.WAITING, S.EXPIRED), (S.QUEUED, S.EXPIRED),
+    # A deadline that passed while the job waited for its lease: the sweeper ends it.
+    (S.QUEUED, S.DEAD),
     # A workflow's retry puts a step downstream of a re-run one back to waiting.
     (S.DEAD, S.WAITING), (S.CANCELLED, S.WAITING), (S.SUCCEEDED, S.WAITING),
     (S.RUNNING, S.SLEEPING), (S.SLEEPING, S.RUNNING), (S.SLEEPING, S.QUEUED),

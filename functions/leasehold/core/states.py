@@ -56,6 +56,9 @@ TRANSITIONS: dict[tuple[JobState, JobState], str] = {
     (S.SCHEDULED, S.EXPIRED): "start window passed",
     (S.WAITING, S.EXPIRED): "start window passed",
     (S.QUEUED, S.EXPIRED): "start window passed",
+    # Its deadline passed while it waited for a lease (its key full, a throttle, a backlog):
+    # it ends as the worker that leased it would end it (lifecycle.endings).
+    (S.QUEUED, S.DEAD): "deadline passed before any lease",
     # Durable execution: the attempt ends without failing and the job waits, holding no lease.
     (S.RUNNING, S.SLEEPING): "suspended",
     (S.SLEEPING, S.RUNNING): "woken (lease)",

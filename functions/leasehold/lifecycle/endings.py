@@ -7,11 +7,13 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from leasehold.core.failures import deadline_exceeded
 from leasehold.core.jobs import Job, with_attempt_error
 from leasehold.core.states import JobState
 from leasehold.lifecycle import handoff
 from leasehold.lifecycle.app import Leasehold
 from leasehold.lifecycle.store import Change
+from leasehold.lifecycle.store_base import DEADLINE
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +42,26 @@ def retry_change(app: Leasehold, job: Job, run_at: int, now: int, actor: str, *,
     return Change(target=JobState.SCHEDULED, actor=actor, reason=reason, owner=owner,
                   set=sets, increment=increment or {}, remove=("lease_owner",),
                   unless_cancel_requested=True)
+
+
+def end_past_deadline(app: Leasehold, job: Job, now: int, actor: str) -> bool:
+    """End a QUEUED job whose ``deadline_at`` passed before any lease: DEAD with
+    DeadlineExceeded, as the worker that leased it would end it, giving back what it holds
+    (its tenant slot, its place on a key) through the transition's companions. False when
+    its deadline has not passed. Raises Conflict when the row changed meanwhile."""
+    deadline = job.extra.get(DEADLINE)
+    if job.state is not JobState.QUEUED or deadline is None or now < int(deadline):
+        return False
+    failure = deadline_exceeded("the job's deadline passed before any attempt started")
+    error_item = {"type": failure.type, "message": failure.message,
+                  "traceback": failure.traceback, "types": list(failure.types)}
+    reason = "deadline passed before any lease"
+    dead = app.store.transition(job, Change(
+        target=JobState.DEAD, actor=actor, reason=reason,
+        set={**error_sets(job, error_item), "finished_at": now}), now=now)
+    bury(app, dead, reason)
+    log.info("job %s ended DEAD: its deadline passed while it waited", job.job_id)
+    return True
 
 
 def bury(app: Leasehold, job: Job, reason: str) -> None:

@@ -42,6 +42,7 @@ from leasehold.lifecycle.store_base import (
     ADMISSION_SHARD,
     CHANGES,
     COUNTED,
+    DEADLINE,
     Companion,
     LeaseGate,
     Observer,
@@ -205,8 +206,10 @@ class DynamoJobStore(LeaseWrites, IndexQueries):
         removes = list(change.remove) + [k for k in self.cleared if k not in sets]
         start_by = None if START_BY in change.remove else \
             change.set.get(START_BY, job.extra.get(START_BY))
+        deadline = None if DEADLINE in change.remove else \
+            change.set.get(DEADLINE, job.extra.get(DEADLINE))
         index = self._index_keys(job.job_id, change.target, None, sets, now=now,
-                                 start_by=start_by)
+                                 start_by=start_by, deadline=deadline)
         sets.update({k: v for k, v in index.items() if v is not None})
         removes += [k for k, v in index.items() if v is None and k not in sets]
         # Retention: a TTL only on terminal rows, removed on any way back to live.

@@ -20,6 +20,11 @@ from leasehold.settings import Settings
 COUNTED = "counted"
 #: Which of its tenant's admission items a counted job took its slot from (absent: 0).
 ADMISSION_SHARD = "admission_shard"
+#: When a job with ``deadline_seconds`` must be finished by (UTC epoch ms): past it, the
+#: worker that leases it ends it DEAD instead of running it, a sleep never outlasts it, and
+#: a QUEUED job's hand-off deadline is never later than it (the sweeper ends a job held
+#: past it: by its key, a throttle or a backlog).
+DEADLINE = "deadline_at"
 
 log = logging.getLogger(__name__)
 

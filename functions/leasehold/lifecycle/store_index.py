@@ -14,7 +14,7 @@ from leasehold.core.flowcontrol import START_BY
 from leasehold.core.ids import shard_of
 from leasehold.core.jobs import Job
 from leasehold.core.states import JobState
-from leasehold.lifecycle.store_base import StoreBase
+from leasehold.lifecycle.store_base import DEADLINE, StoreBase
 from leasehold.settings import Settings
 
 
@@ -91,7 +91,8 @@ class IndexQueries(StoreBase):
 
     def _index_keys(self, job_id: str, state: JobState, job: Job | None,
                     sets: Mapping[str, Any] | None = None, *, now: int,
-                    start_by: int | None = None) -> dict[str, Any]:
+                    start_by: int | None = None,
+                    deadline: int | None = None) -> dict[str, Any]:
         """The index attributes a job entering ``state`` at ``now`` must carry (None: must
         not carry). Only creation and :meth:`transition` call this; a lease enters RUNNING
         without it, because the ``sweep_at`` written on entry to QUEUED already bounds it.
@@ -100,6 +101,8 @@ class IndexQueries(StoreBase):
         row's hand-off deadline is never later than it, whoever hands the job off (the
         submission, a parking or a throttle's delay, a wake-up, the ticker, the sweeper's
         re-send): the sweeper looks at a job that waits past its window then, and ends it.
+        ``deadline``: the job's ``deadline_at``, bounding a QUEUED row's hand-off deadline
+        the same way (the sweeper ends a job still QUEUED past it DEAD).
         """
         shard = shard_of(job_id, self.settings.shards)
         # A row that leaves QUEUED/RUNNING keeps its ``sweep`` entry: removing it would cost
@@ -120,8 +123,12 @@ class IndexQueries(StoreBase):
             start = max(now, int((sets or {}).get("run_at") or now)) if handed_off else now
             if job is not None and start_by is None:
                 start_by = job.extra.get(START_BY)
-            if state is JobState.QUEUED and start_by is not None:
-                expires = min(int(expires), int(start_by))
+            if job is not None and deadline is None:
+                deadline = job.extra.get(DEADLINE)
+            if state is JobState.QUEUED:
+                for bound in (start_by, deadline):
+                    if bound is not None:
+                        expires = min(int(expires), int(bound))
             keys["sweep_shard"] = shard
             keys["sweep_at"] = sweep_bound(start, int(expires), self.settings)
             keys["lease_expires_at"] = expires

@@ -21,7 +21,7 @@ from leasehold.core.states import JobState
 from leasehold.errors import IdempotencyConflict
 from leasehold.lifecycle import handoff
 from leasehold.lifecycle.app import Leasehold
-from leasehold.lifecycle.store_base import ADMISSION_SHARD, COUNTED
+from leasehold.lifecycle.store_base import ADMISSION_SHARD, COUNTED, DEADLINE
 
 __all__ = ["ADMISSION_SHARD", "COUNTED", "DEADLINE", "REPLAY_GRACE_MS", "Create", "Intake",
            "Submitted", "job_id_for", "new_job", "resend_at", "submit", "through_intakes"]
@@ -31,9 +31,6 @@ log = logging.getLogger(__name__)
 #: How long after a job was queued an idempotent replay that finds it never leased sends its
 #: message again (the put's own caller sends within milliseconds of it landing).
 REPLAY_GRACE_MS = 2_000
-#: When a job with ``deadline_seconds`` must be finished by (UTC epoch ms): past it, the
-#: worker that leases it ends it DEAD instead of running it, and a sleep never outlasts it.
-DEADLINE = "deadline_at"
 
 
 @dataclass(frozen=True)

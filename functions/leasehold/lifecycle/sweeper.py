@@ -27,7 +27,7 @@ from leasehold.core.states import JobState
 from leasehold.errors import Conflict, NotFound
 from leasehold.lifecycle import deadletters, handoff, sweep_frontier
 from leasehold.lifecycle.app import Leasehold
-from leasehold.lifecycle.endings import bury, error_sets, retry_change
+from leasehold.lifecycle.endings import bury, end_past_deadline, error_sets, retry_change
 from leasehold.lifecycle.store import Change, sweep_bound
 
 log = logging.getLogger(__name__)
@@ -52,7 +52,7 @@ class SweepReport:
     skipped: int = 0        # left to the next pass: changed under us each time, or about to expire
     passed: int = 0         # no longer live: its entry stays in the index, passed without a write
     moved: int = 0          # still live: ``sweep_at`` moved forward to its current deadline
-    ended: int = 0          # QUEUED, ended by a feature's hook (EXPIRED: its start window passed)
+    ended: int = 0          # QUEUED, ended: its deadline (DEAD) or start window (EXPIRED) passed
     #: DLQ messages no DEAD job needed any more (``deadletters.tidy``).
     dead_letters_removed: int = 0
     #: What each repair pass (``Leasehold.repairs``) repaired.
@@ -232,8 +232,10 @@ def _examine(app: Leasehold, job: Job, now: int, cutoff: int, report: SweepRepor
             return None
         report.moved += 1
         return True
-    if job.state is JobState.QUEUED and any(hook(app, job, now) for hook in app.sweep_hooks):
-        report.ended += 1  # a feature ended it (a start window that passed)
+    if job.state is JobState.QUEUED and (
+            end_past_deadline(app, job, now, ACTOR)
+            or any(hook(app, job, now) for hook in app.sweep_hooks)):
+        report.ended += 1  # its deadline, or a feature's window (a start window), passed
     elif job.state in (JobState.QUEUED, JobState.SLEEPING):  # a sleep's wake-up was lost too
         _redispatch(app, job, now, cutoff, report, backlog)
     else:
