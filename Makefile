@@ -94,6 +94,8 @@ soak: $(STAMP)
 		LEASEHOLD_SCHEMA_STATEFUL_SECONDS=$(SOAK_SCHEMA_SECONDS) \
 		LEASEHOLD_SCHEMA_EXAMPLES=$(SOAK_SCHEMA_EXAMPLES) \
 		$(PY) -m pytest -p no:cacheprovider -q -o timeout=0 tests/e2e/test_schema.py
+	LEASEHOLD_SCHEDULE_SPAN=60 $(PY) -m pytest -p no:cacheprovider -q -o timeout=0 \
+		tests/e2e/test_time.py -k two_second_schedule
 
 clean:
 	rm -rf $(VENV) cdk.out .pytest_cache .mypy_cache .ruff_cache .hypothesis
