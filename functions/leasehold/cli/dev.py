@@ -87,9 +87,10 @@ def register(subparsers: Any) -> None:
                      help="how often workers extend their leases, e.g. --heartbeat-seconds 1")
     dev.add_argument("--drain-seconds", type=float, default=30.0,
                      help="how long Ctrl-C lets running jobs finish, e.g. --drain-seconds 5")
-    dev.add_argument("--leader-lease-seconds", type=float, default=10.0,
-                     help="the ticker's leader lease: a standby runtime or ECS ticker on the "
-                          "same tables takes over this long after the leader dies, e.g. 10")
+    dev.add_argument("--leader-lease-seconds", type=float, default=30.0,
+                     help="the ticker's leader lease, renewed every third of it: a standby "
+                          "runtime or ECS ticker on the same tables takes over this long "
+                          "after the leader dies, e.g. 10")
     dev.add_argument("--lookahead-seconds", type=float, default=None,
                      help="how far ahead the ticker fires jobs and schedules (default: 90, "
                           "as the once-a-minute Lambda ticker), e.g. --lookahead-seconds 5")

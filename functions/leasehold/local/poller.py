@@ -77,8 +77,10 @@ class PollerOptions:
     #: An idle worker's long poll (SQS ``WaitTimeSeconds``, at most 20).
     wait_seconds: int = 20
     #: An idle worker's registry heartbeat, when nothing changed since the last one (the
-    #: item says so, and the fleet view counts it stale after three of them).
-    idle_heartbeat_seconds: float = 10.0
+    #: item says so, and the fleet view counts it stale after three of them). 30 s: an idle
+    #: worker writes twice a minute (10 s made two workers 0.2 PutItem/s; issue 32), and a
+    #: killed idle worker leaves the console's list within 90 s.
+    idle_heartbeat_seconds: float = 30.0
     weights: Mapping[str, int] = field(default_factory=lambda: dict(DEFAULT_WEIGHTS))
     #: While busy, a queue a short poll found empty is not asked again for this long (its
     #: next message waits at most this much longer): a pool whose work is all on one
