@@ -189,6 +189,7 @@ class Worker:
                 # the model deployed now, and its result is checked at the finish: each
                 # failure is non-retryable (InvalidPayload, InvalidResult) and names the field.
                 result = definition.fn(task_input(definition.input, job.payload), ctx)
+                ctx._returned()
                 state.result = task_output(definition.output, result)
             except BaseException as exc:
                 state.failure = exc

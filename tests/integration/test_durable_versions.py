@@ -1,0 +1,203 @@
+"""Changing durable code (issue 36): a replay keeps the order of the recorded calls, stops as
+``NonDeterministic`` on a renamed, reordered or removed step (never answering a call with
+another's result), allows a step added at the end, and ``ctx.patched`` lets old and new runs
+both finish. Through moto, the real worker and a fake clock; a "deploy" switches the code a
+task runs (``code["v"]``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from leasehold.aws.faults import Fault
+from leasehold.clock import FakeClock
+from leasehold.core.context import JobContext
+from leasehold.core.policy import RetryPolicy
+from leasehold.core.registry import TaskRegistry
+from leasehold.core.spec import JobSpec
+from leasehold.core.states import JobState
+from leasehold.durable import records
+from leasehold.lifecycle import control
+from leasehold.lifecycle.app import Leasehold
+from leasehold.lifecycle.submission import submit
+from leasehold.time.ticker import promote_due
+
+from .helpers import deliver, inject
+
+FAST = RetryPolicy(min_backoff_seconds=0, max_backoff_seconds=0)
+
+
+@pytest.fixture
+def code() -> dict[str, Any]:
+    return {"v": "old"}
+
+
+@pytest.fixture
+def ran() -> list[str]:
+    return []
+
+
+@pytest.fixture
+def tasks(registry: TaskRegistry, code: dict[str, Any], ran: list[str]) -> TaskRegistry:
+    def work(name: str) -> Any:
+        return lambda: ran.append(name) or f"{name} done"
+
+    @registry.task("order", retry=FAST)
+    def order(payload: Any, ctx: JobContext) -> Any:
+        v = code["v"]
+        if v == "old":
+            out = [ctx.step("charge", work("charge")), ctx.step("pack", work("pack"))]
+            ctx.sleep(7200)
+            return [*out, ctx.step("ship", work("ship"))]
+        if v == "renamed":
+            out = [ctx.step("bill", work("bill")), ctx.step("pack", work("pack"))]
+        elif v == "reordered":
+            out = [ctx.step("pack", work("pack")), ctx.step("charge", work("charge"))]
+        elif v == "removed":
+            out = [ctx.step("charge", work("charge"))]
+        elif v == "patched":
+            # The rename, deployed safely: old runs keep "charge", new runs take "bill".
+            first = ctx.step("bill", work("bill")) if ctx.patched("rename-charge") else \
+                ctx.step("charge", work("charge"))
+            out = [first, ctx.step("pack", work("pack"))]
+        else:  # "added": a step at the end
+            out = [ctx.step("charge", work("charge")), ctx.step("pack", work("pack"))]
+            ctx.sleep(7200)
+            return [*out, ctx.step("ship", work("ship")), ctx.step("notify", work("notify"))]
+        ctx.sleep(7200)
+        return [*out, ctx.step("ship", work("ship"))]
+
+    @registry.task("last_removed", retry=FAST)
+    def last_removed(payload: Any, ctx: JobContext) -> Any:
+        first = ctx.step("charge", work("charge"))
+        if code["v"] == "old":
+            ctx.step("receipt", work("receipt"))
+            if ctx.attempt == 1:
+                raise ConnectionError("after the receipt")
+        return first
+
+    return registry
+
+
+def _asleep(app: Leasehold, clock: FakeClock, task: str = "order") -> str:
+    job = submit(app, JobSpec(task=task)).job
+    deliver(app)
+    assert app.store.get(job.job_id).state in (JobState.SLEEPING, JobState.QUEUED)
+    return job.job_id
+
+
+def _wake(app: Leasehold, clock: FakeClock) -> None:
+    clock.advance(7201)
+    promote_due(app)
+    deliver(app)
+
+
+def _seqs(app: Leasehold, job_id: str) -> dict[int, str]:
+    return {int(r["seq"]): sk for sk, r in records.load(app, job_id).items()}
+
+
+@pytest.mark.parametrize(("version", "expected", "found"), [
+    ("renamed", "step 'charge'", "step 'bill'"),
+    ("reordered", "step 'charge'", "step 'pack'"),
+    ("removed", "step 'pack'", "sleep #1"),
+])
+def test_a_replay_that_meets_another_call_stops_non_deterministic_and_runs_nothing(
+    app: Leasehold, tasks: TaskRegistry, code: dict[str, Any], ran: list[str],
+    clock: FakeClock, version: str, expected: str, found: str,
+) -> None:
+    job_id = _asleep(app, clock)
+    assert _seqs(app, job_id) == {0: "step#charge", 1: "step#pack", 2: "sleep#1"}
+    code["v"] = version
+    ran.clear()
+    _wake(app, clock)
+    dead = app.store.get(job_id)
+    assert dead.state is JobState.DEAD and dead.attempt == 1  # non-retryable: no retry
+    assert dead.error is not None and dead.error.type == "NonDeterministic"
+    assert f"has {expected} at durable call" in dead.error.message
+    assert f"the code called {found} there" in dead.error.message
+    # No step body ran, none was answered with another's result, nothing was written.
+    assert ran == []
+    assert dead.result is None
+    assert _seqs(app, job_id) == {0: "step#charge", 1: "step#pack", 2: "sleep#1"}
+
+
+def test_a_removed_last_step_stops_the_return_and_the_retry_path_fixes_it(
+    app: Leasehold, tasks: TaskRegistry, code: dict[str, Any], ran: list[str],
+) -> None:
+    job = submit(app, JobSpec(task="last_removed")).job
+    deliver(app, once=True)  # charge, receipt, then a retryable failure
+    assert app.store.get(job.job_id).state is JobState.QUEUED
+    code["v"] = "new"
+    deliver(app)
+    dead = app.store.get(job.job_id)
+    assert dead.state is JobState.DEAD and dead.error is not None
+    assert dead.error.type == "NonDeterministic"
+    assert "step 'receipt' at durable call 2" in dead.error.message
+    assert "returned before calling it" in dead.error.message
+    assert dead.result is None
+    # The operator deploys code that makes the recorded calls again and retries the job.
+    code["v"] = "old"
+    control.retry(app, job.job_id, "default", actor="cli")
+    deliver(app)
+    done = app.store.get(job.job_id)
+    assert done.state is JobState.SUCCEEDED and done.result == "charge done"
+    assert ran == ["charge", "receipt"]  # each ran once
+
+
+def test_a_step_added_at_the_end_is_new_work_recorded_after_the_history(
+    app: Leasehold, tasks: TaskRegistry, code: dict[str, Any], ran: list[str],
+    clock: FakeClock,
+) -> None:
+    job_id = _asleep(app, clock)
+    code["v"] = "added"
+    _wake(app, clock)
+    done = app.store.get(job_id)
+    assert done.state is JobState.SUCCEEDED, done.error
+    assert done.result == ["charge done", "pack done", "ship done", "notify done"]
+    assert ran == ["charge", "pack", "ship", "notify"]
+    assert _seqs(app, job_id) == {0: "step#charge", 1: "step#pack", 2: "sleep#1",
+                                  3: "step#ship", 4: "step#notify"}
+
+
+def test_patched_keeps_old_runs_on_the_old_branch_and_new_runs_on_the_new(
+    app: Leasehold, tasks: TaskRegistry, code: dict[str, Any], ran: list[str],
+    clock: FakeClock,
+) -> None:
+    old = _asleep(app, clock)  # its history has "charge": it predates the patch
+    code["v"] = "renamed"
+    _wake(app, clock)
+    assert app.store.get(old).state is JobState.DEAD
+    # The fix: the rename behind ctx.patched, deployed; the stopped job retried by hand.
+    code["v"] = "patched"
+    control.retry(app, old, "default", actor="cli")
+    new = _asleep(app, clock)
+    _wake(app, clock)
+    assert app.store.get(old).state is JobState.SUCCEEDED
+    assert app.store.get(old).result == ["charge done", "pack done", "ship done"]
+    assert app.store.get(new).state is JobState.SUCCEEDED
+    assert app.store.get(new).result == ["bill done", "pack done", "ship done"]
+    # The old run took no place for its False answer; the new one recorded the marker.
+    assert _seqs(app, old) == {0: "step#charge", 1: "step#pack", 2: "sleep#1", 3: "step#ship"}
+    assert _seqs(app, new) == {0: "patch#rename-charge", 1: "step#bill", 2: "step#pack",
+                               3: "sleep#1", 4: "step#ship"}
+    assert ran.count("charge") == 1 and ran.count("bill") == 1
+
+
+def test_a_lost_response_on_a_record_write_during_replay_records_it_once_in_its_place(
+    app: Leasehold, tasks: TaskRegistry, code: dict[str, Any], ran: list[str],
+    clock: FakeClock,
+) -> None:
+    job_id = _asleep(app, clock)
+    code["v"] = "added"
+    # The replay's new records (ship, notify): each lands and its response is lost, past
+    # botocore's retries once and retried into its own condition once.
+    injector = inject(app)
+    injector.faults[:] = [Fault(target="dynamodb.TransactWriteItems", kind="lose-raise"),
+                          Fault(target="dynamodb.TransactWriteItems", kind="lose")]
+    _wake(app, clock)
+    done = app.store.get(job_id)
+    assert done.state is JobState.SUCCEEDED, done.error
+    assert ran == ["charge", "pack", "ship", "notify"]  # each once
+    assert _seqs(app, job_id) == {0: "step#charge", 1: "step#pack", 2: "sleep#1",
+                                  3: "step#ship", 4: "step#notify"}
