@@ -6,6 +6,8 @@ task runs (``code["v"]``)."""
 
 from __future__ import annotations
 
+import dataclasses
+import json
 from typing import Any
 
 import pytest
@@ -17,12 +19,14 @@ from leasehold.core.policy import RetryPolicy
 from leasehold.core.registry import TaskRegistry
 from leasehold.core.spec import JobSpec
 from leasehold.core.states import JobState
-from leasehold.durable import records
+from leasehold.durable import records, replay
+from leasehold.events.publishing import job_event
 from leasehold.lifecycle import control
 from leasehold.lifecycle.app import Leasehold
 from leasehold.lifecycle.submission import submit
 from leasehold.time.ticker import promote_due
 
+from .api_client import ApiClient
 from .helpers import deliver, inject
 
 FAST = RetryPolicy(min_backoff_seconds=0, max_backoff_seconds=0)
@@ -201,3 +205,93 @@ def test_a_lost_response_on_a_record_write_during_replay_records_it_once_in_its_
     assert ran == ["charge", "pack", "ship", "notify"]  # each once
     assert _seqs(app, job_id) == {0: "step#charge", 1: "step#pack", 2: "sleep#1",
                                   3: "step#ship", 4: "step#notify"}
+
+
+# -- the replay check, the history endpoint, code versions, the patch listing ----------------
+
+def _history(app: Leasehold, job_id: str, tenant: str = "default") -> dict[str, Any]:
+    reply = ApiClient(app).get(f"/jobs/{job_id}/history", tenant=tenant)
+    assert reply.status == 200, reply.body
+    return dict(reply.body)
+
+
+def test_the_replay_check_finds_the_breaking_change_without_running_a_step(
+    app: Leasehold, tasks: TaskRegistry, code: dict[str, Any], ran: list[str],
+    clock: FakeClock,
+) -> None:
+    job_id = _asleep(app, clock)
+    document = _history(app, job_id)
+    assert [(r["seq"], r["kind"], r["name"]) for r in document["records"]] == [
+        (0, "step", "charge"), (1, "step", "pack"), (2, "sleep", "1")]
+    ran.clear()
+    assert replay.replay(tasks, document).ok  # the code it was recorded with
+    code["v"] = "renamed"
+    verdict = replay.replay(tasks, document)
+    assert not verdict.ok and verdict.outcome == "non_deterministic"
+    assert "step 'charge' at durable call 1" in verdict.detail and "step 'bill'" in verdict.detail
+    code["v"] = "patched"
+    verdict = replay.replay(tasks, document)
+    assert verdict.ok and verdict.patches == {"rename-charge": False}, verdict
+    code["v"] = "added"  # a step added after the history's end is new work: fine
+    assert replay.replay(tasks, document).ok
+    assert ran == []  # no step's function ran in any replay
+    # A task the code no longer has, and a document from a file, are checked too.
+    gone = {**document, "job": {**document["job"], "task": "vanished"}}
+    assert replay.replay(tasks, gone).outcome == "unknown_task"
+    code["v"] = "renamed"
+    (from_file,) = replay.parse_lines(json.dumps(document) + "\n\n")
+    assert replay.replay(tasks, from_file).outcome == "non_deterministic"
+
+
+def test_the_history_of_another_tenant_s_job_is_not_found(
+    app: Leasehold, tasks: TaskRegistry, clock: FakeClock,
+) -> None:
+    job_id = _asleep(app, clock)
+    assert ApiClient(app).get(f"/jobs/{job_id}/history", tenant="other").status == 404
+
+
+def test_each_job_keeps_the_code_version_that_first_ran_it_and_each_attempt_its_own(
+    app: Leasehold, tasks: TaskRegistry, code: dict[str, Any], clock: FakeClock,
+) -> None:
+    app.settings = dataclasses.replace(app.settings, code_version="v1")
+    job_id = _asleep(app, clock)
+    app.settings = dataclasses.replace(app.settings, code_version="v2")
+    _wake(app, clock)
+    view = ApiClient(app).get(f"/jobs/{job_id}", tenant="default").body
+    assert view["state"] == "SUCCEEDED" and view["code_version"] == "v1"
+    assert [h.get("code_version") for h in view["history"] if h["reason"] == "lease"] == \
+        ["v1", "v2"]
+    event = job_event(app.store.get(job_id), JobState.RUNNING, app.now())["detail"]
+    assert event["code_version"] == "v1" and event["attempt_code_version"] == "v2"
+    other = submit(app, JobSpec(task="order")).job.job_id
+    deliver(app)  # first run by v2
+    api = ApiClient(app)
+    ids = {j["job_id"] for j in api.get("/jobs?code_version=v1", tenant="default").body["jobs"]}
+    assert ids == {job_id}
+    ids = {j["job_id"] for j in api.get("/jobs?code_version=v2", tenant="default").body["jobs"]}
+    assert ids == {other}
+
+
+def test_the_patch_listing_finds_the_live_jobs_that_predate_the_patch(
+    app: Leasehold, tasks: TaskRegistry, code: dict[str, Any], clock: FakeClock,
+) -> None:
+    api = ApiClient(app)
+
+    def needing() -> set[str]:
+        reply = api.get("/jobs?patch=rename-charge", tenant="default")
+        assert reply.status == 200, reply.body
+        return {j["job_id"] for j in reply.body["jobs"]}
+
+    app.settings = dataclasses.replace(app.settings, code_version="v1")
+    old = _asleep(app, clock)  # old code: its history predates the patch
+    assert needing() == {old}
+    app.settings = dataclasses.replace(app.settings, code_version="v2")
+    code["v"] = "patched"
+    new = _asleep(app, clock)  # new code: it recorded the patch's marker
+    assert needing() == {old}
+    assert api.get("/jobs?patch=rename-charge", tenant="other").body["jobs"] == []
+    _wake(app, clock)  # both finish; nothing live needs the old branch any more
+    assert app.store.get(old).state is JobState.SUCCEEDED
+    assert app.store.get(new).state is JobState.SUCCEEDED
+    assert needing() == set()
+    assert api.get("/jobs?patch=bad id", tenant="default").status == 422

@@ -29,7 +29,7 @@ from leasehold.core.suspension import (
     Sleep,
     Suspend,
 )
-from leasehold.durable import records, runs
+from leasehold.durable import patches, records, runs
 from leasehold.durable.children import CHILD, CHILD_POLL_SECONDS, spawn_child, wait_checks
 from leasehold.durable.history import PATCH, SEQ, History
 from leasehold.errors import NotFound, PayloadTooLarge, ValidationError
@@ -271,6 +271,7 @@ class Runner:
             answer = True
         self._patches[sk] = answer
         self._used.add(sk)
+        patches.note(self.app, change)  # for GET /jobs?patch= (see .patches)
         return answer
 
     def deprecate_patch(self, change: str) -> None:

@@ -114,7 +114,8 @@ class Worker:
         try:
             job = app.store.lease(message.job_id, message.epoch, owner=owner,
                                   expires_at=now + lease_ms, now=now, actor=self.worker_id,
-                                  gate=message.gate)
+                                  gate=message.gate,
+                                  code_version=app.settings.code_version)
         except Gated:
             return Outcome.GATED
         except StaleMessage as stale:
