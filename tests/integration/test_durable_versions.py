@@ -28,6 +28,7 @@ from leasehold.time.ticker import promote_due
 
 from .api_client import ApiClient
 from .helpers import deliver, inject
+from .test_client_operations import client_for
 
 FAST = RetryPolicy(min_backoff_seconds=0, max_backoff_seconds=0)
 
@@ -265,11 +266,10 @@ def test_each_job_keeps_the_code_version_that_first_ran_it_and_each_attempt_its_
     assert event["code_version"] == "v1" and event["attempt_code_version"] == "v2"
     other = submit(app, JobSpec(task="order")).job.job_id
     deliver(app)  # first run by v2
-    api = ApiClient(app)
-    ids = {j["job_id"] for j in api.get("/jobs?code_version=v1", tenant="default").body["jobs"]}
-    assert ids == {job_id}
-    ids = {j["job_id"] for j in api.get("/jobs?code_version=v2", tenant="default").body["jobs"]}
-    assert ids == {other}
+    client = client_for(app, "default")  # the client (and so the CLI's --code-version)
+    assert {j["job_id"] for j in client.list(code_version="v1")["jobs"]} == {job_id}
+    assert {j["job_id"] for j in client.list(code_version="v2")["jobs"]} == {other}
+    assert client_for(app, "other").list(code_version="v1")["jobs"] == []
 
 
 def test_the_patch_listing_finds_the_live_jobs_that_predate_the_patch(
@@ -289,7 +289,10 @@ def test_the_patch_listing_finds_the_live_jobs_that_predate_the_patch(
     code["v"] = "patched"
     new = _asleep(app, clock)  # new code: it recorded the patch's marker
     assert needing() == {old}
-    assert api.get("/jobs?patch=rename-charge", tenant="other").body["jobs"] == []
+    assert [j["job_id"] for j in client_for(app, "default").list(patch="rename-charge")["jobs"]] \
+        == [old]
+    assert client_for(app, "other").list(patch="rename-charge")["jobs"] == []
+    assert client_for(app, "default").history(old)["records"][0]["name"] == "charge"
     _wake(app, clock)  # both finish; nothing live needs the old branch any more
     assert app.store.get(old).state is JobState.SUCCEEDED
     assert app.store.get(new).state is JobState.SUCCEEDED
