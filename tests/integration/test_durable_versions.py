@@ -61,6 +61,11 @@ def tasks(registry: TaskRegistry, code: dict[str, Any], ran: list[str]) -> TaskR
             out = [ctx.step("pack", work("pack")), ctx.step("charge", work("charge"))]
         elif v == "removed":
             out = [ctx.step("charge", work("charge"))]
+        elif v == "swallowing":  # catches the mismatch and goes on
+            try:
+                out = [ctx.step("bill", work("bill"))]
+            except Exception:
+                out = [ctx.step("fallback", work("fallback"))]
         elif v == "patched":
             # The rename, deployed safely: old runs keep "charge", new runs take "bill".
             first = ctx.step("bill", work("bill")) if ctx.patched("rename-charge") else \
@@ -124,6 +129,21 @@ def test_a_replay_that_meets_another_call_stops_non_deterministic_and_runs_nothi
     # No step body ran, none was answered with another's result, nothing was written.
     assert ran == []
     assert dead.result is None
+    assert _seqs(app, job_id) == {0: "step#charge", 1: "step#pack", 2: "sleep#1"}
+
+
+def test_a_handler_that_catches_the_mismatch_cannot_go_on_past_it(
+    app: Leasehold, tasks: TaskRegistry, code: dict[str, Any], ran: list[str],
+    clock: FakeClock,
+) -> None:
+    job_id = _asleep(app, clock)
+    code["v"] = "swallowing"
+    ran.clear()
+    _wake(app, clock)
+    dead = app.store.get(job_id)
+    assert dead.state is JobState.DEAD and dead.error is not None
+    assert dead.error.type == "NonDeterministic" and "step 'bill'" in dead.error.message
+    assert ran == []  # neither "bill" nor the fallback ran
     assert _seqs(app, job_id) == {0: "step#charge", 1: "step#pack", 2: "sleep#1"}
 
 

@@ -56,6 +56,9 @@ class History:
                 self.order[int(record[SEQ])] = sk
         #: The place of the next durable call.
         self.position = 0
+        #: The mismatch met, raised again by every later call and at the return: a handler
+        #: that catches it (``except Exception:``) cannot go on as if it had not happened.
+        self.broken: NonDeterministic | None = None
 
     @property
     def length(self) -> int:
@@ -71,15 +74,18 @@ class History:
         without a place (before issue 36), answered by name as then. (A record past the
         history's end cannot be met: every earlier place was matched, so every placed
         record was met at its place.)"""
+        if self.broken is not None:
+            raise self.broken
         expected = self.at()
         if not legacy and expected is not None and expected != sk:
-            raise NonDeterministic(
+            self.broken = NonDeterministic(
                 f"job {self.job_id} is not deterministic: its history has "
                 f"{describe(expected)} at durable call {self.position + 1}, and the code "
                 f"called {describe(sk)} there. Deploy code that makes the recorded calls "
                 "(branch new code with ctx.patched) and retry the job",
                 job_id=self.job_id, expected=describe(expected), found=describe(sk),
                 position=self.position + 1)
+            raise self.broken
         place = self.position
         self.position += 1
         if expected is None:
@@ -90,6 +96,8 @@ class History:
         """What ``ctx.patched`` answers at the next place: True (the marker is there: taken),
         False (another record is: the history predates the patch; nothing taken), or None
         (past the end: the caller records the marker)."""
+        if self.broken is not None:
+            raise self.broken
         expected = self.at()
         if expected is None:
             return None
@@ -105,6 +113,8 @@ class History:
 
     def finished(self) -> None:
         """The handler returned: every record must have been read."""
+        if self.broken is not None:
+            raise self.broken
         left = [self.order[p] for p in sorted(self.order) if p >= self.position]
         if left:
             raise NonDeterministic(
