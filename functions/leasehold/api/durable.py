@@ -1,4 +1,5 @@
-"""Routes for durable jobs: complete or fail a callback, and list a job's steps.
+"""Routes for durable jobs: complete or fail a callback, list a job's steps, and read its
+history for ``leasehold replay`` (issue 36).
 
 ``POST /callbacks/{token}`` takes the value as its whole body (any JSON). The token names its
 job and callback and holds a 128-bit secret; a token of another tenant answers 404 like one
