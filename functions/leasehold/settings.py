@@ -87,6 +87,11 @@ class Settings:
     #: (``LEASEHOLD_TARGETS``, JSON): ``http_allow``, ``http_hosts``, ``http_secrets``,
     #: ``aws_targets``, ``redact_headers``; read by ``leasehold.targets.config``.
     targets: Mapping[str, Any] = field(default_factory=dict)
+    #: The version of the task code this process runs (``LEASEHOLD_CODE_VERSION``): the
+    #: bundle's content hash, set by the CDK construct; the task modules' source hash under
+    #: ``leasehold dev``. Each job keeps the version of its first attempt, and each lease's
+    #: history entry its own (issue 36). "": not known.
+    code_version: str = ""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
@@ -106,6 +111,7 @@ class Settings:
             "publish": "LEASEHOLD_PUBLISH",
             "event_source_mappings": "LEASEHOLD_EVENT_SOURCE_MAPPINGS",
             "events_from": "LEASEHOLD_EVENTS_FROM",
+            "code_version": "LEASEHOLD_CODE_VERSION",
         }
         for name, var in text.items():
             if env.get(var):
@@ -212,6 +218,8 @@ class Settings:
         }
         if self.endpoint_url:
             env["AWS_ENDPOINT_URL"] = self.endpoint_url
+        if self.code_version:
+            env["LEASEHOLD_CODE_VERSION"] = self.code_version
         if self.queue_urls:
             env["LEASEHOLD_QUEUE_URLS"] = json.dumps(dict(self.queue_urls))
         if self.event_bus:

@@ -81,6 +81,10 @@ def test_the_jobs_table_lists_a_job_and_its_page_shows_payload_result_and_histor
     history = page.get_by_role("region", name="History")
     expect(history.get_by_role("listitem")).not_to_have_count(0)
     expect(history.get_by_role("listitem").last).to_contain_text("SUCCEEDED")
+    # The code version that first ran it (leasehold dev: the tasks' source hash), and the
+    # one each attempt ran on, at its lease (issue 36).
+    expect(page.get_by_test_id("code-version")).to_have_text(re.compile(r"^dev-[0-9a-f]{12}$"))
+    expect(history).to_contain_text(re.compile(r"lease on dev-[0-9a-f]{12}"))
     page.screenshot(path=screenshots / "job.png", full_page=True)
 
 

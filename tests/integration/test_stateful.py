@@ -63,6 +63,7 @@ from leasehold.workflows.progress import step_job_id
 from tests import ddblocal
 from tests.integration.stateful_admission import AdmissionContention
 from tests.integration.stateful_durable import DurableRules
+from tests.integration.stateful_durver import DurverRules
 from tests.integration.stateful_effects import EffectsRules
 from tests.integration.stateful_enqueue import EnqueueRules
 from tests.integration.stateful_flow import FlowRules
@@ -86,8 +87,9 @@ WRITES = "|".join(f"dynamodb.{op}" for op in (
 FAILED = (ClientError, LeaseholdError, BatchProcessingError)
 
 
-class Lifecycle(Snapshots, SeamsRules, EffectsRules, AdmissionContention, FlowKeysRules, FlowRules,
-                RetentionRules, DurableRules, EnqueueRules, LeanAdmissionRules,
+class Lifecycle(Snapshots, SeamsRules, EffectsRules, AdmissionContention, FlowKeysRules,
+                FlowRules, RetentionRules, DurableRules, DurverRules, EnqueueRules,
+                LeanAdmissionRules,
                 RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()

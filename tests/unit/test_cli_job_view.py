@@ -49,3 +49,15 @@ def test_a_parent_shows_its_children_and_a_child_its_parent() -> None:
     assert lines[-1] == "(the first 2 children, by name)"
     child = show_job(job(parent_id="p1", on_parent_end="cancel"))
     assert "p1 (on its end: cancel)" in child and "CHILD" not in child
+
+
+def test_a_job_shows_the_code_version_that_first_ran_it_and_each_attempt_s() -> None:
+    lease = {"at": "2026-11-26T06:00:01.000Z", "from": "QUEUED", "to": "RUNNING", "by": "w1",
+             "reason": "lease"}
+    text = show_job(job(code_version="3f9a1c2b7d4e", history=[
+        {**lease, "code_version": "3f9a1c2b7d4e"}, {**lease, "code_version": "77aa00bb11cc"}]),
+        history=True)
+    assert "3f9a1c2b7d4e (first run)" in text
+    assert [line.split()[-1] for line in text.splitlines()[-2:]] == ["3f9a1c2b7d4e",
+                                                                     "77aa00bb11cc"]
+    assert "code version" not in show_job(job())

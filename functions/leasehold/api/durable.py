@@ -1,4 +1,5 @@
-"""Routes for durable jobs: complete or fail a callback, and list a job's steps.
+"""Routes for durable jobs: complete or fail a callback, list a job's steps, and read its
+history for ``leasehold replay`` (issue 36).
 
 ``POST /callbacks/{token}`` takes the value as its whole body (any JSON). The token names its
 job and callback and holds a 128-bit secret; a token of another tenant answers 404 like one
@@ -17,7 +18,7 @@ from pydantic import BaseModel, Field
 from leasehold.api import context
 from leasehold.api.answers import answers, links
 from leasehold.api.models import _Strict
-from leasehold.durable import callbacks
+from leasehold.durable import callbacks, replay
 from leasehold.errors import ValidationError
 from leasehold.lifecycle import control
 
@@ -41,6 +42,15 @@ class FailIn(_Strict):
 class StepsOut(BaseModel):
     job_id: str
     steps: list[dict[str, Any]]
+
+
+class HistoryOut(BaseModel):
+    job: dict[str, Any] = Field(description="the job, as GET /jobs/{job_id} shows it")
+    records: list[dict[str, Any]] = Field(
+        description="its steps, sleeps, callbacks, spawns and patch markers, in the order of "
+                    "the calls that wrote them (seq)")
+    children: dict[str, dict[str, Any]] = Field(
+        description="its children's states, results and errors, by id")
 
 
 def _value() -> Any:
@@ -79,3 +89,11 @@ def job_steps(job_id: JobId) -> StepsOut:
     app = context.leasehold(router)
     control.get_job(app, job_id, context.tenant(router))  # 404 for another tenant's job
     return StepsOut(job_id=job_id, steps=callbacks.job_records(app, job_id))
+
+
+@router.get("/jobs/<job_id>/history", summary="A durable job's history, for leasehold replay",
+            tags=["durable"], responses=answers(HistoryOut, 401, 404, 422))
+def job_history(job_id: JobId) -> HistoryOut:
+    app = context.leasehold(router)
+    job = control.get_job(app, job_id, context.tenant(router))  # 404: another tenant's
+    return HistoryOut.model_validate(replay.document(app, job))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Annotated
 
 from aws_lambda_powertools.event_handler import Response, content_types
@@ -24,7 +25,7 @@ from leasehold.api.submissions import submit_one
 from leasehold.core.jobs import Job
 from leasehold.core.spec import NAME_PATTERN, POOL_PATTERN
 from leasehold.core.states import JobState
-from leasehold.durable import children
+from leasehold.durable import children, patches
 from leasehold.lifecycle import control
 from leasehold.lifecycle.app import Leasehold
 from leasehold.tenancy.admission import retry_admitted
@@ -159,6 +160,14 @@ def list_my_jobs(
         min_length=1, max_length=256,
         description="the last error's message starts with this")] = None,
     id_prefix: Annotated[str | None, Query(min_length=1, max_length=64)] = None,
+    code_version: Annotated[str | None, Query(
+        min_length=1, max_length=64, pattern=r"^[0-9A-Za-z._:-]+$",
+        description="the code version that first ran the job")] = None,
+    patch: Annotated[str | None, Query(
+        min_length=1, max_length=128, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:-]*$",
+        description="live durable jobs that may still take the old branch of "
+                    "ctx.patched(<patch>): safe to deprecate the patch when none is left "
+                    "(reads each live job's records)")] = None,
 ) -> JobPage:
     app = context.leasehold(router)
     tenant = context.tenant(router)
@@ -168,7 +177,9 @@ def list_my_jobs(
     where = search.job_filter(states=state, task=task, pool=pool, label=label,
                               error_type=error_type, error_prefix=error_prefix,
                               id_prefix=id_prefix, created_after=created_after,
-                              created_before=created_before)
+                              created_before=created_before, code_version=code_version)
+    if patch is not None:
+        where = dataclasses.replace(where, also=patches.needs(app, patch))
     after = decode_cursor(cursor, JOB_CURSOR) | {"tenant": tenant} if cursor else None
     jobs, position = list_jobs(app, tenant, limit=limit, where=where, after=after)
     now = app.now()

@@ -204,6 +204,8 @@ class TransitionOut(BaseModel):
     to: str
     by: str
     reason: str = ""
+    code_version: str | None = Field(
+        default=None, description="on a lease's entry: the code version the attempt ran on")
 
 
 class ChildOut(BaseModel):

@@ -24,9 +24,9 @@ LABEL_HELP = "a label the job carries, as name:value (repeat for several: all mu
 #: Which filters the index serves and which are a bounded scan (docs/operations.md).
 COST_NOTE = (
     "created_after/created_before use the index (its sort key: only that range is read); "
-    "label, error_type, error_prefix, id_prefix, state, task and pool are tested on the rows "
-    "read, a bounded scan of your listing (at most 8 index pages a call, then a short page "
-    "and a cursor)")
+    "label, error_type, error_prefix, id_prefix, state, task, pool, code_version and patch "
+    "are tested on the rows read, a bounded scan of your listing (at most 8 index pages a "
+    "call, then a short page and a cursor)")
 
 
 def labels_of(values: Sequence[str] | None) -> dict[str, str]:
@@ -43,7 +43,8 @@ def job_filter(*, states: Sequence[str] | None = None, task: str | None = None,
                pool: str | None = None, label: Sequence[str] | None = None,
                error_type: str | None = None, error_prefix: str | None = None,
                id_prefix: str | None = None, created_after: datetime | None = None,
-               created_before: datetime | None = None) -> JobFilter:
+               created_before: datetime | None = None,
+               code_version: str | None = None) -> JobFilter:
     low = None if created_after is None else to_ms(created_after)
     high = None if created_before is None else to_ms(created_before)
     if low is not None and high is not None and low >= high:
@@ -51,7 +52,7 @@ def job_filter(*, states: Sequence[str] | None = None, task: str | None = None,
     return JobFilter(states={JobState(s) for s in states or ()}, task=task, pool=pool,
                      labels=labels_of(label), error_type=error_type,
                      error_prefix=error_prefix, id_prefix=id_prefix, created_after=low,
-                     created_before=high)
+                     created_before=high, code_version=code_version)
 
 
 class SearchIn(_Strict):
@@ -67,9 +68,11 @@ class SearchIn(_Strict):
     id_prefix: str | None = Field(default=None, min_length=1, max_length=64)
     created_after: IsoTime | None = None
     created_before: IsoTime | None = None
+    code_version: str | None = Field(default=None, min_length=1, max_length=64)
 
     def to_filter(self) -> JobFilter:
         return job_filter(states=self.state, task=self.task, pool=self.pool, label=self.label,
                           error_type=self.error_type, error_prefix=self.error_prefix,
                           id_prefix=self.id_prefix, created_after=self.created_after,
-                          created_before=self.created_before)
+                          created_before=self.created_before,
+                          code_version=self.code_version)

@@ -49,6 +49,10 @@ from leasehold.cdk.workers import Workers
 from leasehold.targets.config import TargetConfig
 
 API_HANDLER = "leasehold.handlers.api.handler"
+#: The code version the functions and containers run (``Settings.code_version``): the
+#: first hex digits of the bundle's content hash, enough to tell deploys apart.
+CODE_VERSION_VARIABLE = "LEASEHOLD_CODE_VERSION"
+CODE_VERSION_LENGTH = 12
 
 _RETENTION = {
     1: logs.RetentionDays.ONE_DAY, 3: logs.RetentionDays.THREE_DAYS,
@@ -156,6 +160,11 @@ class Leasehold(Construct):
                 pools=tuple(pool.name for pool in config.pools),
                 install=config.bundling == "pip")))
         code_asset = lambda_.Code.from_bucket(self.bundle.bucket, self.bundle.s3_object_key)
+        # The code version every job and attempt records (issue 36): the bundle's content
+        # hash, so two deploys of the same code share it and any change to the tasks, to
+        # Leasehold or to a dependency makes a new one. (An ECS pool with an image of its
+        # own carries it too: that image is the operator's, built from this bundle or not.)
+        environment[CODE_VERSION_VARIABLE] = self.bundle.asset_hash[:CODE_VERSION_LENGTH]
         cdk.Annotations.of(self.bundle).acknowledge_warning(
             "@aws-cdk/aws-lambda:codeFromBucketObjectVersionNotSpecified",
             "The object key is the bundle's content hash: new code is a new key, so the "

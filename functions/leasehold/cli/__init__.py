@@ -22,6 +22,7 @@ from leasehold.cli import (
     flow,
     init,
     jobs,
+    replay,
     schedules,
     triggers,
     workflows,
@@ -40,6 +41,7 @@ MODULES = (
     flow,
     console,
     callbacks,
+    replay,
 )
 
 

@@ -104,6 +104,11 @@ def register(subparsers: Any) -> None:
                          help="at most this many (1-200), e.g. --limit 10")
     listing.add_argument("--cursor", help="the next page: what the last page printed "
                                           "after 'more:', e.g. --cursor eyJj...")
+    listing.add_argument("--code-version", help="only jobs first run by this code version, "
+                                                "e.g. --code-version 3f9a1c2b7d4e")
+    listing.add_argument("--patch", help="live durable jobs that may still take the old "
+                                         "branch of ctx.patched(PATCH), e.g. --patch "
+                                         "rename-charge")
 
     command(subparsers, "cancel", "cancel a job (a running one stops at its next heartbeat)", [
         "leasehold cancel 01JABCDEF0123456789ABCDEFG"], run_cancel
@@ -261,7 +266,8 @@ def run_status(args: argparse.Namespace) -> int:
 def run_list(args: argparse.Namespace) -> int:
     try:
         page = Client.from_args(args).list(state=args.state, task=args.task, pool=args.pool,
-                                           limit=args.limit, cursor=args.cursor)
+                                           limit=args.limit, cursor=args.cursor,
+                                           code_version=args.code_version, patch=args.patch)
     except ApiError as exc:
         return fail(exc)
     emit(args, page, jobs_table(page["jobs"]) + more(page))

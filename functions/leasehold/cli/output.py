@@ -68,6 +68,8 @@ def show_job(job: dict[str, Any], history: bool = False) -> str:
         pairs.append(("sleeping", f"until {job.get('sleeping_until')} ({job['waiting']})"))
     if job.get("parent_id"):
         pairs.append(("parent", f"{job['parent_id']} (on its end: {job.get('on_parent_end')})"))
+    if job.get("code_version"):
+        pairs.append(("code version", f"{job['code_version']} (first run)"))
     if job.get("cancel_requested") and job["state"] not in ("CANCELLED", "SUCCEEDED", "DEAD"):
         pairs.append(("cancel", "requested: the job stops at its next heartbeat"))
     if job.get("progress") is not None:
@@ -84,7 +86,8 @@ def show_job(job: dict[str, Any], history: bool = False) -> str:
         if job.get("more_children"):
             text += f"\n(the first {len(job['children'])} children, by name)"
     if history:
-        text += "\n\n" + table([(h["at"], h["from"] or "", h["to"], h["by"], h["reason"])
+        text += "\n\n" + table([(h["at"], h["from"] or "", h["to"], h["by"], h["reason"]
+                                 + (f" on {h['code_version']}" if h.get("code_version") else ""))
                                 for h in job.get("history", [])],
                                ["AT", "FROM", "TO", "BY", "REASON"])
     return text

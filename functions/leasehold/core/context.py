@@ -170,3 +170,21 @@ class JobContext:
         """Suspend until every job in ``job_ids`` is finished; their states, results and
         errors, in order."""
         return self.durable.wait_for(job_ids)
+
+    def patched(self, change: str) -> bool:
+        """Whether this execution takes the new code of change ``change``: True when it
+        reaches this point on code that has the patch (recorded, so its replays answer the
+        same), False when its history was recorded before the patch (it went on past this
+        point on the old code): keep the old branch for it. See docs/design.md."""
+        return self.durable.patched(change)
+
+    def deprecate_patch(self, change: str) -> None:
+        """Once no live job needs the old branch of ``change`` (``GET /jobs?patch=``): keep
+        only the new code, and this call in place of ``patched``, so histories that
+        recorded the patch still replay."""
+        self.durable.deprecate_patch(change)
+
+    def _returned(self) -> None:
+        """The handler returned: durable execution checks that it read its whole history."""
+        if self._durable is not None:
+            self._durable.finished()

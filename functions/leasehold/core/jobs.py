@@ -22,15 +22,17 @@ class Transition:
     target: str
     actor: str
     reason: str = ""
+    #: On a lease's entry: the code version the attempt ran on (issue 36; "" unknown).
+    version: str = ""
 
     def to_item(self) -> dict[str, Any]:
         return {"at": self.at, "from": self.source, "to": self.target, "by": self.actor,
-                "why": self.reason}
+                "why": self.reason, **({"v": self.version} if self.version else {})}
 
     @classmethod
     def from_item(cls, item: Mapping[str, Any]) -> Transition:
         return cls(int(item["at"]), str(item.get("from", "")), str(item["to"]),
-                   str(item.get("by", "")), str(item.get("why", "")))
+                   str(item.get("by", "")), str(item.get("why", "")), str(item.get("v", "")))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -115,7 +117,7 @@ class Job:
             "progress": None if self.progress_json is None else json.loads(self.progress_json),
             "history": [
                 {"at": iso(t.at), "from": t.source or None, "to": t.target, "by": t.actor,
-                 "reason": t.reason}
+                 "reason": t.reason, **({"code_version": t.version} if t.version else {})}
                 for t in self.history
             ],
             **{key: _plain(value) for key, value in self.extra.items() if key in VISIBLE_EXTRA},
@@ -133,11 +135,15 @@ class Job:
         }
 
 
+#: On the row: the code version of the job's first attempt (each lease's history entry
+#: keeps its own attempt's; issue 36).
+CODE_VERSION = "code_version"
 #: Extra attributes the API shows as they are.
 VISIBLE_EXTRA = frozenset({"schedule_id", "scheduled_for", "workflow_id", "step_id",
                            "attempt_errors", "retention_days",
                            "waiting_for",  # why a QUEUED job waits (leasehold.flow)
-                           "parent_id", "on_parent_end"})  # a durable child's parent
+                           "parent_id", "on_parent_end",  # a durable child's parent
+                           CODE_VERSION})  # the code version that first ran it (issue 36)
 #: How many failed attempts' errors a job keeps (newest last), after its last error is cleared
 #: by a success: enough to see why it needed its retries, small enough for the row.
 ATTEMPT_ERRORS_KEPT = 5

@@ -117,11 +117,16 @@ def job_records(app: Leasehold, job_id: str) -> list[dict[str, Any]]:
     callback takes that tenant's identity as well as the token (the console's "complete
     callback" action for testing)."""
     shown = []
+    # In the order of the calls that wrote them (``seq``, see durable/history.py); records
+    # from before it had one, by time.
     for sk, record in sorted(records.load(app, job_id).items(),
-                             key=lambda pair: int(pair[1].get("at", 0))):
+                             key=lambda pair: (int(pair[1].get("seq", -1)),
+                                               int(pair[1].get("at", 0)))):
         kind = str(record.get("kind", sk.split("#", 1)[0]))
         entry: dict[str, Any] = {"kind": kind, "name": record.get("name", sk.split("#", 1)[1]),
                                  "at": int(record.get("at", 0))}
+        if record.get("seq") is not None:
+            entry["seq"] = int(record["seq"])
         if kind == "step":
             entry["result"] = json.loads(record.get("result", "null"))
         elif kind == "sleep":
@@ -129,7 +134,13 @@ def job_records(app: Leasehold, job_id: str) -> list[dict[str, Any]]:
         elif kind == "callback":
             entry.update(timeout_at=int(record["timeout_at"]),
                          outcome=record.get("outcome"))
+            if record.get("outcome") == "completed":
+                entry["value"] = json.loads(record.get("value", "null"))
+            elif record.get("outcome") == "failed":
+                entry["error"] = record.get("error")
             if not record.get("outcome"):
                 entry["token"] = f"{job_id}:{record['secret']}:{record['name']}"
+        elif kind == "child":
+            entry["job_id"] = record.get("job_id")
         shown.append(entry)
     return shown

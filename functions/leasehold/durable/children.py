@@ -105,9 +105,11 @@ def child_id(parent: Job, site: str) -> str:
 
 
 def spawn_child(app: Leasehold, parent: Job, owner: str, stored: MutableMapping[str, Any],
-                site: str, task: str, payload: Any, options: Mapping[str, Any]) -> str:
+                site: str, task: str, payload: Any, options: Mapping[str, Any],
+                *, seq: int | None = None) -> str:
     """The id of the job that answers the spawn at call site ``site``. ``stored``: the
-    parent's records as this attempt loaded them (the answer is added)."""
+    parent's records as this attempt loaded them (the answer is added); ``seq``: the call's
+    place in the parent's history (:mod:`.history`)."""
     sk = CHILD + site
     replacing: str | None = None
     if sk in stored:
@@ -146,7 +148,8 @@ def spawn_child(app: Leasehold, parent: Job, owner: str, stored: MutableMapping[
     job_id = derived_id("child", parent.job_id, site, str(run)) if run else \
         child_id(parent, site)
     record = {"kind": "child", "name": site, "job_id": job_id, "task": task,
-              ON_PARENT_END: policy, "at": now, runs.RECORD_RUN: run}
+              ON_PARENT_END: policy, "at": now, runs.RECORD_RUN: run,
+              **({} if seq is None else {"seq": seq})}
     fenced = [_record_put(app, parent, sk, record, replacing), _mark(app, parent, owner)]
     if policy == CANCEL:
         fenced.append(_open_put(app, parent))

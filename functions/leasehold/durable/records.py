@@ -62,6 +62,15 @@ def load(app: Leasehold, job_id: str) -> dict[str, dict[str, Any]]:
         ExpressionAttributeValues=to_av({":pk": partition(job_id)}))}
 
 
+def has_any(app: Leasehold, job_id: str) -> bool:
+    """Whether the job has any record (one key read at most)."""
+    response = app.clients.dynamodb.query(
+        TableName=app.settings.coordination_table, KeyConditionExpression="pk = :pk",
+        ExpressionAttributeValues={":pk": {"S": partition(job_id)}}, Limit=1,
+        ProjectionExpression="sk", ConsistentRead=True)
+    return bool(response.get("Items"))
+
+
 def get(app: Leasehold, job_id: str, sk: str) -> dict[str, Any] | None:
     response = app.clients.dynamodb.get_item(
         TableName=app.settings.coordination_table, ConsistentRead=True,

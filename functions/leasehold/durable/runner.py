@@ -5,7 +5,9 @@ The replay model: a resumed job's handler is called again from the top; every du
 finds what an earlier execution stored and returns it without doing the work again. So a
 handler must make the same durable calls in the same order on every execution (names are
 the keys; sleeps and unnamed spawns are numbered in their order), and keep everything that
-is not deterministic inside a step.
+is not deterministic inside a step. :mod:`.history` checks that order on every call: a call
+that does not match the record at its place stops the attempt (``NonDeterministic``);
+``ctx.patched`` branches new code from old without breaking it.
 """
 
 from __future__ import annotations
@@ -27,8 +29,9 @@ from leasehold.core.suspension import (
     Sleep,
     Suspend,
 )
-from leasehold.durable import records, runs
+from leasehold.durable import patches, records, runs
 from leasehold.durable.children import CHILD, CHILD_POLL_SECONDS, spawn_child, wait_checks
+from leasehold.durable.history import PATCH, SEQ, History
 from leasehold.errors import NotFound, PayloadTooLarge, ValidationError
 from leasehold.lifecycle.app import Leasehold
 
@@ -81,6 +84,9 @@ class Runner:
         self._used: set[str] = set()
         self._sleeps = 0
         self._spawns: dict[str, int] = {}
+        self._history: History | None = None
+        #: ``ctx.patched``'s answers in this execution (a second call answers the same).
+        self._patches: dict[str, bool] = {}
 
     # -- bookkeeping ----------------------------------------------------------------------
 
@@ -89,6 +95,17 @@ class Runner:
         if self._records is None:  # read once per attempt, at the first durable call
             self._records = records.load(self.app, self.job.job_id)
         return self._records
+
+    @property
+    def history(self) -> History:
+        if self._history is None:
+            self._history = History(self.job.job_id, self.stored)
+        return self._history
+
+    def _take(self, sk: str) -> int:
+        """This call's place in the history, checked (see :mod:`.history`)."""
+        record = self.stored.get(sk)
+        return self.history.take(sk, legacy=record is not None and record.get(SEQ) is None)
 
     def _claim(self, sk: str, what: str, name: str) -> None:
         if not isinstance(name, str) or not _NAME.match(name):
@@ -114,6 +131,7 @@ class Runner:
     def step(self, name: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         sk = "step#" + str(name)
         self._claim(sk, "step", name)
+        place = self._take(sk)
         record = self.stored.get(sk)
         if record is None:
             # What fn adds with ctx.transact commits with its stored result, in the same
@@ -126,7 +144,8 @@ class Runner:
                 raise DurableMisuse(f"{exc} (store large results elsewhere and return "
                                     "their key)") from None
             record = self._store(sk, {"kind": "step", "name": name, "result": text,
-                                      "at": self.app.now(), "attempt": self.job.attempt},
+                                      "at": self.app.now(), "attempt": self.job.attempt,
+                                      SEQ: place},
                                  effects, f"step {name!r}")
         return json.loads(record["result"])
 
@@ -145,6 +164,7 @@ class Runner:
         self._sleeps += 1
         sk = f"sleep#{self._sleeps}"
         self._used.add(sk)
+        place = self._take(sk)
         record = self.stored.get(sk)
         now = self.app.now()
         if record is None:
@@ -153,7 +173,7 @@ class Runner:
                 raise DurableMisuse("a durable sleep lasts at most 366 days")
             # Recorded first: the resumed execution that reaches this call again must know
             # it already slept, and until when (it does not recompute "now + seconds").
-            record = self._store(sk, {"kind": "sleep", "until": until, "at": now})
+            record = self._store(sk, {"kind": "sleep", "until": until, "at": now, SEQ: place})
         until = int(record["until"])
         if now < until:
             raise Suspend(Sleep(wake_at=until, waiting="sleep"))
@@ -166,13 +186,15 @@ class Runner:
         if isinstance(timeout_seconds, bool) or not isinstance(timeout_seconds, int | float) \
                 or not 1 <= timeout_seconds <= MAX_CALLBACK_SECONDS:
             raise DurableMisuse(f"timeout_seconds must be 1 to {MAX_CALLBACK_SECONDS}")
+        place = self._take(sk)
         record = self.stored.get(sk)
         run, now = runs.current(self.job), self.app.now()
         if record is None:
             record = self._store(sk, {
                 "kind": "callback", "name": name, "tenant": self.job.tenant,
                 "secret": secrets.token_hex(16), "at": now,
-                "timeout_at": now + int(timeout_seconds * 1000), runs.RECORD_RUN: run})
+                "timeout_at": now + int(timeout_seconds * 1000), runs.RECORD_RUN: run,
+                SEQ: place})
         elif runs.rearmable(record, run):
             # The job was re-run by hand since this callback timed out, failed or was left
             # waiting: it waits again, as long as it asks now (its token stays).
@@ -211,9 +233,10 @@ class Runner:
             count = self._spawns.get(task, 0) + 1
             self._spawns[task] = count
             name = f"{task}.{count}"
-        self._claim("child#" + name, "spawn", name)
+        self._claim(CHILD + name, "spawn", name)
+        place = self._take(CHILD + name)
         return spawn_child(self.app, self.job, self.owner, self.stored, name, task, payload,
-                           options)
+                           options, seq=place)
 
     def wait_for(self, job_ids: Sequence[str]) -> list[dict[str, Any]]:
         ids = list(dict.fromkeys(job_ids))
@@ -230,6 +253,37 @@ class Runner:
         now = self.app.now()
         raise Suspend(Sleep(wake_at=now + CHILD_POLL_SECONDS * 1000, waiting="children",
                             also=wait_checks(self.app, live)))
+
+
+    # -- patches (see .history) ----------------------------------------------------------
+
+    def patched(self, change: str) -> bool:
+        sk = PATCH + str(change)
+        if sk in self._patches:
+            return self._patches[sk]
+        if not isinstance(change, str) or not _NAME.match(change):
+            raise DurableMisuse(f"patch id {change!r} must be 1-128 of A-Z a-z 0-9 _ . : -")
+        answer = self.history.patched(sk)
+        if answer is None:  # past the history's end: the new code's branch, for good
+            place = self._take(sk)
+            self._store(sk, {"kind": "patch", "name": change, "at": self.app.now(),
+                             SEQ: place})
+            answer = True
+        self._patches[sk] = answer
+        self._used.add(sk)
+        patches.note(self.app, change)  # for GET /jobs?patch= (see .patches)
+        return answer
+
+    def deprecate_patch(self, change: str) -> None:
+        if not isinstance(change, str) or not _NAME.match(change):
+            raise DurableMisuse(f"patch id {change!r} must be 1-128 of A-Z a-z 0-9 _ . : -")
+        self.history.deprecated(PATCH + change)
+
+    def finished(self) -> None:
+        # A handler that made no durable call read no history: checking it would cost every
+        # job a read (see .history).
+        if self._records is not None:
+            self.history.finished()
 
 
 def summary(job: Job) -> dict[str, Any]:

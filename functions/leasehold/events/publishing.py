@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from leasehold.clock import iso
-from leasehold.core.jobs import Job
+from leasehold.core.jobs import CODE_VERSION, Job
 from leasehold.core.states import JobState
 from leasehold.lifecycle.app import Leasehold
 from leasehold.lifecycle.deferral import Deferred
@@ -40,7 +40,8 @@ FILE_PREFIX = "file:"
 RUNTIME_SOURCE = "leasehold.dev"
 #: Job attributes carried in ``detail`` (never the payload or result: they may be large or
 #: private; a consumer that needs them reads the job).
-_EXTRA = ("schedule_id", "scheduled_for", "workflow_id", "step_id", "trigger_id")
+_EXTRA = ("schedule_id", "scheduled_for", "workflow_id", "step_id", "trigger_id",
+          CODE_VERSION)
 
 
 def detail_type(state: JobState) -> str:
@@ -71,6 +72,10 @@ def job_event(job: Job, source: JobState | None, now: int) -> dict[str, Any]:
         "run_at": iso(job.run_at),
     }
     detail.update({k: job.extra[k] for k in _EXTRA if k in job.extra})
+    # The code version of the job's latest attempt (its lease's history entry; issue 36).
+    latest = next((t.version for t in reversed(job.history) if t.version), None)
+    if latest is not None:
+        detail["attempt_code_version"] = latest
     if job.error is not None and job.state.terminal:
         detail["error"] = {"type": job.error.type, "message": job.error.message[:1000]}
     return {"source": SOURCE, "detail-type": detail_type(job.state), "time": iso(now),

@@ -8,7 +8,7 @@ from typing import Any
 
 from leasehold.aws.dynamo import Cancelled, to_av, transact_write
 from leasehold.core.flowcontrol import GATE, START_BY
-from leasehold.core.jobs import Job, Transition, job_from_item
+from leasehold.core.jobs import CODE_VERSION, Job, Transition, job_from_item
 from leasehold.core.states import JobState
 from leasehold.errors import Conflict, StaleMessage
 from leasehold.lifecycle.store_base import CHANGES, Refusal, StoreBase
@@ -40,7 +40,8 @@ class LeaseWrites(StoreBase):
     """The lease, plain or through a gate."""
 
     def lease(self, job_id: str, epoch: int, *, owner: str, expires_at: int, now: int,
-              actor: str, gate: Mapping[str, Any] | None = None) -> Job:
+              actor: str, gate: Mapping[str, Any] | None = None,
+              code_version: str = "") -> Job:
         """QUEUED -> RUNNING for the holder of message ``(job_id, epoch)``.
 
         The worker has not read the job (that would cost a request per job), so the history
@@ -52,8 +53,12 @@ class LeaseWrites(StoreBase):
         has a gate its message did not carry is leased that way too (the plain lease's
         condition refuses it). Refused by the gate, the job is parked or delayed by the gate
         and :class:`Gated` is raised.
+
+        ``code_version``: the version of the code this attempt runs, kept in its history
+        entry, and on the row as ``code_version`` by the job's first attempt.
         """
-        entry = Transition(now, JobState.QUEUED.value, JobState.RUNNING.value, actor, "lease")
+        entry = Transition(now, JobState.QUEUED.value, JobState.RUNNING.value, actor, "lease",
+                           code_version)
         for _ in range(GATE_TRIES):
             try:
                 return self._lease(job_id, epoch, owner, expires_at, now, entry, gate)
@@ -79,6 +84,8 @@ class LeaseWrites(StoreBase):
                 "attempt = if_not_exists(attempt, :zero) + :one, "
                 f"{CHANGES} = if_not_exists({CHANGES}, :zero) + :one, "
                 "history = list_append(if_not_exists(history, :empty), :entry)"
+                + (f", {CODE_VERSION} = if_not_exists({CODE_VERSION}, :version)"
+                   if entry.version else "")
             ),
             # A start window (leasehold.flow's expiry) refuses the lease once it has passed,
             # and a started job never expires: the lease removes it.
@@ -92,6 +99,7 @@ class LeaseWrites(StoreBase):
                 ":sleeping": JobState.SLEEPING.value,
                 ":owner": owner, ":exp": expires_at, ":now": now, ":zero": 0, ":one": 1,
                 ":empty": [], ":entry": [entry.to_item()], ":epoch": epoch,
+                **({":version": entry.version} if entry.version else {}),
             }),
             ReturnValuesOnConditionCheckFailure="ALL_OLD",
         )

@@ -114,7 +114,8 @@ class Worker:
         try:
             job = app.store.lease(message.job_id, message.epoch, owner=owner,
                                   expires_at=now + lease_ms, now=now, actor=self.worker_id,
-                                  gate=message.gate)
+                                  gate=message.gate,
+                                  code_version=app.settings.code_version)
         except Gated:
             return Outcome.GATED
         except StaleMessage as stale:
@@ -189,6 +190,7 @@ class Worker:
                 # the model deployed now, and its result is checked at the finish: each
                 # failure is non-retryable (InvalidPayload, InvalidResult) and names the field.
                 result = definition.fn(task_input(definition.input, job.payload), ctx)
+                ctx._returned()
                 state.result = task_output(definition.output, result)
             except BaseException as exc:
                 state.failure = exc

@@ -5,6 +5,7 @@ dependency, and a handful of ``stat`` calls."""
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import logging
 import site
@@ -36,6 +37,20 @@ def files_of(modules: Iterable[str]) -> list[Path]:
             path = Path(origin)
             files.update(path.parent.rglob("*.py") if path.name == "__init__.py" else [path])
     return sorted(files)
+
+
+def source_version(modules: Iterable[str]) -> str:
+    """The code version of the task modules under ``leasehold dev`` (issue 36): a hash of
+    the files :func:`files_of` watches (their paths relative to their package and their
+    bytes), so an edit makes a new version and undoing it gives the old one back."""
+    digest = hashlib.sha256()
+    for path in files_of(modules):
+        try:
+            data = path.read_bytes()
+        except OSError:  # deleted, or being replaced by an editor
+            continue
+        digest.update(path.name.encode() + b"\0" + data + b"\0")
+    return "dev-" + digest.hexdigest()[:12]
 
 
 def _installed(folder: Path) -> bool:
@@ -105,7 +120,7 @@ def watch(modules: Iterable[str], registry: TaskRegistry, stopping: threading.Ev
             continue
         count = restart()
         say(f"reload: {shown} changed; restarting {count} worker(s) (running jobs finish "
-            "first)")
+            f"first) on code version {source_version(watcher.modules)}")
 
 
 def _short(path: Path) -> str:

@@ -215,6 +215,10 @@ class Runtime:
         assert self.app is not None
         opts = self.options
         env = {**os.environ, **self.app.settings.to_env(), "PYTHONUNBUFFERED": "1"}
+        if not self.app.settings.code_version:
+            # The tasks' source as it is now: a worker restarted by --reload runs the
+            # edited code, and its jobs' attempts record the new version.
+            env["LEASEHOLD_CODE_VERSION"] = reload.source_version(opts.tasks)
         return subprocess.Popen(
             [sys.executable, "-m", "leasehold.cli", "worker", "--pool", pool,
              "--concurrency", str(opts.concurrency), "--batch-size", str(opts.batch_size),

@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import heapq
 import itertools
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from leasehold.core.jobs import Job
+from leasehold.core.jobs import CODE_VERSION, Job
 from leasehold.core.states import JobState
 from leasehold.lifecycle.app import Leasehold
 
@@ -53,8 +53,16 @@ class JobFilter:
     #: Created at or after / before this time (epoch ms): the index range.
     created_after: int | None = None
     created_before: int | None = None
+    #: The code version that first ran the job (issue 36).
+    code_version: str | None = None
+    #: A feature's own test of a row that passed every other (durable's ``patch``: it reads
+    #: the job's records).
+    also: Callable[[Job], bool] | None = None
 
     def matches(self, job: Job) -> bool:
+        return self._plain(job) and (self.also is None or self.also(job))
+
+    def _plain(self, job: Job) -> bool:
         error = job.error
         return ((not self.states or job.state in self.states)
                 and (self.task is None or job.task == self.task)
@@ -66,7 +74,9 @@ class JobFilter:
                     error is not None and error.message.startswith(self.error_prefix)))
                 and (self.id_prefix is None or job.job_id.startswith(self.id_prefix))
                 and (self.created_after is None or job.created_at >= self.created_after)
-                and (self.created_before is None or job.created_at < self.created_before))
+                and (self.created_before is None or job.created_at < self.created_before)
+                and (self.code_version is None
+                     or job.extra.get(CODE_VERSION) == self.code_version))
 
 
 Row = tuple[int, str]  # (created_at, job_id): the listing's total order

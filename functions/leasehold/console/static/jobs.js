@@ -292,6 +292,11 @@ function facts(job) {
     pairs.push(["parent", h("span", {}, link(`#/jobs/${job.parent_id}`, job.parent_id, { class: "mono" }),
       ` (on its end: ${job.on_parent_end})`)]);
   }
+  if (job.code_version) {
+    // The code version that first ran it; each attempt's is on its lease in the history.
+    pairs.push(["code version", h("span", { class: "mono", "data-testid": "code-version" },
+      job.code_version)]);
+  }
   if (job.cancel_requested && !TERMINAL.has(job.state)) pairs.push(["cancel", "requested"]);
   return h("dl", { class: "facts" }, pairs.map(([k, v]) => [h("dt", {}, k), h("dd", {}, v)]));
 }
@@ -325,11 +330,14 @@ function durable(jobId, steps, redraw) {
       notify(error.message, "error");
     }
   });
-  return panel("Steps", table(["kind", "name", "when", "result / until / outcome", ""],
-    steps.map((s) => [s.kind, s.name, when(new Date(s.at).toISOString()),
+  return panel("Steps", table(["#", "kind", "name", "when", "result / until / outcome", ""],
+    steps.map((s) => [s.seq === undefined ? "" : String(s.seq + 1), s.kind, s.name,
+      when(new Date(s.at).toISOString()),
       s.kind === "step" ? json(s.result)
         : s.kind === "sleep" ? when(new Date(s.until).toISOString())
-          : (s.outcome || `open until ${new Date(s.timeout_at).toISOString()}`),
+          : s.kind === "child" ? link(`#/jobs/${s.job_id}`, s.job_id, { class: "mono" })
+            : s.kind === "patch" ? "patched"
+              : (s.outcome || `open until ${new Date(s.timeout_at).toISOString()}`),
       s.token ? complete(s.token) : null])));
 }
 
@@ -350,7 +358,8 @@ function timeline(history) {
     when(step.at), " ",
     step.from ? [badge(step.from), " → "] : null, badge(step.to),
     h("span", { class: "muted" }, ` by ${step.by}`),
-    step.reason ? h("span", { class: "reason" }, ` — ${step.reason}`) : null)));
+    step.reason ? h("span", { class: "reason" }, ` — ${step.reason}`) : null,
+    step.code_version ? h("span", { class: "muted mono" }, ` on ${step.code_version}`) : null)));
 }
 
 export async function renderJob(main, jobId) {
