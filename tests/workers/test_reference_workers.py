@@ -16,7 +16,7 @@ WORKERS = Path(__file__).parents[2] / "workers"
 
 
 def run(command: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    assert shutil.which(command[0]), f"{command[0]} is missing: `make workers` installs what it needs"
+    assert shutil.which(command[0]), f"{command[0]} is missing: `make workers` installs it"
     return subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=120)
 
 
