@@ -151,6 +151,22 @@ public final class WorkerTest {
         }
     }
 
+    /** AWS's SigV4 test suite, get-vanilla: GET / on example.amazonaws.com, 2015-08-30T12:36:00Z. */
+    static void sigv4GetVanilla() {
+        Worker.SigV4 signer = new Worker.SigV4("AKIDEXAMPLE", "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY", null,
+                "us-east-1", "service");
+        Map<String, String> headers = signer.sign("GET", java.net.URI.create("https://example.amazonaws.com/"), Map.of(),
+                new byte[0], Instant.parse("2015-08-30T12:36:00Z"));
+        equal(headers.get("x-amz-date"), "20150830T123600Z");
+        equal(headers.get("authorization"), "AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/20150830/us-east-1/service/aws4_request, "
+                + "SignedHeaders=host;x-amz-date, Signature=5fa00fa31553b73ebf1942676e86291e8372ff2a2260956d9b8aae1d763fbf31");
+        Map<String, String> withToken = new Worker.SigV4("AKIDEXAMPLE", "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY", "tok",
+                "us-east-1", "service").sign("GET", java.net.URI.create("https://example.amazonaws.com/"), Map.of(),
+                new byte[0], Instant.parse("2015-08-30T12:36:00Z"));
+        equal(withToken.get("x-amz-security-token"), "tok");
+        check(withToken.get("authorization").contains("SignedHeaders=host;x-amz-date;x-amz-security-token"), "the token is signed");
+    }
+
     static void leaseThenComplete() throws Exception {
         try (Fake fake = new Fake(leases(List.of(job("j1", "add", Map.of("a", 2, "b", 3), 30_000)), 100, beats(false)))) {
             Worker worker = worker(fake).task("add", (payload, ctx) -> {
@@ -299,6 +315,7 @@ public final class WorkerTest {
     public static void main(String[] args) {
         Map<String, Case> cases = new LinkedHashMap<>();
         cases.put("json round trip", WorkerTest::jsonRoundTrip);
+        cases.put("sigv4 get-vanilla", WorkerTest::sigv4GetVanilla);
         cases.put("lease -> complete", WorkerTest::leaseThenComplete);
         cases.put("heartbeats with progress", WorkerTest::heartbeatsWithProgress);
         cases.put("cancel requested -> Cancelled fail", WorkerTest::cancelRequested);
