@@ -95,7 +95,7 @@ def _run(m: Meters, expected: int, timeout: float = 60) -> None:
         got += len(batch)
 
 
-def _measure(m: Meters, jobs: int, body: Callable[[str], None]) -> dict[str, float]:
+def _measure(m: Meters, jobs: int, body: Callable[[str], None]) -> dict[str, Any]:
     """Per job: write and read units, SQS and EventBridge requests, events, dollars."""
     tenant = "t" + uuid.uuid4().hex[:8]
     units, counts, receives, entries = (m.capacity.snapshot(), m.requests.snapshot(),
@@ -104,7 +104,8 @@ def _measure(m: Meters, jobs: int, body: Callable[[str], None]) -> dict[str, flo
     spent = m.capacity.snapshot().minus(units)
     made = m.requests.snapshot().minus(counts)
     sqs = made.total("sqs") + m.receives - receives
-    out = {"write_units": spent.write_units / jobs, "read_units": spent.read_units / jobs,
+    out: dict[str, Any] = {
+           "write_units": spent.write_units / jobs, "read_units": spent.read_units / jobs,
            "refused_writes": spent.refused_writes / jobs,
            "units_corrected": spent.corrected / jobs,
            "dynamodb_requests": made.total("dynamodb") / jobs,
