@@ -44,13 +44,16 @@ class Consumed:
     refused_writes: int = 0
     #: Units added to transactions DynamoDB Local under-reported (see the module's doc).
     corrected: float = 0.0
+    #: Units by operation (``UpdateItem``, ``TransactWriteItems``, ...), indexes included.
+    by_operation: Counter[str] = field(default_factory=Counter)
 
     def minus(self, other: Consumed) -> Consumed:
         return Consumed(self.write_units - other.write_units,
                         self.read_units - other.read_units,
                         self.by_target - other.by_target,
                         self.refused_writes - other.refused_writes,
-                        self.corrected - other.corrected)
+                        self.corrected - other.corrected,
+                        self.by_operation - other.by_operation)
 
 
 class CapacityHook:
@@ -68,7 +71,7 @@ class CapacityHook:
         with self._lock:
             t = self._total
             return Consumed(t.write_units, t.read_units, Counter(t.by_target), t.refused_writes,
-                            t.corrected)
+                            t.corrected, Counter(t.by_operation))
 
     def _install(self, client: Any) -> Any:
         if client.meta.service_model.service_name == "dynamodb":
@@ -126,3 +129,4 @@ class CapacityHook:
             self._total.by_target.update(targets)
             self._total.refused_writes += refused
             self._total.corrected += corrected
+            self._total.by_operation[op] += units

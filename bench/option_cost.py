@@ -24,10 +24,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bench.batch_front_door import API_PRICES
 from bench.consumed import CapacityHook
+from bench.cost import API_MEMORY_GB, _lambda
 from bench.local import library_app
 from bench.substrate import started
 from bench.tasks import EFFECTS_TABLE
+from leasehold.api.app import handle
+from leasehold.api.context import ApiConfig
 from leasehold.aws import provision
 from leasehold.aws.clients import Clients
 from leasehold.aws.counting import RequestCounter
@@ -38,6 +42,7 @@ from leasehold.lifecycle.app import Leasehold
 from leasehold.lifecycle.consumer import consume
 from leasehold.lifecycle.submission import submit
 from leasehold.lifecycle.worker import Worker
+from leasehold.local.gateway import proxy_event
 from leasehold.settings import PUBLISH_CHOICES
 from leasehold.tenancy.admission import submit_admitted
 from leasehold.tenancy.limits import Limits
@@ -48,6 +53,8 @@ PRICES = {"write_unit": 0.625, "read_unit": 0.125, "sqs_request": 0.40, "event":
 EVENT_BUS = "leasehold-bench-cost"
 CAPPED = Limits(rate=1e6, burst=1e6, max_live=10**8, max_backlog=10**8)
 UNCAPPED = Limits(rate=1e6, burst=1e6, max_live=None, max_backlog=10**8)
+#: Jobs per ``POST /jobs/batch`` (the most it takes).
+API_BATCH = 100
 START, END = "<!-- bench-cost:start -->", "<!-- bench-cost:end -->"
 
 
@@ -88,7 +95,7 @@ def _run(m: Meters, expected: int, timeout: float = 60) -> None:
         got += len(batch)
 
 
-def _measure(m: Meters, jobs: int, body: Callable[[str], None]) -> dict[str, float]:
+def _measure(m: Meters, jobs: int, body: Callable[[str], None]) -> dict[str, Any]:
     """Per job: write and read units, SQS and EventBridge requests, events, dollars."""
     tenant = "t" + uuid.uuid4().hex[:8]
     units, counts, receives, entries = (m.capacity.snapshot(), m.requests.snapshot(),
@@ -97,12 +104,15 @@ def _measure(m: Meters, jobs: int, body: Callable[[str], None]) -> dict[str, flo
     spent = m.capacity.snapshot().minus(units)
     made = m.requests.snapshot().minus(counts)
     sqs = made.total("sqs") + m.receives - receives
-    out = {"write_units": spent.write_units / jobs, "read_units": spent.read_units / jobs,
+    out: dict[str, Any] = {
+           "write_units": spent.write_units / jobs, "read_units": spent.read_units / jobs,
            "refused_writes": spent.refused_writes / jobs,
            "units_corrected": spent.corrected / jobs,
            "dynamodb_requests": made.total("dynamodb") / jobs,
            "sqs_requests": sqs / jobs, "eventbridge_requests": made.total("events") / jobs,
-           "by_target": {k: round(v / jobs, 3) for k, v in sorted(spent.by_target.items())}}
+           "by_target": {k: round(v / jobs, 3) for k, v in sorted(spent.by_target.items())},
+           "by_operation": {k: round(v / jobs, 3)
+                            for k, v in sorted(spent.by_operation.items())}}
     out["events"] = (m.entries - entries) / jobs
     out["dollars_per_million"] = dollars(out)
     return {k: (round(v, 3) if isinstance(v, float) else v) for k, v in out.items()}
@@ -137,7 +147,7 @@ def measure(jobs: int = 20) -> dict[str, Any]:
                     submit(m.app, JobSpec(task=options.get("task", "bench.noop"),
                                           payload=options.get("payload"), tenant=tenant,
                                           **_numbered(options.get("spec", {}), i)))
-                _run(m, jobs)
+                _run(m, jobs * options.get("attempts", 1))
             return body
 
         def admitted(m: Meters, limits: Limits) -> Callable[[str], None]:
@@ -178,12 +188,45 @@ def measure(jobs: int = 20) -> dict[str, Any]:
             "durable step": (off, plain(off, task="bench.steps", payload=1)),
             "callback": (off, callback(off)),
             "ctx.transact item": (off, plain(off, task="bench.effect")),
+            # Attempt 1 raises: its error (message and traceback) is stored in the row.
+            "retried once": (off, plain(off, task="bench.fail_once", attempts=2)),
         }
         for m, body in {id(m): (m, plain(m)) for m, _ in scenarios.values()}.values():
             _measure(m, jobs, body)  # warm: clients built, queue URLs cached
         measured = {name: _measure(m, jobs, body) for name, (m, body) in scenarios.items()}
+        through_api = {name: api_batch(off, limits) for name, limits in (
+            ("API batch of 100, no cap, no events", UNCAPPED),
+            ("API batch of 100, default cap, no events", Limits()))}
     return {"jobs_per_scenario": jobs, "prices_per_million": PRICES,
-            "scenarios": measured, "options": option_prices(measured)}
+            "scenarios": measured, "options": option_prices(measured), "api": through_api}
+
+
+def api_batch(m: Meters, limits: Limits) -> dict[str, Any]:
+    """One ``POST /jobs/batch`` of :data:`API_BATCH` jobs through the API's own handler
+    (in process, on the same DynamoDB Local), run to success: the jobs' units and requests
+    as :func:`_measure` counts them, plus the front door: API Gateway's request and the API
+    Lambda's invocation and seconds (measured here, an upper bound), shared by the batch."""
+    config = ApiConfig(trust_tenant_header=True, limits=limits)
+    spent = [0.0]
+
+    def body(tenant: str) -> None:
+        event = proxy_event("POST", "/jobs/batch", {"X-Leasehold-Tenant": tenant},
+                            json.dumps({"jobs": [{"task": "bench.noop"}] * API_BATCH}))
+        start = time.perf_counter()
+        answer = json.loads(handle(m.app, event, None, config)["body"])
+        spent[0] = time.perf_counter() - start
+        if answer.get("created") != API_BATCH:
+            raise RuntimeError(f"the batch was not all created: {answer}")
+        _run(m, API_BATCH)
+
+    _measure(m, API_BATCH, body)  # warm
+    row: dict[str, Any] = _measure(m, API_BATCH, body)
+    lambda_dollars = _lambda(1, spent[0] * API_MEMORY_GB)
+    row["api_seconds_per_batch"] = round(spent[0], 3)
+    for api, price in API_PRICES.items():
+        row[f"dollars_per_million_{api}"] = round(
+            row["dollars_per_million"] + (price + lambda_dollars) / API_BATCH, 3)
+    return row
 
 
 def _numbered(spec: dict[str, Any], i: int) -> dict[str, Any]:
@@ -204,6 +247,7 @@ OPTIONS = {
     "durable step": ("durable step", "plain"),
     "callback": ("callback", "plain"),
     "ctx.transact item": ("ctx.transact item", "plain"),
+    "one retry (a failed attempt, its error in the row)": ("retried once", "plain"),
     "terminal events (events=\"terminal\")": ("terminal events", "plain"),
     "all events (events=\"all\")": ("all events", "plain"),
 }
@@ -244,6 +288,21 @@ def markdown(results: dict[str, Any]) -> str:
         lines.append(f"| {name} | {row['write_units']:+g} | {row['read_units']:+g} | "
                      f"{row['sqs_requests']:+g} | {row['events']:+g} | "
                      f"${row['dollars_per_million']:+.2f} |")
+    if results.get("api"):
+        lines += ["", f"Through the API: one `POST /jobs/batch` of {API_BATCH} jobs through the "
+                  "API's handler (in process, same DynamoDB Local), run to success; the front "
+                  "door is API Gateway's request plus the API Lambda's invocation and measured "
+                  "seconds at 512 MB, shared by the batch:", "",
+                  "| per job | write units | DynamoDB requests | SQS requests | AWS requests "
+                  "| $ per million (no API) | with REST API | with HTTP API |",
+                  "|---|---|---|---|---|---|---|---|"]
+        for name, row in results["api"].items():
+            aws = row["dynamodb_requests"] + row["sqs_requests"] + row["eventbridge_requests"]
+            lines.append(f"| {name} | {row['write_units']:g} | {row['dynamodb_requests']:g} | "
+                         f"{row['sqs_requests']:g} | {aws:.3g} | "
+                         f"${row['dollars_per_million']:.2f} | "
+                         f"${row['dollars_per_million_rest']:.2f} | "
+                         f"${row['dollars_per_million_http']:.2f} |")
     lines.append(END)
     return "\n".join(lines) + "\n"
 
