@@ -21,7 +21,13 @@ standard ``OTEL_*`` environment variables.
 from __future__ import annotations
 
 from leasehold.lifecycle.app import Leasehold
-from leasehold.tracing.spans import attempt_scope, step_scope, submit_stamp, suspension
+from leasehold.tracing.spans import (
+    attempt_scope,
+    step_scope,
+    submit_intake,
+    submit_stamp,
+    suspension,
+)
 
 __all__ = ["install"]
 
@@ -31,6 +37,7 @@ def install(app: Leasehold) -> None:
     if submit_stamp in app.stamps:
         return
     app.stamps.append(submit_stamp)
+    app.intakes.insert(0, submit_intake)  # first: it sees every intake's answer
     app.attempt_scopes.append(attempt_scope)
     app.step_scopes.append(step_scope)
     app.suspensions.append(suspension)

@@ -7,7 +7,8 @@ span needs is on the job's row, which the lifecycle reads and writes anyway.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -20,10 +21,16 @@ from leasehold.core.jobs import Job
 from leasehold.core.states import JobState
 from leasehold.core.suspension import Suspend
 from leasehold.lifecycle.app import Leasehold
+from leasehold.lifecycle.submission import Create, Submitted
 from leasehold.tracing.carrier import TRACE, encode, parent_of, suspended_by
 
 #: The instrumentation scope every Leasehold span is reported under.
 SCOPE = "leasehold"
+#: Submit spans of keyed jobs waiting for their submission's answer, by job id; at most
+#: :data:`MAX_PENDING` (rows made where no intake runs are ended when it is reached).
+_pending: dict[str, trace.Span] = {}
+_lock = threading.Lock()
+MAX_PENDING = 10_000
 #: Outcomes that end an attempt in failure (its span's status is ERROR).
 FAILED = frozenset({"retrying", "dead"})
 
@@ -53,9 +60,44 @@ def submit_stamp(app: Leasehold, row: Job) -> Mapping[str, Any]:
                     "leasehold.tenant": row.tenant, "leasehold.pool": row.pool,
                     "leasehold.priority": row.priority,
                     "messaging.system": "aws_sqs", "messaging.operation.type": "create"})
-    span.end()
+    if row.idempotency_key is None:
+        span.end()
+    else:
+        # A replay of the key may find the job made already: its span is then dropped
+        # (never ended, never exported) by :func:`submit_intake`, so a retried submission
+        # with no caller context does not leave a second trace behind.
+        with _lock:
+            if len(_pending) >= MAX_PENDING:  # made by a path with no intake: end them
+                for stale in _pending.values():
+                    stale.end()
+                _pending.clear()
+            _pending[row.job_id] = span
     stored = encode(span.get_span_context())
     return {TRACE: stored} if stored else {}
+
+
+def submit_intake(app: Leasehold, spec: Any, row: Job, writes: Sequence[Mapping[str, Any]],
+                  create: Create) -> Submitted:
+    """Ends the submit span of a keyed job once the submission's answer is known: reported
+    when it made the job, or failed (its row may have landed: the span stays its parent),
+    dropped when a replay found the job its first submission made."""
+    try:
+        made = create(row, writes)
+    except BaseException as exc:
+        if (span := _take(row.job_id)) is not None:
+            span.record_exception(exc)
+            span.set_status(Status(StatusCode.ERROR, _describe(exc, "submit")))
+            span.end()
+        raise
+    span = _take(row.job_id)
+    if span is not None and made.created and made.job.job_id == row.job_id:
+        span.end()
+    return made
+
+
+def _take(job_id: str) -> trace.Span | None:
+    with _lock:
+        return _pending.pop(job_id, None)
 
 
 def resumed(job: Job) -> bool:
