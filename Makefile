@@ -120,6 +120,7 @@ $(BENCH_STAMP): $(STAMP)
 bench: $(BENCH_STAMP) ddblocal
 	JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION=1 LEASEHOLD_DDBLOCAL_DIR=$(DDBLOCAL_DIR) \
 		$(PY) -m bench.run
+	$(PY) -m bench.tracing  # tracing's cost per job (issue 35): bench/tracing.json
 
 bench-quick: $(BENCH_STAMP) ddblocal
 	LEASEHOLD_DDBLOCAL_DIR=$(DDBLOCAL_DIR) $(PY) -m bench.run --quick

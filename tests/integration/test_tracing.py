@@ -19,6 +19,7 @@ from leasehold.core.states import JobState
 from leasehold.lifecycle.app import Leasehold
 from leasehold.lifecycle.submission import submit
 from leasehold.testing.clock import FakeClock
+from leasehold.time.ticker import fire_schedules
 from leasehold.tracing.carrier import TRACE
 from tests.integration.api_client import api_for
 from tests.integration.helpers import deliver
@@ -205,3 +206,43 @@ def test_tracing_adds_no_aws_request(
     tracing_spans.use_provider(provider)
     assert counts["off"] == counts["noop"] == counts["sdk"], counts
     assert named(finished(provider), "leasehold run")  # the SDK did record spans
+
+
+def test_a_workflows_steps_continue_the_trace_of_the_request_that_started_it(
+        app: Leasehold, tasks: TaskRegistry, provider: TracerProvider) -> None:
+    api = api_for(app)
+    reply = api.post("/workflows", {"steps": [{"id": "a", "task": "echo"},
+                                              {"id": "b", "task": "echo", "depends_on": ["a"]}]},
+                     headers={"traceparent": f"00-{CALLER_TRACE}-{CALLER_SPAN}-01"})
+    assert reply.status in (200, 201), reply
+    deliver(app)
+    deliver(app)
+    spans = finished(provider)
+    runs = named(spans, "leasehold run echo")
+    assert len(runs) == 2
+    assert {ids(span)[0] for span in spans} == {int(CALLER_TRACE, 16)}
+    submits = named(spans, "leasehold submit echo")
+    assert {parent_id(span) for span in submits} == {int(CALLER_SPAN, 16)}
+    assert {parent_id(run) for run in runs} == {ids(span)[1] for span in submits}
+
+
+def test_each_occurrence_of_a_schedule_starts_a_trace_of_its_own(
+        app: Leasehold, tasks: TaskRegistry, provider: TracerProvider,
+        clock: FakeClock) -> None:
+    api = api_for(app)
+    created = api.post("/schedules", {"cron": "* * * * *", "task": "echo"},
+                       headers={"traceparent": f"00-{CALLER_TRACE}-{CALLER_SPAN}-01"})
+    assert created.status == 201, created
+    for _ in range(3):
+        clock.advance(60)
+        fire_schedules(app)
+        deliver(app)
+    spans = finished(provider)
+    submits = named(spans, "leasehold submit echo")
+    assert len(submits) >= 2
+    assert all(span.parent is None for span in submits)  # not the creating request's
+    traces = [ids(span)[0] for span in submits]
+    assert len(set(traces)) == len(traces) and int(CALLER_TRACE, 16) not in traces
+    for span in submits:
+        job_id = str((span.attributes or {})["leasehold.job_id"])
+        assert {ids(s)[0] for s in of_job(spans, job_id)} == {ids(span)[0]}
