@@ -246,3 +246,41 @@ def test_each_occurrence_of_a_schedule_starts_a_trace_of_its_own(
     for span in submits:
         job_id = str((span.attributes or {})["leasehold.job_id"])
         assert {ids(s)[0] for s in of_job(spans, job_id)} == {ids(span)[0]}
+
+
+def test_a_batch_of_jobs_continues_the_trace_of_its_request(
+        app: Leasehold, tasks: TaskRegistry, provider: TracerProvider) -> None:
+    reply = api_for(app).post("/jobs/batch", {"jobs": [{"task": "echo", "payload": n}
+                                                      for n in range(3)]}, tenant="acme",
+                              headers={"TraceParent": f"00-{CALLER_TRACE}-{CALLER_SPAN}-01"})
+    assert reply.status in (200, 201, 207), reply
+    deliver(app)
+    spans = finished(provider)
+    submits = named(spans, "leasehold submit echo")
+    assert len(submits) == 3 and len(named(spans, "leasehold run echo")) == 3
+    assert {parent_id(span) for span in submits} == {int(CALLER_SPAN, 16)}
+    assert {ids(span)[0] for span in spans} == {int(CALLER_TRACE, 16)}
+
+
+def test_enqueue_item_keeps_the_current_span_as_the_jobs_parent_in_its_entry(
+        app: Leasehold, tasks: TaskRegistry, provider: TracerProvider) -> None:
+    from leasehold.streams.enqueue import enqueue_item
+
+    with provider.get_tracer("caller").start_as_current_span("order") as caller:
+        [put, *_] = enqueue_item(app, "echo", {"n": 1}, tenant="acme",
+                                 idempotency_key="order-1")
+    stored = put["Put"]["Item"][TRACE]["M"]
+    [submitted] = named(finished(provider), "leasehold submit echo")
+    assert parent_id(submitted) == caller.get_span_context().span_id
+    tp = stored["tp"]["S"]
+    assert tp.split("-")[1] == f"{caller.get_span_context().trace_id:032x}"
+    assert tp.split("-")[2] == f"{ids(submitted)[1]:016x}"
+
+
+def test_a_malformed_traceparent_is_ignored_and_the_job_starts_its_own_trace(
+        app: Leasehold, tasks: TaskRegistry, provider: TracerProvider) -> None:
+    reply = api_for(app).post("/jobs", {"task": "echo"}, tenant="acme",
+                              headers={"traceparent": "00-not-a-trace-01"})
+    assert reply.status == 201, reply
+    [submitted] = named(finished(provider), "leasehold submit echo")
+    assert submitted.parent is None
