@@ -102,6 +102,8 @@ unit: $(STAMP)
 # an operation (`make test` gives it 40 + 30 s and 8).
 SOAK_EXAMPLES ?= 200
 SOAK_STEPS ?= 40
+# Jobs whose span graph is checked under faults (issue 35; `make test` checks 30).
+SOAK_TRACE_JOBS ?= 1000
 SOAK_SCHEMA_SECONDS ?= 600
 SOAK_SCHEMA_EXAMPLES ?= 100
 soak: $(STAMP)
@@ -113,6 +115,8 @@ soak: $(STAMP)
 		$(PY) -m pytest -p no:cacheprovider -q -o timeout=0 tests/e2e/test_schema.py
 	LEASEHOLD_SCHEDULE_SPAN=60 $(PY) -m pytest -p no:cacheprovider -q -o timeout=0 \
 		tests/e2e/test_time.py -k two_second_schedule
+	LEASEHOLD_TRACE_JOBS=$(SOAK_TRACE_JOBS) \
+		$(PY) -m pytest -p no:cacheprovider -q -o timeout=0 tests/integration/test_tracing_faults.py
 
 clean:
 	rm -rf $(VENV) cdk.out .pytest_cache .mypy_cache .ruff_cache .hypothesis
@@ -135,6 +139,7 @@ $(BENCH_STAMP): $(STAMP)
 bench: $(BENCH_STAMP) ddblocal
 	JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION=1 LEASEHOLD_DDBLOCAL_DIR=$(DDBLOCAL_DIR) \
 		$(PY) -m bench.run
+	$(PY) -m bench.tracing  # tracing's cost per job (issue 35): bench/tracing.json
 
 bench-quick: $(BENCH_STAMP) ddblocal
 	LEASEHOLD_DDBLOCAL_DIR=$(DDBLOCAL_DIR) $(PY) -m bench.run --quick

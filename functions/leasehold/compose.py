@@ -26,6 +26,7 @@ from leasehold.streams.enqueue import enqueue_item
 from leasehold.streams.once import install as install_once
 from leasehold.targets import install as install_targets
 from leasehold.tenancy.counters import count_outcomes, slot_writes
+from leasehold.tracing import install as install_tracing
 from leasehold.workflows.progress import install as install_workflows
 from leasehold.workflows.reconcile import reconcile as reconcile_workflows
 from leasehold.workflows.retention import referenced_steps
@@ -87,4 +88,7 @@ def compose(
     # built-in tasks leasehold.http and leasehold.aws, each attempt equipped with this
     # deployment's callers (its SSRF rules, secrets, per-host limits).
     install_targets(app)
+    # Traces: the trace context a job continues, kept on its row; submit, run and step
+    # spans (the OpenTelemetry API's no-op unless an SDK is configured).
+    install_tracing(app)
     return app

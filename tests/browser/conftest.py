@@ -60,7 +60,7 @@ def console_runtime(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Runtim
     """
     events = tmp_path_factory.mktemp("console-runtime") / "events.jsonl"
     tasks = ("examples.tasks,examples.workflow_tasks,tests.browser.gate_tasks,"
-             "tests.browser.typed_tasks")
+             "tests.browser.typed_tasks,examples.durable_tasks")
     started = start_runtime("--tasks", tasks,
                             "--pools", "default,spare", "--workers", "1",
                             "--event-log", str(events))

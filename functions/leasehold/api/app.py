@@ -37,6 +37,7 @@ from leasehold.api.context import ApiConfig
 from leasehold.api.surrogates import lone_surrogate
 from leasehold.core.spec import MAX_PAYLOAD_BYTES
 from leasehold.lifecycle.app import Leasehold
+from leasehold.tracing.carrier import incoming
 
 ROUTERS: tuple[Router, ...] = (
     bulk.router,  # before jobs: /jobs/bulk is not a job id
@@ -228,4 +229,7 @@ def handle(app: Leasehold, event: Mapping[str, Any], lambda_context: Any = None,
         return early
     event = _as_json(event)
     resolver.append_context(leasehold=app, api_config=api_config or ApiConfig.from_env())
-    return resolver.resolve(event, lambda_context)
+    # The caller's trace (W3C traceparent/tracestate headers) is current while the request
+    # is answered: every job it makes continues it (leasehold.tracing).
+    with incoming(event.get("headers")):
+        return resolver.resolve(event, lambda_context)

@@ -209,6 +209,9 @@ class LeaseholdConfig:
     security_groups: Sequence[ec2.ISecurityGroup] | None = None
     #: ``-c tableEncryption=customer-managed``: the tables under the stack's KMS key.
     table_encryption: TableEncryption = "aws-owned"
+    #: ``xray`` (Lambda's active tracing, as before), ``otel`` (plus the ADOT layer, which
+    #: exports Leasehold's job spans) or ``off``; what each costs: leasehold.cdk.tracing.
+    tracing: str = "xray"
 
     def targets(self) -> dict[str, Any]:
         """``Settings.targets`` as deployed (only what is set)."""
@@ -247,6 +250,8 @@ class LeaseholdConfig:
         if not 0 <= self.retention_days <= MAX_RETENTION_DAYS:
             raise ValueError(f"retentionDays must be 0 (keep finished jobs forever) to "
                              f"{MAX_RETENTION_DAYS}")
+        if self.tracing not in ("otel", "xray", "off"):
+            raise ValueError(f"tracing must be otel, xray or off, not {self.tracing!r}")
         if self.event_archive_days < 0:
             raise ValueError("eventArchiveDays must be 0 (no archive) or more")
         if len(self.tenant_map_json()) > TENANT_MAP_LIMIT:
@@ -306,6 +311,7 @@ class LeaseholdConfig:
         values: dict[str, Any] = {}
         text = {"prefix": "prefix", "alarmEmail": "alarm_email", "publish": "events",
                 "events": "events", "tableEncryption": "table_encryption",
+                "tracing": "tracing",
                 "cognitoUserPoolArn": "cognito_user_pool_arn", "requirements": "requirements",
                 "api": "api"}
         for key, name in text.items():

@@ -44,6 +44,7 @@ from leasehold.cdk.relay import Relay
 from leasehold.cdk.scheduling import TickerSweeper
 from leasehold.cdk.tables import Tables
 from leasehold.cdk.targets import grant_targets
+from leasehold.cdk.tracing import apply_tracing
 from leasehold.cdk.triggers import Triggers
 from leasehold.cdk.workers import Workers
 from leasehold.targets.config import TargetConfig
@@ -269,6 +270,7 @@ class Leasehold(Construct):
             api_function=api_fn,
             api=self.api.rest_api if isinstance(self.api, Api) else self.api.http_api,
         )
+        apply_tracing(self, config.tracing)  # every function built above
 
     def pool(self, name: str) -> WorkerPool:
         """The pool ``name`` as a grantee (its Lambda role or ECS task role):

@@ -100,6 +100,11 @@ def register(subparsers: Any) -> None:
                           "$LEASEHOLD_EVENT_LOG; LEASEHOLD_EVENT_BUS, if set, wins), e.g. "
                           "--event-log /tmp/events.jsonl")
 
+    dev.add_argument("--otlp", default=None, metavar="URL",
+                     help="export traces over OTLP/HTTP to URL (e.g. http://127.0.0.1:4318) "
+                          "from the API, the workers, the ticker and the sweeper; the "
+                          "OTEL_* environment does the same (needs leasehold[otel])")
+
     worker = command(subparsers, "worker", "run a long-running polling worker (what ECS "
                                            "runs); settings come from the LEASEHOLD_* and "
                                            "AWS_* environment", [
@@ -132,6 +137,8 @@ def run_dev(args: argparse.Namespace) -> int:
     from leasehold.local.keeper import StateInUse
     from leasehold.local.options import RuntimeOptions
     from leasehold.local.runtime import PortBusy, Runtime
+    from leasehold.tracing.setup import configure as configure_tracing
+    from leasehold.tracing.setup import otlp_environment
 
     if args.leader_lease_seconds < 2 * args.tick_seconds:
         # A standby asks once a tick; a lease shorter than two ticks would let leadership
@@ -144,6 +151,9 @@ def run_dev(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"leasehold dev: --allow-host: {exc}", file=sys.stderr)
         return 2
+    if args.otlp:  # the workers it starts inherit the environment
+        os.environ.update(otlp_environment(args.otlp))
+    configure_tracing("leasehold")
     options = RuntimeOptions(
         host=args.host, port=args.port, allowed_hosts=tuple(args.allow_host),
         workers=args.workers, concurrency=args.concurrency,
@@ -194,6 +204,7 @@ def run_worker(args: argparse.Namespace) -> int:
     from leasehold.local.poller import PollerOptions, PollingWorker
     from leasehold.local.task_protection import TaskProtection
     from leasehold.settings import Settings
+    from leasehold.tracing.setup import configure as configure_tracing
 
     overrides: dict[str, Any] = {}
     if args.tasks:
@@ -208,6 +219,7 @@ def run_worker(args: argparse.Namespace) -> int:
     # compose, not a bare app: the worker's transitions must reach the store observers (job
     # state events, workflow progress, tenant counters) as the API's and the ticker's do.
     app = compose(Settings.from_env(**overrides))
+    configure_tracing("leasehold-worker")  # when OTEL_* asks for it
     poller = PollingWorker(app, PollerOptions(
         pool=args.pool, concurrency=args.concurrency, batch_size=args.batch_size,
         heartbeat_seconds=args.heartbeat_seconds), protection=TaskProtection.from_env())

@@ -26,6 +26,7 @@ from leasehold.client.transport import (
     http,
     retry_after,
     sign,
+    trace_headers,
     unsure,
 )
 
@@ -132,7 +133,9 @@ class Client(ScheduleOperations, Operations):
 
     def _headers(self, method: str, url: str, data: bytes | None,
                  extra: Mapping[str, str] | None = None) -> dict[str, str]:
-        headers = {"Accept": "application/json", **(extra or {})}
+        # The caller's current OpenTelemetry span, as W3C headers: the jobs this request
+        # makes continue its trace.
+        headers = {"Accept": "application/json", **trace_headers(), **(extra or {})}
         if data is not None:
             headers["Content-Type"] = "application/json"
         if self.tenant:

@@ -59,6 +59,19 @@ def http(method: str, url: str, headers: Mapping[str, str], body: bytes | None,
         return exc.code, dict(exc.headers.items()), exc.read()
 
 
+def trace_headers() -> dict[str, str]:
+    """The current OpenTelemetry context as the configured propagators' headers (W3C
+    ``traceparent`` / ``tracestate`` by default); empty without a current span, or without
+    ``opentelemetry-api`` installed."""
+    try:
+        from opentelemetry.propagate import inject
+    except ImportError:  # pragma: no cover - a dependency of the package
+        return {}
+    carrier: dict[str, str] = {}
+    inject(carrier)
+    return carrier
+
+
 def retry_after(value: str | None) -> float | None:
     """Seconds to wait from a ``Retry-After`` header (seconds or an HTTP date)."""
     if not value:

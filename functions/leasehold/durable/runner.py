@@ -16,6 +16,7 @@ import json
 import re
 import secrets
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import ExitStack
 from typing import Any
 
 from leasehold.core.context import JobContext
@@ -136,7 +137,9 @@ class Runner:
         if record is None:
             # What fn adds with ctx.transact commits with its stored result, in the same
             # fenced transaction: a replay that returns the result has them applied, once.
-            with self.ctx._effects_apart() as effects:
+            with self.ctx._effects_apart() as effects, ExitStack() as scopes:
+                for scope in self.app.step_scopes:  # e.g. a step span (leasehold.tracing)
+                    scopes.enter_context(scope(self.app, self.job, name))
                 value = fn(*args, **kwargs)  # raises: nothing stored, the attempt fails
             try:
                 text = encode_json(f"step {name!r} result", value, records.MAX_STEP_BYTES)

@@ -65,6 +65,28 @@ class Leasehold:
     #: re-run. Durable execution numbers the job's runs here (its waits re-arm per run).
     restarts: list[Callable[[Leasehold, Any, int], Mapping[str, Any]]] = field(
         default_factory=list)
+    #: Row attributes features add to every new job, whatever made it (``new_job``: the
+    #: API, the client, ``enqueue_item``, schedules, triggers, workflows, ``ctx.spawn``),
+    #: called as (app, the row about to be written). Tracing records the job's trace parent.
+    stamps: list[Callable[[Leasehold, Any], Mapping[str, Any]]] = field(default_factory=list)
+    #: Scopes a worker opens around each attempt it leased, from the lease to the recorded
+    #: outcome, called as (app, the job as leased, the delivery); each yields a callable
+    #: told how the attempt ended: (the outcome's value, the handler's exception or None).
+    #: The handler runs in a copy of the worker thread's context variables, so what a scope
+    #: makes current (tracing's run span) is current in task code.
+    attempt_scopes: list[Callable[[Leasehold, Any, Any],
+                                  AbstractContextManager[Callable[[str, BaseException | None],
+                                                                  None]]]] = field(
+        default_factory=list)
+    #: Scopes opened around each durable step that runs (not one answered from its record),
+    #: called as (app, the job, the step's name); the step's exception passes through them.
+    step_scopes: list[Callable[[Leasehold, Any, str], AbstractContextManager[Any]]] = field(
+        default_factory=list)
+    #: Row attributes set in the write that suspends a job (``ctx.sleep``, a callback, its
+    #: children), called as (app, the job as it runs): tracing links the resumed attempt to
+    #: the one that suspended.
+    suspensions: list[Callable[[Leasehold, Any], Mapping[str, Any]]] = field(
+        default_factory=list)
 
     @classmethod
     def from_settings(

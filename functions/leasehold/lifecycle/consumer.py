@@ -109,7 +109,8 @@ class Batch:
                 raise NotStarted(f"{left:.0f}s left in this invocation; the job may run for "
                                  f"{timeout:g}s: handed back unstarted")
             delivery = Delivery(record.body, url, record.receipt_handle,
-                                keep_invisible=self.keep_invisible if url else None)
+                                keep_invisible=self.keep_invisible if url else None,
+                                message_id=record.message_id)
             self._ran = True
             return self.worker.process(delivery).value
         finally:

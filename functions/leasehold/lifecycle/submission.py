@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from leasehold.core.flowcontrol import GATE
@@ -71,7 +71,7 @@ def new_job(app: Leasehold, spec: ResolvedSpec, now: int, *, job_id: str | None 
     queued = state is JobState.QUEUED
     if spec.gate is not None:  # flow control: the lease reads it (leasehold.flow)
         extra = {**(extra or {}), GATE: dict(spec.gate)}
-    return Job(
+    row = Job(
         job_id=job_id or job_id_for(spec, now), tenant=spec.tenant, task=spec.task,
         payload_json=spec.payload_json, pool=spec.pool, priority=spec.priority, state=state,
         epoch=1 if queued else 0, max_attempts=spec.max_attempts, retry=spec.retry,
@@ -85,6 +85,10 @@ def new_job(app: Leasehold, spec: ResolvedSpec, now: int, *, job_id: str | None 
         | ({DEADLINE: now + int(spec.deadline_seconds * 1000)}
            if spec.deadline_seconds is not None else {}),
     )
+    stamped: dict[str, Any] = {}
+    for stamp in app.stamps:  # e.g. the trace the job continues (leasehold.tracing)
+        stamped.update(stamp(app, row))
+    return replace(row, extra={**row.extra, **stamped}) if stamped else row
 
 
 def submit(app: Leasehold, spec: JobSpec, *, counted: bool | None = None, shard: int = 0,

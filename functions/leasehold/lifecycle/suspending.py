@@ -45,6 +45,8 @@ def suspend(app: Leasehold, job: Job, owner: str, sleep: Sleep, now: int, *, act
     wake_at = max(min(sleep.wake_at, int(deadline) if deadline is not None else sleep.wake_at),
                   now)
     sets: dict[str, object] = {"run_at": wake_at, WAITING: sleep.waiting}
+    for suspension in app.suspensions:  # e.g. the span that suspended (leasehold.tracing)
+        sets.update(suspension(app, job))
     short = handoff.within_sqs_delay(wake_at, now)
     if short:
         sets["lease_expires_at"] = handoff.handoff_deadline(wake_at, app.settings)
@@ -59,7 +61,9 @@ def suspend(app: Leasehold, job: Job, owner: str, sleep: Sleep, now: int, *, act
         resume = Change(target=JobState.QUEUED, actor=actor,
                         reason=f"{sleep.waiting}: ready before it slept", owner=owner,
                         bump_epoch=True, increment={"attempt": -1},
-                        set={"run_at": now,
+                        set={**{k: v for k, v in sets.items()
+                                if k not in ("run_at", WAITING, "lease_expires_at")},
+                             "run_at": now,
                              "lease_expires_at": handoff.handoff_deadline(now, app.settings)},
                         remove=("lease_owner",), unless_cancel_requested=True)
         new = app.store.transition(job, resume, now=now, conflict=LeaseLost)

@@ -6,6 +6,7 @@ to DynamoDB; a stale or duplicate message is acknowledged without running anythi
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import os
 import secrets
@@ -13,6 +14,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -79,6 +81,8 @@ class Delivery:
     #: long, and which other messages of the batch must stay hidden); by default the
     #: heartbeat extends this message's visibility by two leases.
     keep_invisible: Callable[[], None] | None = None
+    #: The SQS message id (what tracing reports as ``messaging.message.id``).
+    message_id: str | None = None
 
 
 def worker_identity() -> str:
@@ -127,18 +131,30 @@ class Worker:
             return Outcome.STALE
         except NotFound:
             return Outcome.STALE
+        with ExitStack() as scopes:  # features around the attempt (tracing's run span)
+            ends = [scopes.enter_context(scope(app, job, delivery))
+                    for scope in app.attempt_scopes]
+            outcome, failure = self._attempt(job, owner, delivery, now)
+            for end in ends:
+                end(outcome.value, failure)
+        return outcome
+
+    def _attempt(self, job: Job, owner: str, delivery: Delivery,
+                 now: int) -> tuple[Outcome, BaseException | None]:
+        """Run a leased job and record its outcome: (the outcome, the handler's exception)."""
+        app = self.app
         if job.cancel_requested:  # flagged before this lease: never start it
-            return self._cancel(job, owner, now)
+            return self._cancel(job, owner, now), None
         deadline = job.extra.get(DEADLINE)
         if deadline is not None and now >= int(deadline):
             # The whole job's time is up (deadline_seconds): it ends DEAD, never retried.
             return self._fail(job, owner, now, deadline_exceeded(
-                f"the job's deadline passed before attempt {job.attempt} started"))
+                f"the job's deadline passed before attempt {job.attempt} started")), None
         if app.now() >= (job.lease_expires_at or now):
             # The lease landed after it had run out by our clock (a try that hung, retried):
             # the sweeper may be handing the job to another worker already. Never start it.
             log.warning("the lease of %s ran out before it was granted", job.job_id)
-            return Outcome.LEASE_LOST
+            return Outcome.LEASE_LOST, None
         self.running.add(job.job_id)
         try:
             attempt = self._run(job, owner, delivery)
@@ -149,7 +165,10 @@ class Worker:
         log.info("job %s attempt %d: %s", job.job_id, job.attempt, outcome.value,
                  extra={"job_id": job.job_id, "tenant": job.tenant, "task": job.task,
                         "attempt": job.attempt, "outcome": outcome.value})
-        return outcome
+        failure = attempt.failure
+        if failure is None and attempt.timed_out:
+            failure = AttemptTimeout(f"attempt {job.attempt} ran past its timeout")
+        return outcome, failure
 
     # -- running ------------------------------------------------------------------------
 
@@ -197,7 +216,10 @@ class Worker:
             finally:
                 state.finished = True
 
-        runner = threading.Thread(target=target, name=f"job-{job.job_id}", daemon=True)
+        # In a copy of this thread's context: what an attempt scope made current (a run
+        # span) is current in the handler, so its own spans and instrumented calls nest.
+        runner = threading.Thread(target=contextvars.copy_context().run, args=(target,),
+                                  name=f"job-{job.job_id}", daemon=True)
         started = time.monotonic()
         runner.start()
         while True:

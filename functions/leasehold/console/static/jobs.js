@@ -8,6 +8,7 @@ import { badge, button, confirmAction, errorCell, h, json, link, notify, panel, 
 import { choice, field, PRIORITIES, values } from "./forms.js";
 import { targetForm } from "./targetform.js";
 import { taskFields } from "./taskform.js";
+import { waterfall } from "./waterfall.js";
 
 const PAGE = 25;
 
@@ -395,6 +396,7 @@ export async function renderJob(main, jobId) {
       job.progress !== null && job.progress !== undefined ? panel("Progress", json(job.progress)) : null,
       durable(jobId, steps.filter((s) => s.kind !== "child"), draw),
       family(job),
+      panel("Timeline", waterfall(job, steps)),
       panel("History", timeline(job.history)));
     return job;
   }
