@@ -753,6 +753,7 @@ final class Conformance {
         Worker worker = build(new Worker(url, pool, env.get("LEASEHOLD_WORKER_ID"),
                 Integer.parseInt(env.getOrDefault("LEASEHOLD_MAX_JOBS", "4")),
                 Integer.parseInt(env.getOrDefault("LEASEHOLD_WAIT_SECONDS", "20"))));
+        if ("1".equals(env.get("LEASEHOLD_SIGV4"))) worker.sigv4(Worker.SigV4.fromEnv("execute-api")); // a deployed API
         worker.run(() -> {
             System.out.println("ready");
             System.out.flush();

@@ -7,6 +7,7 @@ package leasehold;
 import com.sun.net.httpserver.HttpServer;
 import java.io.File;
 import java.net.InetSocketAddress;
+import java.net.URI;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -310,12 +311,60 @@ public final class WorkerTest {
         try { return Files.readString(path); } catch (Exception e) { return ""; }
     }
 
+    /** AWS's SigV4 test suite, post-vanilla: POST / on example.amazonaws.com, 2015-08-30T12:36:00Z. */
+    static void sigv4PostVanilla() {
+        Worker.SigV4 signer = new Worker.SigV4("AKIDEXAMPLE", "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY", null, "us-east-1", "service");
+        Instant at = Instant.parse("2015-08-30T12:36:00Z");
+        URI uri = URI.create("https://example.amazonaws.com/");
+        equal(signer.sign("POST", uri, Map.of(), new byte[0], at).get("authorization"),
+                "AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/20150830/us-east-1/service/aws4_request, "
+                + "SignedHeaders=host;x-amz-date, Signature=5da7c1a2acd57cee7505fc6676e4e544621c30862966e37dddb68e92efbe5d6b");
+    }
+
+    /** A worker with a signer signs what it actually sends: the server recomputes the signature from the request it got. */
+    static void signedRequests() throws Exception {
+        Worker.SigV4 signer = new Worker.SigV4("AKIDEXAMPLE", "secret", "session-token", "eu-west-1", "execute-api");
+        HttpServer server = HttpServer.create(new InetSocketAddress("127.0.0.1", 0), 0);
+        List<String> problems = new CopyOnWriteArrayList<>();
+        AtomicInteger seen = new AtomicInteger();
+        server.createContext("/", exchange -> {
+            byte[] body = exchange.getRequestBody().readAllBytes();
+            var headers = exchange.getRequestHeaders();
+            String stamp = headers.getFirst("x-amz-date");
+            Instant at = java.time.LocalDateTime.parse(stamp, java.time.format.DateTimeFormatter.ofPattern("yyyyMMdd'T'HHmmss'Z'"))
+                    .toInstant(java.time.ZoneOffset.UTC);
+            URI uri = URI.create("http://" + headers.getFirst("host") + exchange.getRequestURI().getRawPath());
+            String expected = signer.sign(exchange.getRequestMethod(), uri,
+                    Map.of("content-type", headers.getFirst("content-type")), body, at).get("authorization");
+            if (!expected.equals(headers.getFirst("authorization"))) problems.add(headers.getFirst("authorization") + " != " + expected);
+            if (!"session-token".equals(headers.getFirst("x-amz-security-token"))) problems.add("no session token");
+            if (!expected.contains("SignedHeaders=content-type;host;x-amz-date;x-amz-security-token,")) problems.add(expected);
+            seen.incrementAndGet();
+            byte[] out = "{\"expires_at\":\"2030-01-01T00:00:00Z\",\"cancel_requested\":false}".getBytes(StandardCharsets.UTF_8);
+            exchange.sendResponseHeaders(200, out.length);
+            exchange.getResponseBody().write(out);
+            exchange.close();
+        });
+        server.start();
+        try {
+            Worker worker = new Worker("http://127.0.0.1:" + server.getAddress().getPort(), "p", "w", 1, 0).sigv4(signer);
+            worker.post("/jobs/j1/heartbeat", Map.of("token", "t \u00e9", "progress", 0.5), 5);
+            worker.post("/workers/lease", Map.of("pool", "p"), 5);
+            equal(seen.get(), 2);
+            equal(problems, List.of());
+        } finally {
+            server.stop(0);
+        }
+    }
+
     interface Case { void run() throws Exception; }
 
     public static void main(String[] args) {
         Map<String, Case> cases = new LinkedHashMap<>();
         cases.put("json round trip", WorkerTest::jsonRoundTrip);
         cases.put("sigv4 get-vanilla", WorkerTest::sigv4GetVanilla);
+        cases.put("sigv4 post-vanilla", WorkerTest::sigv4PostVanilla);
+        cases.put("sigv4 signs what is sent", WorkerTest::signedRequests);
         cases.put("lease -> complete", WorkerTest::leaseThenComplete);
         cases.put("heartbeats with progress", WorkerTest::heartbeatsWithProgress);
         cases.put("cancel requested -> Cancelled fail", WorkerTest::cancelRequested);

@@ -66,6 +66,7 @@ async function main(): Promise<void> {
   const worker = build(new Worker({
     url: env.LEASEHOLD_URL, pool: env.LEASEHOLD_POOL, workerId: env.LEASEHOLD_WORKER_ID || undefined,
     maxJobs: Number(env.LEASEHOLD_MAX_JOBS || 4), waitSeconds: Number(env.LEASEHOLD_WAIT_SECONDS || 20),
+    sigv4: env.LEASEHOLD_SIGV4 === "1", // a deployed API (API Gateway, IAM auth)
   }));
   await worker.run(() => console.log("ready"));
   process.exit(0);
