@@ -347,3 +347,48 @@ def test_a_reset_in_one_write_killed_or_with_its_answer_lost_is_all_or_nothing(
     assert sorted(records.load(app, job.job_id)) == ["step#reserve"]
     deliver(app)
     assert ran == ["reserve", "charge", "ship", "charge", "ship"]
+
+
+# -- the client and the CLI ---------------------------------------------------------------
+
+def test_the_client_and_the_cli_pause_resume_and_reset_a_job(
+    app: Leasehold, tasks: TaskRegistry, ran: list[str], monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str]
+) -> None:
+    from leasehold.cli import job_control, main
+    from leasehold.client import ApiError
+
+    from .test_client_operations import client_for
+
+    acme = client_for(app, "acme")
+    handle = acme.submit("order")
+    assert handle.pause()["paused"] is True
+    deliver(app)
+    assert ran == [] and acme.get(handle.job_id)["waiting_for"].startswith("paused")
+    with pytest.raises(ApiError) as other:
+        client_for(app, "other").resume_job(handle.job_id)
+    assert other.value.status == 404
+    assert acme.resume_job(handle.job_id)["paused"] is False
+    deliver(app)
+    assert handle.result(timeout=0) == ["reserve@1", "charge@2", "ship@3"]
+    assert handle.reset("ship")["state"] == "QUEUED"
+    deliver(app)
+    assert ran == ["reserve", "charge", "ship", "ship"]
+
+    # The CLI makes the same calls (its client speaks to this API in-process).
+    def from_args(cls: Any, args: Any) -> Any:
+        return client_for(app, "acme")
+    monkeypatch.setattr(job_control.Client, "from_args", classmethod(from_args))
+    assert main(["jobs", "pause", handle.job_id]) == 1  # a SUCCEEDED job: refused (409)
+    capsys.readouterr()
+    done = acme.submit("order")
+    assert main(["jobs", "pause", done.job_id]) == 0
+    assert f"paused {done.job_id}" in capsys.readouterr().out
+    assert main(["jobs", "resume", done.job_id]) == 0
+    deliver(app)
+    assert main(["jobs", "reset", done.job_id, "--from-step", "nope"]) != 0
+    assert "from_step" in capsys.readouterr().err
+    assert main(["jobs", "reset", done.job_id, "--from-step", "charge"]) == 0
+    assert "reset" in capsys.readouterr().out
+    deliver(app)
+    assert acme.get(done.job_id)["state"] == "SUCCEEDED"
