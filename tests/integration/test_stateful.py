@@ -68,6 +68,7 @@ from tests.integration.stateful_enqueue import EnqueueRules
 from tests.integration.stateful_flow import FlowRules
 from tests.integration.stateful_flowkeys import FlowKeysRules
 from tests.integration.stateful_leanadmit import LeanAdmissionRules
+from tests.integration.stateful_pausereset import PauseResetRules
 from tests.integration.stateful_retention import RetentionRules
 from tests.integration.stateful_seams import SeamsRules
 
@@ -85,8 +86,8 @@ WRITES = "|".join(f"dynamodb.{op}" for op in (
 FAILED = (ClientError, LeaseholdError, BatchProcessingError)
 
 
-class Lifecycle(SeamsRules, EffectsRules, AdmissionContention, FlowKeysRules, FlowRules,
-                RetentionRules, DurableRules, EnqueueRules, LeanAdmissionRules,
+class Lifecycle(PauseResetRules, SeamsRules, EffectsRules, AdmissionContention, FlowKeysRules,
+                FlowRules, RetentionRules, DurableRules, EnqueueRules, LeanAdmissionRules,
                 RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
