@@ -69,6 +69,7 @@ from tests.integration.stateful_enqueue import EnqueueRules
 from tests.integration.stateful_flow import FlowRules
 from tests.integration.stateful_flowkeys import FlowKeysRules
 from tests.integration.stateful_leanadmit import LeanAdmissionRules
+from tests.integration.stateful_pausereset import PauseResetRules
 from tests.integration.stateful_retention import RetentionRules
 from tests.integration.stateful_seams import SeamsRules
 from tests.integration.stateful_snapshot import Snapshots
@@ -87,9 +88,9 @@ WRITES = "|".join(f"dynamodb.{op}" for op in (
 FAILED = (ClientError, LeaseholdError, BatchProcessingError)
 
 
-class Lifecycle(Snapshots, SeamsRules, EffectsRules, AdmissionContention, FlowKeysRules,
-                FlowRules, RetentionRules, DurableRules, DurverRules, EnqueueRules,
-                LeanAdmissionRules,
+class Lifecycle(Snapshots, PauseResetRules, SeamsRules, EffectsRules, AdmissionContention,
+                FlowKeysRules, FlowRules, RetentionRules, DurableRules, DurverRules,
+                EnqueueRules, LeanAdmissionRules,
                 RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()

@@ -16,6 +16,8 @@ EXPECTED = {
     (S.RUNNING, S.SUCCEEDED), (S.RUNNING, S.QUEUED), (S.RUNNING, S.SCHEDULED),
     (S.RUNNING, S.DEAD), (S.RUNNING, S.CANCELLED),
     (S.DEAD, S.QUEUED), (S.CANCELLED, S.QUEUED),
+    # A durable job reset from a step runs again (issue 36).
+    (S.SUCCEEDED, S.QUEUED),
     # A start window that passed: only before the job ever started, and final.
     (S.SCHEDULED, S.EXPIRED), (S.WAITING, S.EXPIRED), (S.QUEUED, S.EXPIRED),
     # A deadline that passed while the job waited for its lease: the sweeper ends it.
@@ -40,8 +42,9 @@ def test_every_pair_of_states_is_allowed_exactly_when_the_design_allows_it(
 
 
 def test_only_manual_retries_leave_a_finished_state() -> None:
-    # SUCCEEDED is left only by a workflow's retry (a step downstream of a re-run one).
-    assert [t for t in JobState if allowed(S.SUCCEEDED, t)] == [S.WAITING]
+    # SUCCEEDED is left only by a workflow's retry (a step downstream of a re-run one) and
+    # by a reset from a step (a durable job runs again from there).
+    assert [t for t in JobState if allowed(S.SUCCEEDED, t)] == [S.WAITING, S.QUEUED]
     for state in (S.DEAD, S.CANCELLED):
         assert [t for t in JobState if allowed(state, t)] == [S.WAITING, S.QUEUED]
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Annotated
+from typing import Annotated, Any
 
 from aws_lambda_powertools.event_handler import Response, content_types
 from aws_lambda_powertools.event_handler.api_gateway import Router
@@ -17,6 +17,7 @@ from leasehold.api.models import (
     JobOut,
     JobPage,
     Priority,
+    ResetJob,
     StateName,
     SubmitJob,
     SubmittedJob,
@@ -26,7 +27,8 @@ from leasehold.core.jobs import Job
 from leasehold.core.spec import NAME_PATTERN, POOL_PATTERN
 from leasehold.core.states import JobState
 from leasehold.durable import children, patches
-from leasehold.lifecycle import control
+from leasehold.durable.reset import reset
+from leasehold.lifecycle import control, pausing
 from leasehold.lifecycle.app import Leasehold
 from leasehold.tenancy.admission import retry_admitted
 from leasehold.tenancy.listing import list_jobs
@@ -202,6 +204,49 @@ def retry_job(job_id: JobId) -> JobOut:
     app, api = context.leasehold(router), context.config(router)
     return view(retry_admitted(app, job_id, context.tenant(router), api.limits, api.backlog,
                                api.buckets))
+
+
+@router.post("/jobs/<job_id>/pause", summary="Pause a job", tags=["jobs"],
+             description="A paused job does not start until it is resumed: a QUEUED, "
+                         "SCHEDULED, SLEEPING or WAITING one stays so, holding no lease "
+                         "and no concurrency slot; a RUNNING one finishes its attempt and "
+                         "is held before the next. A start window that passes meanwhile "
+                         "ends it EXPIRED. Pausing a paused job answers it as it is; a "
+                         "finished one is a 409.",
+             responses=answers(JobOut, 400, 401, 404, 409, 422))
+def pause_job(job_id: JobId) -> JobOut:
+    app = context.leasehold(router)
+    return view(pausing.pause(app, job_id, context.tenant(router)), app.now())
+
+
+@router.post("/jobs/<job_id>/resume", summary="Resume a paused job", tags=["jobs"],
+             description="Lifts the pause and hands a waiting job off again; a job that is "
+                         "not paused is answered as it is.",
+             responses=answers(JobOut, 400, 401, 404, 409, 422))
+def resume_job(job_id: JobId) -> JobOut:
+    app = context.leasehold(router)
+    return view(pausing.resume(app, job_id, context.tenant(router)), app.now())
+
+
+@router.post("/jobs/<job_id>/reset", summary="Run a durable job again from a step",
+             tags=["jobs"],
+             description="Drops the job's records from `from_step` on (earlier steps keep "
+                         "their results) and runs it again, admitted like a retry (429 over "
+                         "your limits, and the job stays as it was). For a SUCCEEDED, DEAD, "
+                         "CANCELLED, SLEEPING or QUEUED job; a RUNNING one is a 409, a step "
+                         "it did not record a 422. Live children spawned from that step on "
+                         "are cancelled and spawned again by the re-run; earlier ones are "
+                         "kept.",
+             responses=answers(JobOut, 400, 401, 404, 409, 422, 429, 503))
+def reset_job(job_id: JobId, body: ResetJob) -> JobOut:
+    app, api = context.leasehold(router), context.config(router)
+    tenant = context.tenant(router)
+
+    def rerun(job: Job, writes: Any, remove: Any, reason: str) -> Job:
+        return retry_admitted(app, job.job_id, tenant, api.limits, api.backlog, api.buckets,
+                              job=job, writes=writes, remove=remove, reason=reason)
+
+    return view(reset(app, job_id, tenant, body.from_step, rerun), app.now())
 
 
 __all__ = ["Priority", "router"]

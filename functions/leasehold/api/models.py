@@ -250,6 +250,12 @@ class JobOut(BaseModel):
     started_at: str | None = None
     finished_at: str | None = None
     cancel_requested: bool = False
+    paused: bool = Field(default=False, description="paused by POST /jobs/{id}/pause: it "
+                         "does not start until POST /jobs/{id}/resume")
+    waiting_for: str | None = Field(
+        default=None, description="why a live job does not start yet: paused, a reset "
+                                  "under way, or its flow control (a full or paused "
+                                  "concurrency key, a throttle)")
     result: Any = Field(default=None, description=f"at most {MAX_RESULT_BYTES // 1024} KB "
                                                   "serialized")
     error: JobErrorOut | None = None
@@ -281,6 +287,14 @@ class JobOut(BaseModel):
                                   "first 100 by call-site name; only on GET /jobs/{id}")
     more_children: bool | None = Field(default=None, description="it spawned more children "
                                        "than `children` shows")
+
+
+class ResetJob(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    from_step: str = Field(min_length=1, max_length=256, examples=["charge"],
+                           description="the step (``ctx.step`` name) to run again from: its "
+                                       "records and every later one are dropped")
 
 
 class SubmittedJob(JobOut):

@@ -176,11 +176,12 @@ def update_request(table: str, key: Mapping[str, Any], *, sets: Mapping[str, Any
         values[f":i{i}"] = amount
         values[":zero"] = 0
         parts.append(f"#i{i} = if_not_exists(#i{i}, :zero) + :i{i}")
-    expression = "SET " + ", ".join(parts)
+    expression = "SET " + ", ".join(parts) if parts else ""  # a REMOVE alone: no SET
     unique = list(dict.fromkeys(removes))
     if unique:
         names.update({f"#r{i}": name for i, name in enumerate(unique)})
         expression += " REMOVE " + ", ".join(f"#r{i}" for i in range(len(unique)))
+    expression = expression.strip()
     return {"TableName": table, "Key": dict(key), "UpdateExpression": expression,
             "ConditionExpression": " AND ".join(condition),
             "ExpressionAttributeNames": names, "ExpressionAttributeValues": to_av(values),

@@ -9,6 +9,7 @@ import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from leasehold.cli import job_control
 from leasehold.cli.client import ApiError, Client
 from leasehold.cli.inputs import UsageError
 from leasehold.cli.output import emit, fail, fields
@@ -20,9 +21,13 @@ _UNITS = {"s": 1, "m": 60, "min": 60, "h": 3600, "d": 86400}
 
 
 def register(subparsers: Any) -> None:
-    actions = group(subparsers, "jobs", "act on many jobs at once", [
+    actions = group(subparsers, "jobs", "act on jobs: pause, resume or reset one; act on "
+                                        "many at once", [
+        "leasehold jobs pause 01JABCDEF0123456789ABCDEFG",
+        "leasehold jobs reset 01JABCDEF0123456789ABCDEFG --from-step charge",
         "leasehold jobs bulk retry --error-type TimeoutError --since 2h --dry-run",
         "leasehold jobs bulk cancel --label env:staging --state QUEUED"])
+    job_control.register(actions)
     bulk = command(actions, "bulk", "retry, cancel, redrive or delete every job a search "
                                     "matches (a dry run counts them first)", [
         "leasehold jobs bulk retry --error-type TimeoutError --since 2h --dry-run",

@@ -30,6 +30,15 @@ class AsyncJobHandle:
     async def cancel(self) -> dict[str, Any]:
         return await asyncio.to_thread(self.sync.cancel)
 
+    async def pause(self) -> dict[str, Any]:
+        return await asyncio.to_thread(self.sync.pause)
+
+    async def resume(self) -> dict[str, Any]:
+        return await asyncio.to_thread(self.sync.resume)
+
+    async def reset(self, from_step: str) -> dict[str, Any]:
+        return await asyncio.to_thread(self.sync.reset, from_step)
+
 
 class AsyncClient:
     """``await AsyncClient().submit("echo", {...})``: every :class:`Client` method, awaited

@@ -13,6 +13,9 @@ class Jobs(Protocol):
 
     def get(self, job_id: str, *, wait_seconds: float = 0) -> dict[str, Any]: ...
     def cancel(self, job_id: str) -> dict[str, Any]: ...
+    def pause_job(self, job_id: str) -> dict[str, Any]: ...
+    def resume_job(self, job_id: str) -> dict[str, Any]: ...
+    def reset_job(self, job_id: str, from_step: str) -> dict[str, Any]: ...
 
 
 TERMINAL = frozenset({"SUCCEEDED", "DEAD", "CANCELLED", "EXPIRED"})
@@ -106,4 +109,16 @@ class JobHandle:
 
     def cancel(self) -> dict[str, Any]:
         self.job = self.client.cancel(self.job_id)
+        return self.job
+
+    def pause(self) -> dict[str, Any]:
+        self.job = self.client.pause_job(self.job_id)
+        return self.job
+
+    def resume(self) -> dict[str, Any]:
+        self.job = self.client.resume_job(self.job_id)
+        return self.job
+
+    def reset(self, from_step: str) -> dict[str, Any]:
+        self.job = self.client.reset_job(self.job_id, from_step)
         return self.job

@@ -42,6 +42,23 @@ class Operations:
     def resume_pool(self, pool: str) -> dict[str, Any]:
         return self._answer("POST", f"/pools/{segment(pool)}/resume", repeatable=True)
 
+    # -- one job: pause, resume, reset ----------------------------------------------------
+
+    def pause_job(self, job_id: str) -> dict[str, Any]:
+        """The job does not start until :meth:`resume_job` (a running one finishes its
+        attempt and is held before the next). Pausing twice is the same as once, so a lost
+        answer is resent."""
+        return self._answer("POST", f"/jobs/{segment(job_id)}/pause", repeatable=True)
+
+    def resume_job(self, job_id: str) -> dict[str, Any]:
+        return self._answer("POST", f"/jobs/{segment(job_id)}/resume", repeatable=True)
+
+    def reset_job(self, job_id: str, from_step: str) -> dict[str, Any]:
+        """Run a durable job again from its step ``from_step``: that step's record and the
+        later ones are dropped, earlier steps keep their results (``POST
+        /jobs/{id}/reset``)."""
+        return self._answer("POST", f"/jobs/{segment(job_id)}/reset", {"from_step": from_step})
+
     # -- dead letters and bulk actions ----------------------------------------------------
 
     def dead_letters(self, *, pool: str | None = None, task: str | None = None,

@@ -9,7 +9,7 @@ from decimal import Decimal
 from typing import Any
 
 from leasehold.clock import iso
-from leasehold.core import flowcontrol
+from leasehold.core import flowcontrol, holds
 from leasehold.core.policy import RetryPolicy
 from leasehold.core.retention import PURGE_AT
 from leasehold.core.states import JobState
@@ -121,6 +121,10 @@ class Job:
                 for t in self.history
             ],
             **{key: _plain(value) for key, value in self.extra.items() if key in VISIBLE_EXTRA},
+            # Paused (or held by a reset under way): it does not start until lifted, and
+            # its reason for waiting says so (over a flow-control wait's).
+            "paused": self.extra.get(holds.PAUSED_AT) is not None,
+            **({"waiting_for": why} if (why := holds.reason(self.extra)) else {}),
             # The flow control it runs under (concurrency, throttle, unique, debounce, start
             # window), when it uses any.
             **({"flow": flow} if (flow := flowcontrol.shown(self.extra)) else {}),

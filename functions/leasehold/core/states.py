@@ -67,6 +67,8 @@ TRANSITIONS: dict[tuple[JobState, JobState], str] = {
     # Manual re-runs of finished jobs (API retry, DLQ redrive): never automatic.
     (S.DEAD, S.QUEUED): "manual retry",
     (S.CANCELLED, S.QUEUED): "manual retry",
+    # A reset from a step (leasehold.durable.reset): a durable job runs again from there.
+    (S.SUCCEEDED, S.QUEUED): "reset from a step",
     # A workflow's retry: a step downstream of a re-run one waits for it again.
     (S.DEAD, S.WAITING): "workflow retry",
     (S.CANCELLED, S.WAITING): "workflow retry",

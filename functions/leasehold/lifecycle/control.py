@@ -81,18 +81,20 @@ def restart_sets(app: Leasehold, job: Job, now: int) -> dict[str, Any]:
 
 
 def requeue(app: Leasehold, job: Job, *, actor: str, reason: str,
-            also: Sequence[Mapping[str, Any]] = (), shard: int | None = None) -> Job:
+            also: Sequence[Mapping[str, Any]] = (), shard: int | None = None,
+            remove: Sequence[str] = ()) -> Job:
     """Put a finished job back in QUEUED from scratch (attempts reset, new epoch, no start
     window, its deadline counted from now) and hand it off. ``also``: writes committed with
     it (the admission's token and slot); ``shard``: -1 for a job admitted without a slot (no
     cap), or the admission item a counted job now
-    holds its slot on (recorded on the row)."""
+    holds its slot on (recorded on the row); ``remove``: attributes the re-run removes too
+    (a reset's own hold)."""
     now = app.now()
     sets: dict[str, Any] = {"run_at": now, "attempt": 0, "crash_count": 0,
                             "lease_expires_at": handoff.handoff_deadline(now, app.settings),
                             **restart_sets(app, job, now)}
     remove = ["cancel_requested", "finished_at", "lease_owner", "first_started_at",
-              START_BY]  # a manual re-run is asked for now: no start window of old
+              START_BY, *remove]  # a manual re-run is asked for now: no start window of old
     if job.extra.get(DEADLINE) is not None:
         # Its deadline counts from the re-run too, as long as it was: one that passed while
         # the job lay finished would end the re-run at its lease without running it.

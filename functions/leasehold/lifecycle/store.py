@@ -101,6 +101,7 @@ class JobStore(Protocol):
     def update_running(self, job: Job, *, owner: str, set: Mapping[str, Any],
                        conflict: type[LeaseholdError]) -> Job: ...
     def request_cancel(self, job: Job) -> Job: ...
+    def set_hold(self, job: Job, *, set: Mapping[str, Any], remove: Sequence[str]) -> Job: ...
     def sweep_entries(self, shard: int, after: int, before: int, page: int = 500
                       ) -> Iterator[tuple[int, str]]: ...
     def move_sweep(self, job: Job, to: int) -> bool: ...
@@ -277,6 +278,19 @@ class DynamoJobStore(LeaseWrites, IndexQueries):
                 job.job_id, {"cancel_requested": True}, [], {},
                 ["#state = :running", "epoch = :epoch"],
                 {":running": JobState.RUNNING.value, ":epoch": job.epoch},
+            )
+        except _Refused:
+            raise ConditionFailed(job_id=job.job_id) from None
+
+    def set_hold(self, job: Job, *, set: Mapping[str, Any], remove: Sequence[str]) -> Job:
+        """Put on or lift a hold (``core/holds.py``) without a transition: the job stays in
+        its state. Fenced by (state, epoch) like a transition, so it lands on the row as the
+        caller read it; :class:`ConditionFailed` when the row moved on (read it again)."""
+        try:
+            return self._update(
+                job.job_id, dict(set), list(remove), {},  # no state change: no event
+                ["#state = :source", "epoch = :epoch"],
+                {":source": job.state.value, ":epoch": job.epoch},
             )
         except _Refused:
             raise ConditionFailed(job_id=job.job_id) from None

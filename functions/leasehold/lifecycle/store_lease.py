@@ -8,6 +8,7 @@ from typing import Any
 
 from leasehold.aws.dynamo import Cancelled, to_av, transact_write
 from leasehold.core.flowcontrol import GATE, START_BY
+from leasehold.core.holds import HOLDS, held
 from leasehold.core.jobs import CODE_VERSION, Job, Transition, job_from_item
 from leasehold.core.states import JobState
 from leasehold.errors import Conflict, StaleMessage
@@ -91,8 +92,12 @@ class LeaseWrites(StoreBase):
             # and a started job never expires: the lease removes it.
             # A durable job's short sleep is leased straight from SLEEPING by its delayed
             # message (see lifecycle/suspending.py).
+            # A held job (paused, or a reset under way: core/holds.py) is never started,
+            # whichever message or path hands it off.
             ConditionExpression=("#state IN (:queued, :sleeping) AND epoch = :epoch AND "
-                                 f"(attribute_not_exists({START_BY}) OR {START_BY} > :now)"),
+                                 f"(attribute_not_exists({START_BY}) OR {START_BY} > :now)"
+                                 + "".join(f" AND attribute_not_exists({hold})"
+                                           for hold in HOLDS)),
             ExpressionAttributeNames={"#state": "state"},
             ExpressionAttributeValues=to_av({
                 ":running": JobState.RUNNING.value, ":queued": JobState.QUEUED.value,
@@ -137,7 +142,8 @@ class LeaseWrites(StoreBase):
                     now: int) -> Job:
         """A lease's condition failed: our own lease (a retried request met it applied), a
         gated row leased without its gate, or a stale message (or one whose start window
-        passed: the caller's refused-lease hooks end that job)."""
+        passed: the caller's refused-lease hooks end that job; or a held one: its message is
+        done with, and lifting the hold hands it off again)."""
         current = job_from_item(old) if old else None
         if current is not None and current.state is JobState.RUNNING and \
                 current.epoch == epoch and current.lease_owner == owner:
@@ -147,7 +153,7 @@ class LeaseWrites(StoreBase):
         start_by = None if current is None else current.extra.get(START_BY)
         if current is not None and current.state in (JobState.QUEUED, JobState.SLEEPING) and \
                 current.epoch == epoch and current.extra.get(GATE) and \
-                (start_by is None or int(start_by) > now):
+                not held(current.extra) and (start_by is None or int(start_by) > now):
             raise _NeedsGate(current.extra[GATE])
         raise StaleMessage(f"message for {job_id} at epoch {epoch} is stale",
                            job_id=job_id, current=current) from None

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field, replace
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from leasehold.core.holds import held
 from leasehold.core.jobs import Job
 from leasehold.core.pacing import IdlePacing
 from leasehold.core.states import JobState
@@ -256,11 +257,14 @@ def _redispatch(app: Leasehold, job: Job, now: int, cutoff: int, report: SweepRe
     under a long backlog a job is looked at once per ``handoff_seconds`` and its message
     exists at most twice.
     """
-    resend = job.extra.get(RESENT_EPOCH) != job.epoch or \
-        not backlog.waiting(job.pool, job.priority)
+    # A held job (paused) is not sent: the lease would refuse it. Its deadline moves on,
+    # so a start window is still met (the sweep hooks end it), and lifting the hold sends it.
+    resend = not held(job.extra) and (job.extra.get(RESENT_EPOCH) != job.epoch or
+                                      not backlog.waiting(job.pool, job.priority))
     change = Change(
         target=JobState.QUEUED, actor=ACTOR, expired_before=cutoff,
-        reason="hand-off overdue, re-sent" if resend else "hand-off overdue, still queued",
+        reason="hand-off overdue, re-sent" if resend else
+        "hand-off overdue, held" if held(job.extra) else "hand-off overdue, still queued",
         set={"lease_expires_at": handoff.handoff_deadline(now, app.settings),
              RESENT_EPOCH: job.epoch},
     )

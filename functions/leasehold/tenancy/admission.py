@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import logging
 import random
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from decimal import Decimal
 from typing import Any, TypeVar
 
@@ -236,7 +236,9 @@ def check(app: Leasehold, tenant: str, pool: str, limits: Limits,
 
 def retry_admitted(app: Leasehold, job_id: str, tenant: str | None, limits: Limits,
                    backlog: Backlog | None = None, buckets: Buckets | None = None, *,
-                   actor: str = "api", reason: str = "manual retry", attempts: int = 5) -> Job:
+                   actor: str = "api", reason: str = "manual retry", attempts: int = 5,
+                   job: Job | None = None, writes: Sequence[Mapping[str, Any]] = (),
+                   remove: Sequence[str] = ()) -> Job:
     """Re-run a DEAD or CANCELLED job through admission, as a submission: backlog (503), rate
     (429) and, for a job the API admitted, a live slot under the cap (429), all in the one
     transaction that puts the job back in QUEUED.
@@ -245,8 +247,12 @@ def retry_admitted(app: Leasehold, job_id: str, tenant: str | None, limits: Limi
     the slot is on the item that counted it, else by a second update in the transaction (one
     transaction cannot write an item twice). A lost response is recognised by the job row's
     fenced condition (``store.transition``), so nothing is taken twice.
+
+    ``job``: the finished job as the caller read and checked it (a reset from a step, which
+    also re-runs a SUCCEEDED job); ``writes``, ``remove``: what that re-run also commits
+    (its record deletions) and removes (its hold).
     """
-    job = control.finished(app, job_id, tenant)
+    job = job or control.finished(app, job_id, tenant)
     # The re-run holds a slot when the tenant has a cap now, whatever the job held before
     # (a cap set or lifted since). Its outcome is taken back here when the re-run is
     # counted (on the item that counted it, if it was), else by the outcome observer.
@@ -264,8 +270,9 @@ def retry_admitted(app: Leasehold, job_id: str, tenant: str | None, limits: Limi
         if counted and home not in (None, shard):
             also.append(add(app.settings, slot_item(job.tenant, home), outcome))
         try:
-            return control.requeue(app, job, actor=actor, reason=reason, also=also,
-                                   shard=shard if counted else -1)
+            return control.requeue(app, job, actor=actor, reason=reason,
+                                   also=[*also, *writes], shard=shard if counted else -1,
+                                   remove=remove)
         except Cancelled as cancelled:
             if not cancelled.failed(1):  # a companion refused it (a unique key held)
                 raise Conflict(f"job {job_id} cannot run again now: {cancelled}",

@@ -271,7 +271,8 @@ function facts(job) {
   ];
   if (job.state === "SLEEPING") {
     pairs.push(["sleeping", h("span", {}, `until `, when(job.sleeping_until), ` (${job.waiting})`)]);
-  } else if (job.waiting_for) {
+  }
+  if (job.waiting_for && (job.state !== "SLEEPING" || job.paused)) {
     // Why it has not started: a key's slot, a throttle, a pause (leasehold.flow).
     pairs.push(["waiting", h("span", { class: "waiting" }, job.waiting_for)]);
   }
@@ -316,9 +317,31 @@ function outcome(job) {
   return null;
 }
 
+/** The states POST /jobs/{id}/reset accepts (durable/reset.py); RUNNING answers 409. */
+const RESETTABLE = new Set(["SUCCEEDED", "DEAD", "CANCELLED", "SLEEPING", "QUEUED"]);
+
+// Reset from a step: its record and the later ones are dropped, and the job runs again
+// (admitted like a retry). Asked first, as it re-does work.
+function resetButton(job, step, redraw) {
+  if (!RESETTABLE.has(job.state) || job.workflow_id) return null;
+  return button("Reset from here", async () => {
+    if (!await confirmAction(`Reset job ${job.job_id} from step ${step}?`,
+      `Step ${step} and every later record are dropped, and the job runs again from there `
+      + "(admitted like a retry). Earlier steps keep their results. Live children spawned "
+      + "from that step on are cancelled and spawned again.", "Reset")) return;
+    try {
+      await api("POST", `/jobs/${job.job_id}/reset`, { body: { from_step: step } });
+      notify(`Reset ${job.job_id} from step ${step}.`);
+      await redraw();
+    } catch (error) {
+      notify(error.message, "error");
+    }
+  });
+}
+
 // A durable job's steps, sleeps and callbacks; an open callback can be completed here (for
-// testing: the value is asked for as JSON).
-function durable(jobId, steps, redraw) {
+// testing: the value is asked for as JSON); a step can be reset from.
+function durable(job, steps, redraw) {
   if (!steps.length) return null;
   const complete = (token) => button("Complete callback", async () => {
     const text = window.prompt("The callback's value (JSON)", "{}");
@@ -339,7 +362,7 @@ function durable(jobId, steps, redraw) {
           : s.kind === "child" ? link(`#/jobs/${s.job_id}`, s.job_id, { class: "mono" })
             : s.kind === "patch" ? "patched"
               : (s.outcome || `open until ${new Date(s.timeout_at).toISOString()}`),
-      s.token ? complete(s.token) : null])));
+      s.token ? complete(s.token) : s.kind === "step" ? resetButton(job, s.name, redraw) : null])));
 }
 
 // A durable parent's children (ctx.spawn) with their states: the first 100 by name, as
@@ -388,13 +411,17 @@ export async function renderJob(main, jobId) {
             : "It will not run. Retry can queue it again later.", "Cancel job"]),
         ["DEAD", "CANCELLED"].includes(job.state)
           ? act("Retry", "POST", `/jobs/${jobId}/retry`, `Queued ${jobId} again.`) : null,
+        // Pause one job: it does not start until resumed (a running one finishes its attempt).
+        TERMINAL.has(job.state) ? null : job.paused
+          ? act("Resume", "POST", `/jobs/${jobId}/resume`, `Resumed ${jobId}.`)
+          : act("Pause", "POST", `/jobs/${jobId}/pause`, `Paused ${jobId}.`),
         link("#/jobs", "All jobs")),
       facts(job),
       h("div", { class: "columns" },
         panel("Payload", json(job.payload)),
         outcome(job)),
       job.progress !== null && job.progress !== undefined ? panel("Progress", json(job.progress)) : null,
-      durable(jobId, steps.filter((s) => s.kind !== "child"), draw),
+      durable(job, steps.filter((s) => s.kind !== "child"), draw),
       family(job),
       panel("Timeline", waterfall(job, steps)),
       panel("History", timeline(job.history)));

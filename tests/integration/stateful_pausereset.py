@@ -1,0 +1,251 @@
+"""Pausing one job and resetting a durable job from a step, in the lifecycle state machine
+(issue 36).
+
+Any job of the machine may be paused and resumed (the flow mixin's keyed jobs too), and
+durable jobs of three steps around a sleep, a callback or a child are reset from a step,
+some of those resets forced through several writes and killed at one of them; all of it under
+the machine's lost responses, throttles and crashed workers.
+
+After every step: a held job (paused, or a reset under way) is never leased (no lease is
+granted to a row that carries a hold, and no RUNNING job was paused before it started); a
+paused job that is not running holds no concurrency slot; and right after a reset answers,
+the job holds no record from its step on. At the drain every paused job is resumed and every
+reset a crash left under way is asked again, and everything must finish.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import uuid
+from typing import Any
+
+from hypothesis import event
+from hypothesis import strategies as st
+from hypothesis.stateful import initialize, invariant, precondition, rule
+
+from leasehold.aws.dynamo import from_av, query, to_av
+from leasehold.aws.faults import Fault, InjectedCrash
+from leasehold.core.context import JobContext
+from leasehold.core.holds import HOLDS, PAUSED_AT, RESET_FROM, held
+from leasehold.core.jobs import Job
+from leasehold.core.policy import RetryPolicy
+from leasehold.core.spec import JobSpec
+from leasehold.core.states import JobState
+from leasehold.core.suspension import CallbackTimeout
+from leasehold.durable import callbacks, records, reset
+from leasehold.lifecycle import pausing
+from leasehold.lifecycle.submission import submit
+from leasehold.tenancy.admission import retry_admitted
+
+#: The resettable job's durable calls, in order (the wait between is one of them or none).
+STEPS = ("one", "two")
+RESET_WRITES = "|".join(f"dynamodb.{op}" for op in (
+    "UpdateItem", "TransactWriteItems", "BatchWriteItem", "DeleteItem"))
+
+
+class PauseResetRules:
+    """Mixed into the lifecycle machine (``tests/integration/test_stateful.py``), first, so
+    that its drain hooks run before the others'."""
+
+    app: Any
+    clock: Any
+    injector: Any
+    jobs: list[str]
+    inspect: Any
+    latest: dict[str, Any]
+    succeeded: Any
+    limits: Any
+
+    @initialize()
+    def resettable_tasks(self) -> None:
+        self.resettable: list[str] = []
+        self.reset_tokens: dict[str, str] = {}
+        self.reset_keys = itertools.count()
+        self.app.store.observers.append(self._held_never_leased)
+
+        def resettable(payload: Any, ctx: JobContext) -> Any:
+            def run(name: str) -> str:
+                return f"{name}:{uuid.uuid4().hex[:8]}"
+
+            def later() -> None:
+                # Each record at its own millisecond: their order (before ``seq``) is their time.
+                self.clock.advance(0.001)
+
+            first = ctx.step("one", run, "one")
+            later()
+            if payload.get("sleep"):
+                ctx.sleep(payload["sleep"])
+                later()
+            if payload.get("callback"):
+                cb = ctx.callback("cb", timeout_seconds=200)
+                self.reset_tokens[ctx.job_id] = cb.token
+                later()
+                with contextlib.suppress(CallbackTimeout):
+                    cb.wait()
+            if payload.get("spawn"):
+                child = ctx.spawn("resettable-child", None)
+                later()
+                ctx.wait_for([child])
+            second = ctx.step("two", run, "two")
+            later()
+            if ctx.attempt <= payload["fail_first"]:
+                raise RuntimeError(f"planned failure {ctx.attempt}")
+            return [first, second]
+
+        self.app.registry.task("resettable", max_attempts=4, retry=RetryPolicy(
+            min_backoff_seconds=0, max_backoff_seconds=0.3))(resettable)
+        self.app.registry.task("resettable-child")(lambda payload, ctx: "child")
+
+    def _held_never_leased(self, job: Job, source: JobState | None) -> None:
+        # The row the lease wrote (its own returned image): a held row is never leased.
+        if job.state is JobState.RUNNING and source in (JobState.QUEUED, JobState.SLEEPING):
+            assert not held(job.extra), job
+
+    # -- rules --------------------------------------------------------------------------
+
+    @rule(fail_first=st.integers(0, 1), wait=st.sampled_from(
+        [{"sleep": 0.5}, {"sleep": 1000}, {"callback": True}, {"spawn": True}, {}]))
+    def submit_a_resettable_job(self, fail_first: int, wait: dict[str, Any]) -> None:
+        spec = JobSpec(task="resettable", payload={"fail_first": fail_first, **wait},
+                       idempotency_key=f"r{next(self.reset_keys)}")
+        for _ in range(3):  # a caller whose submission failed retries it with its key
+            try:
+                job = submit(self.app, spec).job
+                break
+            except Exception:
+                event("a resettable submission failed")
+        else:
+            return
+        if job.job_id not in self.jobs:
+            self.jobs.append(job.job_id)
+            self.resettable.append(job.job_id)
+
+    @precondition(lambda self: self.jobs)
+    @rule(data=st.data())
+    def pause_a_job(self, data: st.DataObject) -> None:
+        job_id = data.draw(st.sampled_from(self.jobs))
+        try:
+            pausing.pause(self.app, job_id)
+            event("a job paused")
+        except Exception as exc:
+            event(f"a pause refused: {type(exc).__name__}")
+
+    @precondition(lambda self: self.jobs)
+    @rule(data=st.data())
+    def resume_a_job(self, data: st.DataObject) -> None:
+        job_id = data.draw(st.sampled_from(self.jobs))
+        try:
+            pausing.resume(self.app, job_id)
+        except Exception as exc:
+            event(f"a resume refused: {type(exc).__name__}")
+
+    @precondition(lambda self: getattr(self, "reset_tokens", None))
+    @rule(data=st.data())
+    def complete_a_resettable_callback(self, data: st.DataObject) -> None:
+        job_id = data.draw(st.sampled_from(sorted(self.reset_tokens)))
+        with contextlib.suppress(Exception):
+            callbacks.complete(self.app, self.reset_tokens[job_id], "default", value="v")
+
+    @precondition(lambda self: getattr(self, "resettable", None))
+    @rule(data=st.data(), step=st.sampled_from(STEPS),
+          crash_at=st.one_of(st.none(), st.integers(1, 4)))
+    def reset_a_job(self, data: st.DataObject, step: str, crash_at: int | None) -> None:
+        """A reset from ``step``; with ``crash_at``, forced through several writes (the hold,
+        the deletions, the re-run) and killed just before the n-th."""
+        # A job that recorded a step to reset from (a refusal teaches little): the step
+        # asked for, or its first one.
+        ready = [j for j in self.resettable if (job := self.latest.get(j)) is not None
+                 and job.state in reset.RESETTABLE and "step#one" in self._reset_records(j)]
+        if not ready:
+            event("no job to reset yet")
+            return
+        job_id = data.draw(st.sampled_from(ready))
+        if f"step#{step}" not in self._reset_records(job_id):
+            step = "one"
+        one_write = reset.ONE_WRITE
+        if crash_at is not None:
+            reset.ONE_WRITE = 0
+            calls = itertools.count(1)
+            self.injector.faults.append(Fault(
+                target=RESET_WRITES, kind="crash",
+                when=lambda _, calls=calls: next(calls) == crash_at))
+        try:
+            done = reset.reset(self.app, job_id, None, step, self._reset_rerun)
+        except InjectedCrash:
+            event("a reset died at a write")
+            return
+        except Exception as exc:
+            event(f"a reset refused: {type(exc).__name__}")
+            return
+        finally:
+            reset.ONE_WRITE = one_write
+            self.injector.revive()
+            self.injector.faults[:] = [f for f in self.injector.faults if f.kind != "crash"]
+        event(f"a reset from {step}")
+        assert done.state is JobState.QUEUED and RESET_FROM not in done.extra, done
+        self._reset_counted(done)
+        kept = set(self._reset_records(job_id))
+        later = {f"step#{s}" for s in STEPS[STEPS.index(step):]}
+        if step == "one":  # the wait comes after step one: dropped with it
+            later |= {k for k in kept if not k.startswith("step#")}
+        assert not kept & later, (job_id, step, kept)
+
+    def _reset_counted(self, done: Job) -> None:
+        """A SUCCEEDED job reset runs (and succeeds) once more, on purpose: the machine's
+        count of its successes starts again."""
+        if done.history and done.history[-1].source == JobState.SUCCEEDED.value:
+            self.succeeded[done.job_id] -= 1
+
+    def _reset_rerun(self, job: Job, writes: Any, remove: Any, reason: str) -> Job:
+        return retry_admitted(self.app, job.job_id, None, self.limits, job=job, writes=writes,
+                              remove=remove, reason=reason)
+
+    def _reset_records(self, job_id: str) -> list[str]:
+        return [str(item["sk"]) for item in query(
+            self.inspect, TableName=self.app.settings.coordination_table,
+            KeyConditionExpression="pk = :pk", ConsistentRead=True,
+            ExpressionAttributeValues=to_av({":pk": records.partition(job_id)}))]
+
+    # -- invariants ---------------------------------------------------------------------
+
+    @invariant()
+    def a_paused_job_never_started_and_holds_no_slot(self) -> None:
+        if not hasattr(self, "resettable"):
+            return
+        holders: set[str] = set()
+        pages = self.inspect.get_paginator("scan").paginate(
+            TableName=self.app.settings.tenants_table)
+        for page in pages:
+            for raw in page["Items"]:
+                holders |= {h.split("#", 1)[0] for h in raw.get("holders", {}).get("SS", [])}
+        for job_id in self.jobs:
+            raw = self.inspect.get_item(TableName=self.app.settings.jobs_table,
+                                        ConsistentRead=True, Key={"job_id": {"S": job_id}})
+            if "Item" not in raw:
+                continue
+            row = from_av(raw["Item"])
+            if not any(row.get(h) is not None for h in HOLDS):
+                continue
+            if row["state"] == JobState.RUNNING.value:
+                # Paused while it ran (it finishes its attempt), never leased once paused.
+                assert row.get(PAUSED_AT) is None or \
+                    int(row[PAUSED_AT]) >= int(row["started_at"]), row
+                assert row.get(RESET_FROM) is None, row
+            else:
+                assert job_id not in holders, (job_id, row["state"])
+
+    # -- the drain ------------------------------------------------------------------------
+
+    def seams_before_drain(self, round_: int) -> None:
+        """An operator resumes every paused job and asks again for every reset a crash left
+        under way, before the others' drain steps."""
+        if round_ == 0 and hasattr(self, "resettable"):
+            for job in self.app.store.batch_get(self.jobs):
+                if job.extra.get(RESET_FROM) is not None:
+                    self._reset_counted(reset.reset(self.app, job.job_id, None,
+                                              str(job.extra[RESET_FROM]), self._reset_rerun))
+                    event("a reset finished at the drain")
+                if job.extra.get(PAUSED_AT) is not None:
+                    pausing.resume(self.app, job.job_id)
+        super().seams_before_drain(round_)  # type: ignore[misc]
