@@ -30,6 +30,7 @@ from leasehold.api import (
     schedules,
     tasks,
     triggers,
+    workers,
     workflows,
 )
 from leasehold.api.answers import errors as error_answers
@@ -51,6 +52,7 @@ ROUTERS: tuple[Router, ...] = (
     flow.router,
     durable.router,
     tasks.router,
+    workers.router,
 )
 
 TITLE = "Leasehold"

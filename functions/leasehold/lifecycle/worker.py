@@ -97,6 +97,27 @@ class Worker:
 
     def process(self, delivery: Delivery) -> Outcome:
         """Handle one message. Raises only for infrastructure errors (the message is retried)."""
+        taken = self.take(delivery)
+        if isinstance(taken, Outcome):
+            return taken
+        job, owner = taken
+        self.running.add(job.job_id)
+        try:
+            attempt = self._run(job, owner, delivery)
+            outcome = Outcome.LEASE_LOST if attempt.lease_lost else \
+                self._settle(job, owner, attempt)
+        finally:
+            self.running.discard(job.job_id)
+        log.info("job %s attempt %d: %s", job.job_id, job.attempt, outcome.value,
+                 extra={"job_id": job.job_id, "tenant": job.tenant, "task": job.task,
+                        "attempt": job.attempt, "outcome": outcome.value})
+        return outcome
+
+    def take(self, delivery: Delivery) -> tuple[Job, str] | Outcome:
+        """Lease the message's job for this worker: (the job as leased, the lease's owner),
+        or the outcome of a message that starts nothing (stale, gated, cancelled before it
+        started, past its deadline). The one lease every worker takes, in-process or over
+        HTTP (``leasehold.remote``): flow control's gate is taken with it."""
         try:
             message = Message.parse(delivery.body)
         except StaleMessage:
@@ -138,17 +159,7 @@ class Worker:
             # the sweeper may be handing the job to another worker already. Never start it.
             log.warning("the lease of %s ran out before it was granted", job.job_id)
             return Outcome.LEASE_LOST
-        self.running.add(job.job_id)
-        try:
-            attempt = self._run(job, owner, delivery)
-            outcome = Outcome.LEASE_LOST if attempt.lease_lost else \
-                self._settle(job, owner, attempt)
-        finally:
-            self.running.discard(job.job_id)
-        log.info("job %s attempt %d: %s", job.job_id, job.attempt, outcome.value,
-                 extra={"job_id": job.job_id, "tenant": job.tenant, "task": job.task,
-                        "attempt": job.attempt, "outcome": outcome.value})
-        return outcome
+        return job, owner
 
     # -- running ------------------------------------------------------------------------
 
@@ -257,6 +268,11 @@ class Worker:
                         "was recorded: the sweeper takes the job over", job.job_id)
             return Outcome.LEASE_LOST
 
+    def record(self, job: Job, owner: str, attempt: Attempt) -> Outcome:
+        """Record an attempt that ran elsewhere (a remote worker's report): as
+        :meth:`_record`, with the same fencing, retries, cancellation and burial."""
+        return self._record(job, owner, attempt)
+
     def _record(self, job: Job, owner: str, attempt: Attempt) -> Outcome:
         """Write the outcome, trying again through errors other than a lost lease.
 
@@ -287,6 +303,8 @@ class Worker:
             failure = error(
                 AttemptTimeout.__name__,
                 f"attempt {job.attempt} ran past its timeout of {job.timeout_seconds:g}s")
+        elif attempt.error is not None:
+            failure = attempt.error
         elif attempt.failure is not None:
             failure = describe(attempt.failure)
         else:
