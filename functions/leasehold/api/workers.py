@@ -63,7 +63,7 @@ class LeaseAnswer(BaseModel):
 
 
 class HeartbeatRequest(BaseModel):
-    token: str = Field(min_length=1, max_length=256)
+    token: str = Field(min_length=1, max_length=4096)
     progress: Any = Field(default=None, description="any JSON, up to 16 KiB, shown on the job")
 
 
@@ -73,7 +73,7 @@ class HeartbeatAnswer(BaseModel):
 
 
 class CompleteRequest(BaseModel):
-    token: str = Field(min_length=1, max_length=256)
+    token: str = Field(min_length=1, max_length=4096)
     result: Any = None
 
 
@@ -83,7 +83,7 @@ class ErrorIn(BaseModel):
 
 
 class FailRequest(BaseModel):
-    token: str = Field(min_length=1, max_length=256)
+    token: str = Field(min_length=1, max_length=4096)
     error: ErrorIn
     retryable: bool = Field(default=True,
                             description="false: DEAD at once, whatever the retry policy")

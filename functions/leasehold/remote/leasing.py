@@ -3,9 +3,10 @@
 The polling worker's receive does the polling (its priority order, its long poll of every
 queue at once, its pause check), and the in-process worker's ``take`` does the lease: a
 remote worker gets exactly the jobs, in exactly the order, with exactly the flow control a
-Python worker of the pool would. A message is deleted once its job is leased (or once it
-starts nothing: stale, parked, cancelled): from then on the lease in DynamoDB is the job's
-only claim, and the sweeper takes over one that expires, as for a worker that crashed.
+Python worker of the pool would. A leased job's message stays in flight (its receipt is in
+the token; heartbeats keep it invisible, the finish deletes it), as a Python worker keeps
+it: SQS fair queues count it as its tenant's. A message that starts nothing (stale, parked,
+cancelled) is deleted at once, as a Python worker acknowledges it.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from leasehold.errors import NotFound, StaleMessage, ValidationError
 from leasehold.lifecycle.app import Leasehold
 from leasehold.lifecycle.worker import Delivery, Worker
 from leasehold.local.poller import PollerOptions, PollingWorker, fair_order
+from leasehold.remote.tokens import Token
 from leasehold.settings import PRIORITIES
 
 log = logging.getLogger(__name__)
@@ -36,7 +38,8 @@ IDLE_ROUND_SECONDS = 0.2
 @dataclass(frozen=True)
 class Leased:
     job: Job
-    #: The lease's fencing token: its owner. Every heartbeat and finish must carry it.
+    #: The lease's token (:class:`~leasehold.remote.tokens.Token`, encoded): every
+    #: heartbeat and finish must carry it.
     token: str
 
 
@@ -98,10 +101,12 @@ def _take(app: Leasehold, worker: Worker, batch: Sequence[Received],
             # land meanwhile is fenced, and the sweeper takes it over when it expires).
             log.warning("could not lease %s", received.message_id, exc_info=True)
             continue
-        done.append(received)
         if isinstance(taken, tuple):
             job, owner = taken
-            leased.append(Leased(job, owner))
+            leased.append(Leased(job, Token(owner, received.queue_url,
+                                            received.receipt_handle).encode()))
+        else:
+            done.append(received)
     for url in {m.queue_url for m in done}:
         app.queues.delete(url, [m.receipt_handle for m in done if m.queue_url == url])
     for url in {m.queue_url for m in others}:
