@@ -214,3 +214,19 @@ def test_only_a_granted_principal_may_work_on_a_pool(remote: Leasehold, api: Api
     done = gated.call("POST", f"/jobs/{job_id}/complete",
                       event=_iam_event(worker, f"/jobs/{job_id}/complete", token))
     assert done.status == 200 and done.body["state"] == "SUCCEEDED"
+
+
+def test_a_paused_pool_leases_nothing_until_resumed(remote: Leasehold, api: ApiClient) -> None:
+    from leasehold.flow.pools import set_paused
+    job_id = submit(api)
+    set_paused(remote, "images", True)
+    assert lease(api, wait_seconds=0.3) == []
+    set_paused(remote, "images", False)
+    assert [j["job_id"] for j in lease(api)] == [job_id]
+
+
+def test_a_job_cancelled_before_its_lease_never_starts(api: ApiClient) -> None:
+    job_id = submit(api)
+    assert api.delete(f"/jobs/{job_id}", tenant="acme").status == 200
+    assert lease(api) == []
+    assert api.get(f"/jobs/{job_id}", tenant="acme").body["state"] == "CANCELLED"
