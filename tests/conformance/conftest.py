@@ -80,7 +80,7 @@ class Workers:
         self.runtime = runtime
         self.started: list[Worker] = []
 
-    def start(self, language: str, *, max_jobs: int = 4, wait_seconds: float = 2) -> Worker:
+    def start(self, language: str, *, max_jobs: int = 4, wait_seconds: float = 1) -> Worker:
         worker_id = f"{language}-{len(self.started) + 1}-{os.getpid()}"
         env = {**os.environ, "LEASEHOLD_URL": self.runtime.url, "LEASEHOLD_POOL": POOL,
                "LEASEHOLD_WORKER_ID": worker_id, "LEASEHOLD_MAX_JOBS": str(max_jobs),
@@ -107,6 +107,10 @@ class Workers:
         return worker
 
     def stop_all(self) -> None:
+        for worker in self.started:  # all at once: each drains its last long poll
+            if worker.process.poll() is None:
+                worker.process.send_signal(signal.SIGCONT)
+                worker.process.terminate()
         for worker in self.started:
             worker.stop()
 

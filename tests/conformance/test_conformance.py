@@ -72,10 +72,11 @@ def test_failure_retries_then_dead_then_redrive(runtime: Runtime, workers: Worke
 def test_a_job_longer_than_its_lease_is_kept_by_heartbeats(
         runtime: Runtime, workers: Workers, language: str, log: Path) -> None:
     worker = workers.start(language)
-    job_id = submit(runtime, "conformance.sleep", {"seconds": 5, "log": str(log)})
+    # 3.5 s: past the 2 s lease and the 1 s skew grace, so only heartbeats keep it.
+    job_id = submit(runtime, "conformance.sleep", {"seconds": 3.5, "log": str(log)})
     job = finished(runtime, [job_id])[job_id]
     assert job["state"] == "SUCCEEDED" and job["attempts"] == 1
-    assert job["result"] == {"slept": 5, "language": language, "worker_id": worker.worker_id}
+    assert job["result"] == {"slept": 3.5, "language": language, "worker_id": worker.worker_id}
     assert started_by(log, job_id) == [worker.worker_id]  # never taken over
 
 
@@ -83,7 +84,7 @@ def test_a_job_longer_than_its_lease_is_kept_by_heartbeats(
 def test_a_stopped_worker_loses_its_lease_and_its_late_result(
         runtime: Runtime, workers: Workers, language: str, log: Path) -> None:
     first = workers.start(language)
-    job_id = submit(runtime, "conformance.sleep", {"seconds": 3, "log": str(log)})
+    job_id = submit(runtime, "conformance.sleep", {"seconds": 2.5, "log": str(log)})
     wait_until(lambda: started_by(log, job_id), 10, "the first start")
     first.signal(signal.SIGSTOP)
     second = workers.start(language)
