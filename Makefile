@@ -10,7 +10,7 @@ PYTEST_WORKERS ?= 2
 PORT ?= 8080
 ARGS ?=
 
-.PHONY: dev test lint typecheck unit soak chromium ddblocal workers bench bench-quick bench-cost synth clean
+.PHONY: dev test lint typecheck unit soak chromium ddblocal workers bench bench-quick bench-cost bench-remote synth clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Leasehold needs Python 3.11+"'
@@ -143,6 +143,10 @@ bench: $(BENCH_STAMP) ddblocal
 
 bench-quick: $(BENCH_STAMP) ddblocal
 	LEASEHOLD_DDBLOCAL_DIR=$(DDBLOCAL_DIR) $(PY) -m bench.run --quick
+
+# Poll-to-start latency of workers over HTTP (issue 34): a warm long poll, per language.
+bench-remote: $(BENCH_STAMP)
+	$(PY) -m bench.remote_workers 50
 
 # What a job and each option cost in units DynamoDB Local reports (issue 32; ~2 minutes):
 # bench/option_cost.json and its section of BENCHMARKS.md.

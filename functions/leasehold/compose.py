@@ -21,6 +21,7 @@ from leasehold.flow import debounce, expiry, unique
 from leasehold.flow import install as install_flow
 from leasehold.lifecycle.app import Leasehold
 from leasehold.metrics.figures import install as install_figures
+from leasehold.remote import install as install_remote
 from leasehold.settings import Settings
 from leasehold.streams.enqueue import enqueue_item
 from leasehold.streams.once import install as install_once
@@ -91,4 +92,7 @@ def compose(
     # Traces: the trace context a job continues, kept on its row; submit, run and step
     # spans (the OpenTelemetry API's no-op unless an SDK is configured).
     install_tracing(app)
+    # Workers in any language: the deployment's external tasks, registered in their pools
+    # so submissions accept them; remote workers lease them over HTTP (leasehold.remote).
+    install_remote(app)
     return app

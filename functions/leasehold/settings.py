@@ -92,6 +92,10 @@ class Settings:
     #: ``leasehold dev``. Each job keeps the version of its first attempt, and each lease's
     #: history entry its own (issue 36). "": not known.
     code_version: str = ""
+    #: Tasks run by workers in any language (``leasehold.remote``): pool -> task names
+    #: (``LEASEHOLD_EXTERNAL_TASKS``, ``pool:task,task;pool:task``). Their pools have queues
+    #: and no Python consumer; submissions accept their names.
+    external_tasks: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
@@ -148,6 +152,8 @@ class Settings:
                 raise ValidationError("LEASEHOLD_TARGETS", f"not JSON: {exc}") from exc
         if env.get("LEASEHOLD_POOL_TIMEOUTS"):
             values["pool_timeouts"] = _timeouts(env["LEASEHOLD_POOL_TIMEOUTS"])
+        if env.get("LEASEHOLD_EXTERNAL_TASKS"):
+            values["external_tasks"] = external_tasks(env["LEASEHOLD_EXTERNAL_TASKS"])
         values.update(overrides)
         settings = cls(**values)
         settings.validate()
@@ -162,6 +168,10 @@ class Settings:
             raise ValidationError("lease_seconds", "must be at least 1 second")
         if not self.pools:
             raise ValidationError("pools", "at least one pool is needed")
+        for pool in self.external_tasks:
+            if pool not in self.pools:
+                raise ValidationError("external_tasks", f"pool {pool!r} is not one of the "
+                                                        f"pools {', '.join(self.pools)}")
         if self.retention_days < 0:
             raise ValidationError("LEASEHOLD_RETENTION_DAYS", "must be 0 (keep finished jobs "
                                   "forever) or a number of days")
@@ -229,10 +239,29 @@ class Settings:
         if self.targets:
             env["LEASEHOLD_TARGETS"] = json.dumps(dict(self.targets), separators=(",", ":"),
                                                   sort_keys=True)
+        if self.external_tasks:
+            env["LEASEHOLD_EXTERNAL_TASKS"] = ";".join(
+                f"{pool}:{','.join(names)}" for pool, names in self.external_tasks.items())
         if self.pool_timeouts:
             env["LEASEHOLD_POOL_TIMEOUTS"] = ",".join(
                 f"{pool}={seconds:g}" for pool, seconds in self.pool_timeouts.items())
         return env
+
+
+def external_tasks(value: str | list[str] | tuple[str, ...]) -> dict[str, tuple[str, ...]]:
+    """``images:resize,crop;video:encode`` (or a list of ``POOL:TASK[,TASK]``) -> pool ->
+    task names; a pool named twice gets the tasks of both."""
+    parts = value.split(";") if isinstance(value, str) else list(value)
+    out: dict[str, tuple[str, ...]] = {}
+    for part in (p.strip() for p in parts):
+        if not part:
+            continue
+        pool, _, names = part.partition(":")
+        tasks = tuple(n.strip() for n in names.split(",") if n.strip())
+        if not pool.strip() or not tasks:
+            raise ValidationError("external", f"expected POOL:TASK[,TASK], got {part!r}")
+        out[pool.strip()] = (*out.get(pool.strip(), ()), *tasks)
+    return out
 
 
 def _timeouts(value: str) -> dict[str, float]:

@@ -30,6 +30,7 @@ from leasehold.api import (
     schedules,
     tasks,
     triggers,
+    workers,
     workflows,
 )
 from leasehold.api.answers import errors as error_answers
@@ -52,6 +53,7 @@ ROUTERS: tuple[Router, ...] = (
     flow.router,
     durable.router,
     tasks.router,
+    workers.router,
 )
 
 TITLE = "Leasehold"

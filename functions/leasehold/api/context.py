@@ -9,7 +9,7 @@ from typing import Any
 
 from aws_lambda_powertools.event_handler.api_gateway import BaseRouter
 
-from leasehold.api.principals import parse_mapping, principal_of
+from leasehold.api.principals import parse_mapping, parse_workers, principal_of
 from leasehold.core.spec import check_tenant
 from leasehold.errors import LeaseholdError, ValidationError
 from leasehold.lifecycle.app import Leasehold
@@ -50,6 +50,10 @@ class ApiConfig:
     #: Tenants that may pause and resume pools, which every tenant shares
     #: (``LEASEHOLD_OPERATORS``, comma separated; none by default).
     operators: frozenset[str] = frozenset()
+    #: Workers in any language (``leasehold.api.workers``): principal -> the pools it may
+    #: lease from (``LEASEHOLD_WORKER_MAP``, JSON ``{"ARN or ACCOUNT:role/NAME": ["pool"]}``,
+    #: written by ``grant_lease``). A tenant's caller is in no entry: it may not lease.
+    workers: Mapping[str, frozenset[str]] = field(default_factory=dict)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> ApiConfig:
@@ -60,7 +64,8 @@ class ApiConfig:
         operators = frozenset(t.strip() for t in env.get("LEASEHOLD_OPERATORS", "").split(",")
                               if t.strip())
         return cls(trust_tenant_header=trust, limits=Limits.from_env(env), tenants=tenants,
-                   operators=operators)
+                   operators=operators,
+                   workers=parse_workers(env.get("LEASEHOLD_WORKER_MAP", "")))
 
 
 def leasehold(router: BaseRouter) -> Leasehold:

@@ -27,6 +27,7 @@ from leasehold.api.models import TEXT
 from leasehold.errors import (
     Conflict,
     LeaseholdError,
+    LeaseLost,
     NotFound,
     Overloaded,
     PayloadTooLarge,
@@ -65,7 +66,7 @@ def _status(exc: LeaseholdError) -> int:
     for kind, status in ((BodyTooLarge, 413), (BadRequest, 400), (Unauthenticated, 401),
                          (Forbidden, 403),
                          (PayloadTooLarge, 413), (ValidationError, 422), (NotFound, 404),
-                         (Conflict, 409), (Overloaded, 503), (RateLimited, 429)):
+                         (Conflict, 409), (LeaseLost, 409), (Overloaded, 503), (RateLimited, 429)):
         if isinstance(exc, kind):
             return status
     return 500

@@ -88,3 +88,23 @@ def parse_mapping(value: object) -> dict[str, str]:
                              f"{mapping[principal]!r} and {tenant!r}")
         mapping[principal] = tenant
     return mapping
+
+
+def parse_workers(value: str) -> dict[str, frozenset[str]]:
+    """The worker mapping (JSON text): principal ARN or canonical id -> the pools it may
+    lease from. Raises :class:`ValueError` naming the entry at fault."""
+    try:
+        data = json.loads(value) if value.strip() else {}
+    except ValueError as exc:
+        raise ValueError(f"the worker mapping is not JSON: {exc}") from None
+    if not isinstance(data, Mapping):
+        raise ValueError("the worker mapping must be a JSON object: principal ARN -> [pool]")
+    mapping: dict[str, frozenset[str]] = {}
+    for key, pools in data.items():
+        principal = principal_of(str(key))
+        if principal is None or not isinstance(pools, list) or \
+                not all(isinstance(p, str) for p in pools):
+            raise ValueError(f"worker mapping: {key!r} -> {pools!r} is not a principal "
+                             "ARN mapped to a list of pools")
+        mapping[principal] = mapping.get(principal, frozenset()) | frozenset(pools)
+    return mapping

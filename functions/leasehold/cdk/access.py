@@ -12,6 +12,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import aws_cdk as cdk
 import jsii
 from aws_cdk import aws_apigateway as apigw
@@ -42,6 +44,19 @@ class WorkerPool:
     def add_to_role_policy(self, statement: iam.PolicyStatement) -> None:
         """Add ``statement`` to the pool's role (as ``lambda_.Function.add_to_role_policy``)."""
         self.role.add_to_principal_policy(statement)
+
+
+class ExternalPool:
+    """An external pool (``kind="external"``): no role of its own; its workers are
+    principals granted to lease from it (``jobs.pool("images").grant_lease(role)``)."""
+
+    def __init__(self, name: str, owner: Any) -> None:
+        self.name = name
+        self._owner = owner
+
+    def grant_lease(self, grantee: iam.IRole) -> iam.Grant:
+        grant: iam.Grant = self._owner.grant_lease(self.name, grantee)
+        return grant
 
 
 def grant_submit(rest_api: apigw.RestApi | apigwv2.HttpApi, stage: str,

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from aws_cdk import aws_ec2 as ec2
     from aws_cdk import aws_lambda as lambda_
 
-PoolKind = Literal["lambda", "ecs"]
+PoolKind = Literal["lambda", "ecs", "external"]
 #: ``pip``: the real bundle (a local pip install for Python 3.12 on arm64, no Docker).
 #: ``source``: the bundle without its pip-installed dependencies; only for tests, where the
 #: code is never run but synth must be fast and offline. Never deploy a ``source`` build.
@@ -93,11 +93,18 @@ class PoolConfig:
     security_groups: Sequence[ec2.ISecurityGroup] | None = None
     #: Lambda pools only: layers added to the worker function.
     layers: Sequence[lambda_.ILayerVersion] = ()
+    #: ``kind="external"`` only: the tasks workers in any language lease from this pool over
+    #: HTTP (``POST /workers/lease``, leasehold.remote). The pool gets its queues and DLQs,
+    #: and no consumer; ``POST /jobs`` accepts these names.
+    tasks: Sequence[str] = ()
 
     def validate(self) -> None:
         check_pool(self)
-        if self.kind not in ("lambda", "ecs"):
-            raise ValueError(f"pool {self.name!r}: kind must be 'lambda' or 'ecs'")
+        if self.kind not in ("lambda", "ecs", "external"):
+            raise ValueError(f"pool {self.name!r}: kind must be 'lambda', 'ecs' or 'external'")
+        if (self.kind == "external") != bool(self.tasks):
+            raise ValueError(f"pool {self.name!r}: an external pool names its tasks "
+                             "(tasks=[...]), and only an external pool does")
         missing = set(PRIORITIES) - set(self.concurrency)
         if missing:
             raise ValueError(f"pool {self.name!r}: concurrency missing for {sorted(missing)}")
@@ -120,6 +127,7 @@ class PoolConfig:
             "concurrency": "concurrency", "batchSize": "batch_size", "image": "image",
             "cpu": "cpu", "minTasks": "min_tasks", "maxTasks": "max_tasks",
             "environment": "environment", "secrets": "secrets", "secretsKeys": "secrets_keys",
+            "tasks": "tasks",
         }
         unknown = set(value) - set(names)
         if unknown:
@@ -127,6 +135,8 @@ class PoolConfig:
         values = {names[key]: item for key, item in value.items()}
         if "secrets_keys" in values:
             values["secrets_keys"] = tuple(values["secrets_keys"])
+        if "tasks" in values:
+            values["tasks"] = tuple(values["tasks"])
         return cls(**values)
 
 
@@ -292,6 +302,8 @@ class LeaseholdConfig:
             # refuses a longer timeout_seconds at submission.
             pool_timeouts={pool.name: float(pool.timeout_seconds)
                            for pool in self.pools if pool.kind == "lambda"},
+            external_tasks={pool.name: tuple(pool.tasks)
+                            for pool in self.pools if pool.kind == "external"},
         )
 
     def pool(self, name: str) -> PoolConfig:

@@ -29,7 +29,7 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import aws_s3_assets as s3_assets
 from constructs import Construct
 
-from leasehold.cdk.access import WorkerPool, grant_enqueue, grant_submit
+from leasehold.cdk.access import ExternalPool, WorkerPool, grant_enqueue, grant_submit
 from leasehold.cdk.api import STAGE, Api
 from leasehold.cdk.bus import EventBus
 from leasehold.cdk.code import PACKAGE, BundleSpec, bundling
@@ -70,6 +70,8 @@ def retention(days: int) -> logs.RetentionDays:
     """The shortest CloudWatch retention (it takes only certain values) of at least ``days``."""
     chosen = next((value for value in sorted(_RETENTION) if value >= days), max(_RETENTION))
     return _RETENTION[chosen]
+
+
 
 
 class Leasehold(Construct):
@@ -180,10 +182,11 @@ class Leasehold(Construct):
                                built_image=built_image)
         # Jobs with no code run on the first pool: its worker may call exactly the listed AWS
         # actions and read exactly the named secrets (leasehold.cdk.targets).
-        first = config.pools[0]
-        runner = self.workers.functions.get(first.name) or \
-            self.workers.services[first.name].task_definition.task_role
-        grant_targets(runner, TargetConfig.parse(config.targets()))
+        first = next((pool for pool in config.pools if pool.kind != "external"), None)
+        if first is not None:
+            runner = self.workers.functions.get(first.name) or \
+                self.workers.services[first.name].task_definition.task_role
+            grant_targets(runner, TargetConfig.parse(config.targets()))
         self.scheduling = TickerSweeper(self, "TickerSweeper", queues=self.queues,
                                         tables=self.tables, code=code_asset,
                                         environment=environment, log_retention=log_retention)
@@ -216,6 +219,14 @@ class Leasehold(Construct):
         self.queues.grant_send(api_fn)
         self.queues.grant_inspect(api_fn)
         self.queues.grant_consume(api_fn, self.queues.dead.values())
+        # Remote workers lease external pools' jobs through the API (leasehold.remote): it
+        # receives, keeps invisible and deletes their messages for them.
+        self.queues.grant_consume(api_fn, [
+            queue for (pool, _), queue in self.queues.work.items()
+            if self.config.pool(pool).kind == "external"])
+        self.api_function = api_fn
+        #: principal ARN -> the pools it may lease from (``grant_lease``), for the API.
+        self._lease_grants: dict[str, set[str]] = {}
         # GET /stats reads each queue's oldest-message age, which SQS publishes only to
         # CloudWatch. Its own policy, so that the acknowledgment below covers this alone.
         assert api_fn.role is not None  # LeaseholdFunction gives every function its role
@@ -276,8 +287,40 @@ class Leasehold(Construct):
         """The pool ``name`` as a grantee (its Lambda role or ECS task role):
         ``bucket.grant_read(jobs.pool("batch"))``, ``jobs.pool("default").add_to_role_policy(
         statement)``. An unknown name raises ValueError, listing the pools."""
-        self.config.pool(name)  # the clear error for an unknown name
+        if self.config.pool(name).kind == "external":  # the clear error for an unknown name
+            raise ValueError(f"pool {name!r} is external: it has no role of its own; grant "
+                             f"its workers with jobs.external_pool({name!r}).grant_lease(role)")
         return WorkerPool(name, self.workers.roles[name])
+
+    def external_pool(self, name: str) -> ExternalPool:
+        """The external pool ``name`` (``kind="external"``), to grant its workers:
+        ``jobs.external_pool("images").grant_lease(role)``."""
+        if self.config.pool(name).kind != "external":
+            raise ValueError(f"pool {name!r} is not external; use jobs.pool({name!r})")
+        return ExternalPool(name, self)
+
+    def grant_lease(self, pool: str, grantee: iam.IRole) -> iam.Grant:
+        """Let ``grantee`` (a role your workers in any language assume) work on ``pool``'s
+        jobs over HTTP: ``execute-api:Invoke`` on the worker routes only, and its principal
+        recorded for the API (``LEASEHOLD_WORKER_MAP``), which refuses every other caller
+        on them (a tenant's API caller, another pool's worker) with 403."""
+        if self.config.pool(pool).kind != "external":
+            raise ValueError(f"grant_lease: pool {pool!r} is not external (kind='external')")
+        if self.config.cognito_user_pool_arn:
+            raise ValueError("grant_lease: the API authorizes with Cognito, so an IAM "
+                             "worker would be refused; deploy workers with IAM auth")
+        self._lease_grants.setdefault(grantee.role_arn, set()).add(pool)
+        # Written again with every grant (the last one wins): every grant made so far.
+        self.api_function.add_environment("LEASEHOLD_WORKER_MAP", cdk.Stack.of(
+            self).to_json_string({arn: sorted(pools)
+                                  for arn, pools in self._lease_grants.items()}))
+        stage = STAGE if isinstance(self.api, Api) else "$default"
+        front = self.api.rest_api if isinstance(self.api, Api) else self.api.http_api
+        arns = [front.arn_for_execute_api(method="POST", path=path, stage=stage)
+                for path in ("/workers/lease", "/jobs/*/heartbeat", "/jobs/*/complete",
+                             "/jobs/*/fail")]
+        return iam.Grant.add_to_principal(grantee=grantee, actions=["execute-api:Invoke"],
+                                          resource_arns=arns)
 
     def grant_submit(self, grantee: iam.IGrantable) -> iam.Grant:
         """Let ``grantee`` (your function or role) call the API: ``execute-api:Invoke`` on

@@ -61,6 +61,8 @@ class Workers(Construct):
         #: Each Lambda pool's SQS event source mappings (a paused pool disables them).
         self.mappings: dict[str, list[lambda_.EventSourceMapping]] = {}
         for pool in pools:
+            if pool.kind == "external":
+                continue  # its workers lease over HTTP (leasehold.remote): no consumer here
             # The deployment's settings, then the pool's own (checked not to collide).
             pool_env = {**environment, **pool_environment(pool)}
             if pool.kind == "lambda":

@@ -47,6 +47,10 @@ def register(subparsers: Any) -> None:
                           "e.g. --tasks myapp.tasks,examples.tasks")
     dev.add_argument("--pools", default="default",
                      help="comma-separated pools, e.g. --pools default,gpu")
+    dev.add_argument("--external", action="append", default=[], metavar="POOL:TASK[,TASK]",
+                     help="tasks run by workers in any language over HTTP (POST "
+                          "/workers/lease); the pool gets queues and no Python worker; "
+                          "repeatable, e.g. --external images:resize,crop")
     dev.add_argument("--endpoint", default=os.environ.get("AWS_ENDPOINT_URL"),
                      help="use this AWS endpoint (real AWS or another emulator) instead of "
                           "the embedded one, e.g. --endpoint http://localhost:4566")
@@ -154,6 +158,13 @@ def run_dev(args: argparse.Namespace) -> int:
     if args.otlp:  # the workers it starts inherit the environment
         os.environ.update(otlp_environment(args.otlp))
     configure_tracing("leasehold")
+    from leasehold.errors import ValidationError
+    from leasehold.settings import external_tasks
+    try:
+        external = external_tasks(args.external)
+    except ValidationError as exc:
+        print(f"leasehold dev: --external: {exc}", file=sys.stderr)
+        return 2
     options = RuntimeOptions(
         host=args.host, port=args.port, allowed_hosts=tuple(args.allow_host),
         workers=args.workers, concurrency=args.concurrency,
@@ -165,7 +176,8 @@ def run_dev(args: argparse.Namespace) -> int:
         leader_lease_seconds=args.leader_lease_seconds,
         event_log=args.event_log or str(Path(args.state_dir) / "events.jsonl"),
         state_dir=None if args.in_memory else args.state_dir, fresh=args.fresh,
-        save_seconds=args.save_seconds, provision=args.provision, reload=args.reload)
+        save_seconds=args.save_seconds, provision=args.provision, reload=args.reload,
+        external=external)
     if args.lookahead_seconds is not None:
         options.lookahead_seconds = args.lookahead_seconds
     runtime = Runtime(options)

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from leasehold.core.context import JobContext
-from leasehold.core.jobs import Job
+from leasehold.core.jobs import Job, JobError
 from leasehold.core.spec import encode_json
 from leasehold.errors import LeaseLost
 from leasehold.lifecycle.app import Leasehold
@@ -44,6 +44,18 @@ class Attempt:
     view: Job | None = None
     #: ``ctx.transact`` entries: written with the success transition only.
     effects: list[dict[str, Any]] = field(default_factory=list)
+    #: A failure reported as data rather than raised (a remote worker's ``fail``).
+    error: JobError | None = None
+
+
+def extend(app: Leasehold, job: Job, owner: str, ends: int, progress: Any = None) -> Job:
+    """One heartbeat's write: the lease of ``owner`` (fenced) now ends at ``ends``, with
+    the progress reported; the row as it is after it. Raises :class:`LeaseLost` when the lease
+    was taken over or the job ended. Every worker's heartbeat, in-process or over HTTP."""
+    sets: dict[str, Any] = {"lease_expires_at": ends}
+    if progress is not None:
+        sets["progress"] = encode_json("progress", progress, 16 * 1024)
+    return app.store.update_running(job, owner=owner, set=sets, conflict=LeaseLost)
 
 
 class Heartbeat:
@@ -70,9 +82,6 @@ class Heartbeat:
             if state.lease_lost:
                 return
             ends = app.now() + self._lease_ms
-            sets: dict[str, Any] = {"lease_expires_at": ends}
-            if progress is not None:
-                sets["progress"] = encode_json("progress", progress, 16 * 1024)
             current = self.view
             try:
                 # Waited for only while the lease lasts by our clock: a call hung on its
@@ -80,8 +89,7 @@ class Heartbeat:
                 # running past the sweeper's cutoff (lease + skew grace).
                 self.view = call_before(
                     app.clock, state.lease_ends,
-                    lambda: app.store.update_running(current, owner=self.owner, set=sets,
-                                                     conflict=LeaseLost),
+                    lambda: extend(app, current, self.owner, ends, progress),
                     name=f"heartbeat-{self.job.job_id}")
             except LeaseLost:
                 self._lose()

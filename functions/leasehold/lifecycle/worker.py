@@ -101,6 +101,33 @@ class Worker:
 
     def process(self, delivery: Delivery) -> Outcome:
         """Handle one message. Raises only for infrastructure errors (the message is retried)."""
+        leased = self._lease(delivery)
+        if isinstance(leased, Outcome):
+            return leased
+        job, owner, now = leased
+        with ExitStack() as scopes:  # features around the attempt (tracing's run span)
+            ends = [scopes.enter_context(scope(self.app, job, delivery))
+                    for scope in self.app.attempt_scopes]
+            outcome, failure = self._attempt(job, owner, delivery, now)
+            for end in ends:
+                end(outcome.value, failure)
+        return outcome
+
+    def take(self, delivery: Delivery) -> tuple[Job, str] | Outcome:
+        """Lease the message's job for this worker: (the job as leased, the lease's owner),
+        or the outcome of a message that starts nothing (stale, gated, cancelled before it
+        started, past its deadline). The one lease every worker takes, in-process or over
+        HTTP (``leasehold.remote``): flow control's gate is taken with it."""
+        leased = self._lease(delivery)
+        if isinstance(leased, Outcome):
+            return leased
+        job, owner, now = leased
+        unstarted = self._before_start(job, owner, now)
+        return unstarted if unstarted is not None else (job, owner)
+
+    def _lease(self, delivery: Delivery) -> tuple[Job, str, int] | Outcome:
+        """The lease of the message's job: (the job as leased, its owner, the lease's time),
+        or the outcome of a message whose lease is refused (stale, gated)."""
         try:
             message = Message.parse(delivery.body)
         except StaleMessage:
@@ -131,30 +158,32 @@ class Worker:
             return Outcome.STALE
         except NotFound:
             return Outcome.STALE
-        with ExitStack() as scopes:  # features around the attempt (tracing's run span)
-            ends = [scopes.enter_context(scope(app, job, delivery))
-                    for scope in app.attempt_scopes]
-            outcome, failure = self._attempt(job, owner, delivery, now)
-            for end in ends:
-                end(outcome.value, failure)
-        return outcome
+        return job, owner, now
 
-    def _attempt(self, job: Job, owner: str, delivery: Delivery,
-                 now: int) -> tuple[Outcome, BaseException | None]:
-        """Run a leased job and record its outcome: (the outcome, the handler's exception)."""
+    def _before_start(self, job: Job, owner: str, now: int) -> Outcome | None:
+        """The outcome of a leased job that must not start (cancelled before its lease, past
+        its deadline, its lease run out before it was granted), or None to run it."""
         app = self.app
         if job.cancel_requested:  # flagged before this lease: never start it
-            return self._cancel(job, owner, now), None
+            return self._cancel(job, owner, now)
         deadline = job.extra.get(DEADLINE)
         if deadline is not None and now >= int(deadline):
             # The whole job's time is up (deadline_seconds): it ends DEAD, never retried.
             return self._fail(job, owner, now, deadline_exceeded(
-                f"the job's deadline passed before attempt {job.attempt} started")), None
+                f"the job's deadline passed before attempt {job.attempt} started"))
         if app.now() >= (job.lease_expires_at or now):
             # The lease landed after it had run out by our clock (a try that hung, retried):
             # the sweeper may be handing the job to another worker already. Never start it.
             log.warning("the lease of %s ran out before it was granted", job.job_id)
-            return Outcome.LEASE_LOST, None
+            return Outcome.LEASE_LOST
+        return None
+
+    def _attempt(self, job: Job, owner: str, delivery: Delivery,
+                 now: int) -> tuple[Outcome, BaseException | None]:
+        """Run a leased job and record its outcome: (the outcome, the handler's exception)."""
+        unstarted = self._before_start(job, owner, now)
+        if unstarted is not None:
+            return unstarted, None
         self.running.add(job.job_id)
         try:
             attempt = self._run(job, owner, delivery)
@@ -281,6 +310,11 @@ class Worker:
                         "was recorded: the sweeper takes the job over", job.job_id)
             return Outcome.LEASE_LOST
 
+    def record(self, job: Job, owner: str, attempt: Attempt) -> Outcome:
+        """Record an attempt that ran elsewhere (a remote worker's report): as
+        :meth:`_record`, with the same fencing, retries, cancellation and burial."""
+        return self._record(job, owner, attempt)
+
     def _record(self, job: Job, owner: str, attempt: Attempt) -> Outcome:
         """Write the outcome, trying again through errors other than a lost lease.
 
@@ -311,6 +345,8 @@ class Worker:
             failure = error(
                 AttemptTimeout.__name__,
                 f"attempt {job.attempt} ran past its timeout of {job.timeout_seconds:g}s")
+        elif attempt.error is not None:
+            failure = attempt.error
         elif attempt.failure is not None:
             failure = describe(attempt.failure)
         else:

@@ -58,3 +58,6 @@ class RuntimeOptions:
     reload: bool = False
     #: Extra environment for the workers and the API (limits, test knobs).
     env: dict[str, str] = field(default_factory=dict)
+    #: External tasks (``--external POOL:TASK[,TASK]``): pool -> task names, run by workers
+    #: in any language over HTTP (leasehold.remote); no Python worker polls these pools.
+    external: dict[str, tuple[str, ...]] = field(default_factory=dict)

@@ -137,6 +137,12 @@ class PollingWorker:
             self._empty_until[priority] = now + self.options.skip_empty_seconds
         return []
 
+    def skip(self, queue_url: str, seconds: float) -> None:
+        """Do not short-poll this queue for ``seconds`` (its messages are not for us)."""
+        for priority in PRIORITIES:
+            if self.app.queues.url(self.options.pool, priority) == queue_url:
+                self._empty_until[priority] = time.monotonic() + seconds
+
     def _visibility(self) -> int:
         return int(max(30, self.app.settings.lease_seconds * 2))
 
@@ -286,7 +292,11 @@ class PollingWorker:
                 slots.release()
 
             future.add_done_callback(finished)
-        # Stopped: batches that long polls brought but nobody ran go back to their queues.
+        self.hang_up()
+
+    def hang_up(self) -> None:
+        """Stopped: batches that outstanding long polls bring, that nobody will run, go back
+        to their queues (visible again at once) when they arrive."""
         for listening in self._listening.values():
             listening.add_done_callback(self._give_back_when_done)
         self._listening.clear()

@@ -57,7 +57,11 @@ def wakes_background_loops(method: str, path: str) -> bool:
     retries, workflows) still wake them."""
     if method in ("GET", "HEAD", "OPTIONS"):
         return False
-    return not (method == "POST" and path.rstrip("/") == "/jobs")
+    path = path.rstrip("/")
+    # A remote worker's lease and heartbeats (leasehold.remote) change nothing they watch.
+    if path == "/workers/lease" or path.endswith("/heartbeat"):
+        return False
+    return not (method == "POST" and path == "/jobs")
 
 #: What ``leasehold dev`` lets HTTP targets reach beyond public addresses: loopback only.
 DEV_ALLOW = ("127.0.0.0/8", "::1")
@@ -140,7 +144,10 @@ class Runtime:
         # rest of a deployment's settings (http_hosts, http_secrets, aws_targets, ...).
         os.environ["LEASEHOLD_TARGETS"] = dev_targets(os.environ.get("LEASEHOLD_TARGETS"))
         settings = Settings.from_env(
-            endpoint_url=endpoint, task_modules=opts.tasks, pools=opts.pools,
+            endpoint_url=endpoint, task_modules=opts.tasks,
+            # An external pool has queues and no Python worker (its workers lease over HTTP).
+            pools=(*opts.pools, *(p for p in opts.external if p not in opts.pools)),
+            external_tasks=opts.external,
             lease_seconds=opts.lease_seconds, event_bus=event_bus, publish=publish)
         self.app = compose(settings)
         # LEASEHOLD_PROVISION: the older, undocumented spelling of --provision.

@@ -1,0 +1,182 @@
+"""Routes for workers in any language (issue 34): lease, heartbeat, complete, fail.
+
+Thin: the protocol is :mod:`leasehold.remote`. Who may call them is a worker, never a
+tenant's API caller: behind API Gateway an IAM principal granted a pool
+(``LEASEHOLD_WORKER_MAP``, written by ``jobs.pool(name).grant_lease(role)``); locally (the
+tenant header is trusted) any caller, as for the rest of the local API.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Annotated, Any
+
+from aws_lambda_powertools.event_handler.api_gateway import Router
+from aws_lambda_powertools.event_handler.openapi.params import Path
+from pydantic import BaseModel, Field
+
+from leasehold.api import context
+from leasehold.api.answers import answers, view
+from leasehold.api.models import JobOut
+from leasehold.api.principals import principal_of
+from leasehold.core.spec import NAME_PATTERN, POOL_PATTERN
+from leasehold.errors import NotFound
+from leasehold.remote import finishing, leasing
+
+router = Router()
+
+JobId = Annotated[str, Path(min_length=1, max_length=64, pattern=r"^[0-9A-Za-z]+$")]
+
+
+class LeaseRequest(BaseModel):
+    pool: str = Field(pattern=POOL_PATTERN, max_length=64)
+    tasks: list[Annotated[str, Field(pattern=NAME_PATTERN, max_length=128)]] | None = Field(
+        default=None, max_length=100,
+        description="only these tasks of the pool (default: every task of the pool)")
+    max_jobs: int = Field(default=1, ge=1, le=leasing.MAX_JOBS)
+    wait_seconds: float = Field(
+        default=leasing.MAX_WAIT_SECONDS, ge=0, le=leasing.MAX_WAIT_SECONDS,
+        description="long poll: answer at the first job, or with none after this long")
+    worker_id: str = Field(default="remote", min_length=1, max_length=128,
+                           pattern=r"^[A-Za-z0-9._@/-]+$")
+
+
+class LeaseOut(BaseModel):
+    token: str = Field(description="the fencing token: every heartbeat and finish carries it")
+    expires_at: str = Field(description="ISO-8601 UTC; heartbeat at about a third of it")
+
+
+class LeasedJob(BaseModel):
+    job_id: str
+    task: str
+    payload: Any
+    attempt: int = Field(description="1 for the first attempt")
+    tenant: str
+    deadline_at: str | None = Field(description="the job's deadline (ISO-8601 UTC), if any")
+    lease: LeaseOut
+
+
+class LeaseAnswer(BaseModel):
+    jobs: list[LeasedJob] = Field(description="empty when wait_seconds passed with no job")
+
+
+class HeartbeatRequest(BaseModel):
+    token: str = Field(min_length=1, max_length=4096)
+    progress: Any = Field(default=None, description="any JSON, up to 16 KiB, shown on the job")
+
+
+class HeartbeatAnswer(BaseModel):
+    expires_at: str
+    cancel_requested: bool = Field(description="true: stop the job; report nothing more")
+
+
+class CompleteRequest(BaseModel):
+    token: str = Field(min_length=1, max_length=4096)
+    result: Any = None
+
+
+class ErrorIn(BaseModel):
+    type: str = Field(min_length=1, max_length=256)
+    message: str = Field(default="", max_length=64 * 1024)
+
+
+class FailRequest(BaseModel):
+    token: str = Field(min_length=1, max_length=4096)
+    error: ErrorIn
+    retryable: bool = Field(default=True,
+                            description="false: DEAD at once, whatever the retry policy")
+
+
+class WorkerForbidden(context.Forbidden):
+    """The caller may not work on this pool's jobs (grant it with ``grant_lease``)."""
+
+
+def iso(ms: int | None) -> str | None:
+    if ms is None:
+        return None
+    return datetime.fromtimestamp(ms / 1000, UTC).isoformat().replace("+00:00", "Z")
+
+
+def allowed_pools(event: Mapping[str, Any], api: context.ApiConfig) -> frozenset[str] | None:
+    """The pools the caller may work on; None: any (the local runtime)."""
+    if api.trust_tenant_header:
+        return None
+    request = event.get("requestContext") or {}
+    authorizer = request.get("authorizer") or {}
+    identity = request.get("identity") or {}
+    arn = identity.get("userArn") or (authorizer.get("iam") or {}).get("userArn")
+    principal = principal_of(str(arn)) if arn else None
+    if principal is None:
+        raise WorkerForbidden()
+    return api.workers.get(principal, frozenset())
+
+
+def _check(pool: str) -> None:
+    pools = allowed_pools(router.current_event.raw_event, context.config(router))
+    if pools is not None and pool not in pools:
+        raise WorkerForbidden(f"this caller may not work on pool {pool!r}")
+
+
+def _check_job(job_id: str) -> None:
+    app = context.leasehold(router)
+    pools = allowed_pools(router.current_event.raw_event, context.config(router))
+    if pools is None:
+        return
+    try:
+        pool = app.store.get(job_id).pool
+    except NotFound:
+        raise WorkerForbidden() from None  # never say which jobs exist
+    if pool not in pools:
+        raise WorkerForbidden(f"this caller may not work on pool {pool!r}")
+
+
+@router.post("/workers/lease", summary="Lease jobs of a pool (long poll)", tags=["workers"],
+             description="Up to max_jobs of the pool's jobs, in priority order and fairly "
+                         "between tenants, with flow control applied as for Python workers.",
+             responses=answers(LeaseAnswer, 401, 403, 422))
+def lease_jobs(body: LeaseRequest) -> LeaseAnswer:
+    app = context.leasehold(router)
+    _check(body.pool)
+    leased = leasing.lease(app, pool=body.pool, tasks=body.tasks, max_jobs=body.max_jobs,
+                           wait_seconds=body.wait_seconds, worker_id=body.worker_id)
+    return LeaseAnswer(jobs=[LeasedJob(
+        job_id=item.job.job_id, task=item.job.task, payload=json.loads(item.job.payload_json),
+        attempt=item.job.attempt, tenant=item.job.tenant,
+        deadline_at=iso(finishing.deadline_of(item.job)),
+        lease=LeaseOut(token=item.token, expires_at=iso(item.job.lease_expires_at) or ""))
+        for item in leased])
+
+
+@router.post("/jobs/<job_id>/heartbeat", summary="Extend a remote worker's lease",
+             tags=["workers"], description="409 lease_lost: stop the job, report nothing.",
+             responses=answers(HeartbeatAnswer, 401, 403, 404, 409, 422))
+def heartbeat_job(job_id: JobId, body: HeartbeatRequest) -> HeartbeatAnswer:
+    _check_job(job_id)
+    beat = finishing.heartbeat(context.leasehold(router), job_id, body.token, body.progress)
+    return HeartbeatAnswer(expires_at=iso(beat.expires_at) or "",
+                           cancel_requested=beat.cancel_requested)
+
+
+@router.post("/jobs/<job_id>/complete", summary="Report a remote job's result (fenced)",
+             tags=["workers"], description="A zombie's token answers 409 lease_lost and "
+                                           "changes nothing; a repeat answers the job.",
+             responses=answers(JobOut, 401, 403, 404, 409, 413, 422))
+def complete_job(job_id: JobId, body: CompleteRequest) -> JobOut:
+    _check_job(job_id)
+    return view(finishing.complete(context.leasehold(router), job_id, body.token, body.result))
+
+
+@router.post("/jobs/<job_id>/fail", summary="Report a remote job's failure (fenced)",
+             tags=["workers"], description="Retried by the job's policy unless retryable is "
+                                           "false; a zombie's token answers 409 lease_lost.",
+             responses=answers(JobOut, 401, 403, 404, 409, 422))
+def fail_job(job_id: JobId, body: FailRequest) -> JobOut:
+    _check_job(job_id)
+    return view(finishing.fail(context.leasehold(router), job_id, body.token,
+                               error_type=body.error.type, message=body.error.message,
+                               retryable=body.retryable))
+
+
+__all__ = ["router"]

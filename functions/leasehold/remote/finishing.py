@@ -1,0 +1,110 @@
+"""A remote worker's heartbeat and fenced finishes (``/jobs/{id}/heartbeat|complete|fail``).
+
+Each reads the row and checks the token against its lease owner first (a zombie learns of
+it without a write), then writes through the lifecycle's own code, conditioned on the same
+owner: a lease taken over between the read and the write still refuses it. A finish repeated
+with the token of the lease it finished answers the job as it is: the first one's response
+was lost, and nothing is written twice.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from leasehold.core.jobs import Job, JobError
+from leasehold.core.states import JobState
+from leasehold.errors import LeaseLost
+from leasehold.lifecycle.app import Leasehold
+from leasehold.lifecycle.heartbeat import Attempt, extend
+from leasehold.lifecycle.submission import DEADLINE
+from leasehold.lifecycle.worker import Outcome, Worker
+from leasehold.remote.tokens import Token
+
+log = logging.getLogger(__name__)
+
+#: The error type that makes a reported failure final whatever the retry policy says.
+NON_RETRYABLE = "NonRetryableError"
+
+
+@dataclass(frozen=True)
+class Beat:
+    expires_at: int
+    cancel_requested: bool
+
+
+def deadline_of(job: Job) -> int | None:
+    """The job's deadline (``deadline_seconds``), epoch ms; None without one."""
+    deadline = job.extra.get(DEADLINE)
+    return None if deadline is None else int(deadline)
+
+
+def worker_of(token: str) -> str:
+    """The worker id a lease's owner was made from (``Worker.take``: ``worker_id:hex``)."""
+    return token.rpartition(":")[0] or token
+
+
+def _held(app: Leasehold, job_id: str, token_text: str) -> tuple[Job, Token]:
+    job = app.store.get(job_id)  # an unknown job is 404, whatever the token
+    token = Token.decode(token_text, job_id)
+    if job.state is not JobState.RUNNING or job.lease_owner != token.owner:
+        raise LeaseLost(job_id=job_id, current=job)
+    return job, token
+
+
+def heartbeat(app: Leasehold, job_id: str, token_text: str, progress: Any = None) -> Beat:
+    job, token = _held(app, job_id, token_text)
+    ends = app.now() + int(app.settings.lease_seconds * 1000)
+    view = extend(app, job, token.owner, ends, progress)
+    url = token.queue_of(app, job.pool)
+    if url is not None:
+        try:  # as a Python worker's heartbeat: the lease in DynamoDB is what counts
+            app.queues.extend(url, token.receipt_handle,
+                              int(app.settings.lease_seconds * 2) + 1)
+        except Exception:
+            log.info("could not extend the visibility of %s", job_id, exc_info=True)
+    return Beat(expires_at=ends, cancel_requested=view.cancel_requested)
+
+
+def complete(app: Leasehold, job_id: str, token: str, result: Any) -> Job:
+    return _finish(app, job_id, token, Attempt(result=result, finished=True))
+
+
+def fail(app: Leasehold, job_id: str, token: str, *, error_type: str, message: str,
+         retryable: bool = True) -> Job:
+    types = (error_type,) if retryable else (error_type, NON_RETRYABLE)
+    return _finish(app, job_id, token, Attempt(
+        error=JobError(type=error_type, message=message, types=types), finished=True))
+
+
+def _finish(app: Leasehold, job_id: str, token_text: str, attempt: Attempt) -> Job:
+    job = app.store.get(job_id)
+    token = Token.decode(token_text, job_id)
+    if job.lease_owner == token.owner and job.state is not JobState.RUNNING:
+        _acknowledge(app, job, token)
+        return job  # this lease's finish was recorded: a retry after a lost response
+    if job.state is not JobState.RUNNING or job.lease_owner != token.owner:
+        raise LeaseLost(job_id=job_id, current=job)
+    attempt.lease_ends = job.lease_expires_at or app.now()
+    outcome = Worker(app, worker_id=worker_of(token.owner)).record(job, token.owner, attempt)
+    if outcome is Outcome.LEASE_LOST:
+        raise LeaseLost(job_id=job_id, current=app.store.get(job_id))
+    _acknowledge(app, job, token)
+    return app.store.get(job_id)
+
+
+def _acknowledge(app: Leasehold, job: Job, token: Token) -> None:
+    """The attempt's outcome is written: its message goes, as a Python worker deletes it
+    (if this fails it shows again later, and its stale epoch starts nothing)."""
+    url = token.queue_of(app, job.pool)
+    if url is None:
+        return
+    try:
+        app.queues.delete(url, [token.receipt_handle])
+    except Exception:
+        log.info("could not delete the message of %s", job.job_id, exc_info=True)
+
+
+__all__ = ["NON_RETRYABLE", "Beat", "complete", "deadline_of", "fail", "heartbeat",
+           "worker_of"]

@@ -1,0 +1,127 @@
+"""``POST /workers/lease``: up to ``max_jobs`` of a pool's jobs, leased to a remote worker.
+
+The polling worker's receive does the polling (its priority order, its long poll of every
+queue at once, its pause check), and the in-process worker's ``take`` does the lease: a
+remote worker gets exactly the jobs, in exactly the order, with exactly the flow control a
+Python worker of the pool would. A leased job's message stays in flight (its receipt is in
+the token; heartbeats keep it invisible, the finish deletes it), as a Python worker keeps
+it: SQS fair queues count it as its tenant's. A message that starts nothing (stale, parked,
+cancelled) is deleted at once, as a Python worker acknowledges it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from leasehold.aws.queues import Message, Received
+from leasehold.core.jobs import Job
+from leasehold.errors import NotFound, StaleMessage, ValidationError
+from leasehold.lifecycle.app import Leasehold
+from leasehold.lifecycle.worker import Delivery, Worker
+from leasehold.local.poller import PollerOptions, PollingWorker, fair_order
+from leasehold.remote.tokens import Token
+from leasehold.settings import PRIORITIES
+
+log = logging.getLogger(__name__)
+
+#: The longest long poll (SQS's ``WaitTimeSeconds``, and below API Gateway's 29 s).
+MAX_WAIT_SECONDS = 20
+MAX_JOBS = 10
+#: Pause between rounds that leased nothing but found messages (of other tasks, parked).
+IDLE_ROUND_SECONDS = 0.2
+
+
+@dataclass(frozen=True)
+class Leased:
+    job: Job
+    #: The lease's token (:class:`~leasehold.remote.tokens.Token`, encoded): every
+    #: heartbeat and finish must carry it.
+    token: str
+
+
+def lease(app: Leasehold, *, pool: str, tasks: Sequence[str] | None, max_jobs: int,
+          wait_seconds: float, worker_id: str) -> list[Leased]:
+    """Lease jobs of ``pool`` (of ``tasks`` only, if given), waiting up to ``wait_seconds``
+    for the first; an empty list when none came."""
+    if pool not in app.settings.pools:
+        raise ValidationError("pool", f"unknown pool {pool!r}")
+    wanted = set(tasks) if tasks else None
+    poller = PollingWorker(app, PollerOptions(
+        pool=pool, batch_size=max_jobs, wait_seconds=max(1, int(wait_seconds))),
+        worker=Worker(app, worker_id=worker_id))
+    ends = time.monotonic() + wait_seconds
+    timer = threading.Timer(max(0.0, wait_seconds), poller.stop)
+    timer.daemon = True
+    timer.start()
+    skipped = 0
+    try:
+        while True:
+            leased: list[Leased] = []
+            unwanted = 0
+            if not poller.pause.paused():
+                batch = poller.receive()
+                if not batch and wait_seconds > 0:
+                    batch = poller.listen()  # returns empty once the timer stops it
+                leased, unwanted = _take(app, poller.worker, fair_order(batch, {}), wanted)
+                if not leased and unwanted and batch:
+                    # Only other workers' tasks on that queue: ask the others first.
+                    poller.skip(batch[0].queue_url, IDLE_ROUND_SECONDS * 5)
+                    skipped += 1
+                    if skipped < len(PRIORITIES):
+                        continue
+            if leased or time.monotonic() >= ends or poller.stopping.is_set():
+                return leased
+            skipped = 0
+            poller.stopping.wait(IDLE_ROUND_SECONDS)
+    finally:
+        timer.cancel()
+        poller.stop()
+        poller.hang_up()
+
+
+def _take(app: Leasehold, worker: Worker, batch: Sequence[Received],
+          wanted: set[str] | None) -> tuple[list[Leased], int]:
+    """The jobs leased from ``batch``, and how many messages were for other tasks."""
+    leased: list[Leased] = []
+    done: list[Received] = []
+    others: list[Received] = []
+    for received in batch:
+        if wanted is not None and not _of(app, received, wanted):
+            others.append(received)
+            continue
+        try:
+            taken = worker.take(Delivery(received.body, received.queue_url,
+                                         received.receipt_handle))
+        except Exception:
+            # Left invisible: it comes back after its visibility timeout (a lease that did
+            # land meanwhile is fenced, and the sweeper takes it over when it expires).
+            log.warning("could not lease %s", received.message_id, exc_info=True)
+            continue
+        if isinstance(taken, tuple):
+            job, owner = taken
+            leased.append(Leased(job, Token(owner, received.queue_url,
+                                            received.receipt_handle).encode()))
+        else:
+            done.append(received)
+    for url in {m.queue_url for m in done}:
+        app.queues.delete(url, [m.receipt_handle for m in done if m.queue_url == url])
+    for url in {m.queue_url for m in others}:
+        # Another worker's tasks: visible again at once, for a worker that runs them.
+        app.queues.extend_all(url, [m.receipt_handle for m in others if m.queue_url == url], 0)
+    return leased, len(others)
+
+
+def _of(app: Leasehold, received: Received, wanted: set[str]) -> bool:
+    """Whether the message's job is one of ``wanted`` (a stale message counts: taking it
+    acknowledges it)."""
+    try:
+        return app.store.get(Message.parse(received.body).job_id).task in wanted
+    except (StaleMessage, NotFound):
+        return True
+
+
+__all__ = ["MAX_JOBS", "MAX_WAIT_SECONDS", "Leased", "lease"]
