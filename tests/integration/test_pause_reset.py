@@ -197,6 +197,22 @@ def test_a_start_window_that_passes_while_paused_ends_the_job_expired(
     assert state(app, job.job_id) is JobState.EXPIRED and ran == []
 
 
+def test_a_deadline_that_passes_while_paused_ends_the_job_dead_at_the_sweep(
+    app: Leasehold, tasks: TaskRegistry, ran: list[str], clock: FakeClock
+) -> None:
+    # A paused job holds no lease and no key slot, but its deadline_seconds keeps counting:
+    # the sweeper ends it DEAD (DeadlineExceeded) once it passes, as for a job held by its
+    # key, and never runs it (the resume finds it ended).
+    job = submit(app, JobSpec(task="plain", payload=5, deadline_seconds=60)).job
+    pausing.pause(app, job.job_id)
+    deliver(app)
+    clock.advance(61 + app.settings.skew_grace_seconds)
+    sweeper.sweep(app)
+    ended = app.store.get(job.job_id)
+    assert (ended.state, ended.error and ended.error.type) == (JobState.DEAD, "DeadlineExceeded")
+    assert ran == []
+
+
 def test_pause_resume_and_reset_are_tenant_scoped_and_a_finished_job_cannot_be_paused(
     app: Leasehold, tasks: TaskRegistry, ran: list[str]
 ) -> None:
