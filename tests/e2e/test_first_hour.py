@@ -119,10 +119,11 @@ def answers(output: str) -> Iterator[object]:
 
 @pytest.fixture(scope="module")
 def readme_runtime() -> Iterator[Runtime]:
-    # As the workflow section says to start it; a short lookahead keeps the every-2-seconds
-    # schedule from handing off 45 runs that its update and pause must then cancel.
+    # As the workflow section says to start it, with the external tasks the "Workers in any
+    # language" section declares; a short lookahead keeps the every-2-seconds schedule from
+    # handing off 45 runs that its update and pause must then cancel.
     started = start_runtime("--tasks", "examples.tasks,examples.workflow_tasks",
-                            "--lookahead-seconds", "5")
+                            "--external", "images:resize,crop", "--lookahead-seconds", "5")
     yield started
     assert started.stop() == 0, "".join(started.output[-30:])
 

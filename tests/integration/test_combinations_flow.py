@@ -223,7 +223,9 @@ def test_each_end_of_an_attempt_gives_back_its_slot_and_each_retry_waits_for_its
 
     claims: list[str | None] = []
 
-    @registry.task("gated", retry=FAST, max_attempts=3, timeout_seconds=1,
+    # 3 s: the second attempt waits out its timeout in real time; a shorter one let a loaded
+    # machine's third attempt (a read inside the handler) run past it too, ending DEAD.
+    @registry.task("gated", retry=FAST, max_attempts=3, timeout_seconds=3,
                    concurrency={"key": "g", "limit": 1}, unique={"key": "gu"},
                    throttle={"key": "gt", "limit": 1, "period_seconds": 10, "burst": 1})
     def gated(payload: Any, ctx: JobContext) -> Any:
