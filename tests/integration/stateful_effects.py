@@ -100,10 +100,13 @@ class EffectsRules:
         # Counted from each row's history, not its state: a workflow retry re-runs a step
         # that SUCCEEDED (SUCCEEDED -> WAITING), so a job can commit success more than once
         # and need not be SUCCEEDED now.
+        # A remote worker's jobs (an external pool, stateful_remote.py) run no context.
+        external = self.app.settings.external_tasks
         done = Counter({row["job_id"]: n for row in (from_av(raw) for raw in rows)
-                        if (n := sum(1 for h in row.get("history", ())
-                                     if h["to"] == JobState.SUCCEEDED.value
-                                     and h["by"] != ZOMBIE))})
+                        if row["pool"] not in external
+                        and (n := sum(1 for h in row.get("history", ())
+                                      if h["to"] == JobState.SUCCEEDED.value
+                                      and h["by"] != ZOMBIE))})
         return done - getattr(self, "before_hook", Counter())
 
     def _counters(self) -> Counter[str]:

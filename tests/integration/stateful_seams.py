@@ -467,11 +467,12 @@ class SeamsRules:
 
     def _every_lease_and_slot_has_a_live_holder(self, rows: dict[str, dict[str, Any]],
                                                 faulted: bool) -> None:
-        # Defect 3: a RUNNING job whose worker is gone (not one the machine killed) is
-        # stranded for its whole lease.
+        # Defect 3: a RUNNING job whose worker is gone (not one the machine killed, nor its
+        # remote worker's, stateful_remote.py) is stranded for its whole lease.
         orphans = [("lease", job_id, row["lease_owner"]) for job_id, row in rows.items()
                    if row["state"] == JobState.RUNNING.value
-                   and not str(row.get("lease_owner", "")).startswith("crashed:")]
+                   and not str(row.get("lease_owner", "")).startswith("crashed:")
+                   and row.get("lease_owner") not in getattr(self, "remote_owners", ())]
         if checking(3):
             assert not self._violations(orphans, faulted), orphans
         held = slots.holders(slots.read(self.app.clients.dynamodb, self.app.settings,

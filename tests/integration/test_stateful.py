@@ -70,6 +70,7 @@ from tests.integration.stateful_flow import FlowRules
 from tests.integration.stateful_flowkeys import FlowKeysRules
 from tests.integration.stateful_leanadmit import LeanAdmissionRules
 from tests.integration.stateful_pausereset import PauseResetRules
+from tests.integration.stateful_remote import EXTERNAL, RemoteRules
 from tests.integration.stateful_retention import RetentionRules
 from tests.integration.stateful_seams import SeamsRules
 from tests.integration.stateful_snapshot import Snapshots
@@ -88,9 +89,9 @@ WRITES = "|".join(f"dynamodb.{op}" for op in (
 FAILED = (ClientError, LeaseholdError, BatchProcessingError)
 
 
-class Lifecycle(Snapshots, PauseResetRules, SeamsRules, EffectsRules, AdmissionContention,
-                FlowKeysRules, FlowRules, RetentionRules, DurableRules, DurverRules,
-                EnqueueRules, LeanAdmissionRules,
+class Lifecycle(Snapshots, RemoteRules, PauseResetRules, SeamsRules, EffectsRules,
+                AdmissionContention, FlowKeysRules, FlowRules, RetentionRules, DurableRules,
+                DurverRules, EnqueueRules, LeanAdmissionRules,
                 RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
@@ -110,6 +111,7 @@ class Lifecycle(Snapshots, PauseResetRules, SeamsRules, EffectsRules, AdmissionC
             workflows_table=f"{prefix}-wf",
             queue_prefix=prefix, shards=2, lease_seconds=LEASE_S, handoff_seconds=120,
             skew_grace_seconds=2, max_crash_recoveries=3,
+            pools=("default", *EXTERNAL), external_tasks=EXTERNAL,
         )
         # Faults on every client (throttles retried at once: same path, no real backoff).
         self.injector = FaultInjector([], seed=0, throttle_delay=0)
