@@ -7,12 +7,15 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from hypothesis import event
 
 from leasehold.aws.faults import Fault, FaultInjector
 from leasehold.aws.queues import Received
+from leasehold.core.jobs import Job
+from leasehold.core.spec import JobSpec
 from leasehold.lifecycle.app import Leasehold
 from leasehold.lifecycle.consumer import consume
-from leasehold.lifecycle.submission import COUNTED
+from leasehold.lifecycle.submission import COUNTED, submit
 from leasehold.lifecycle.worker import Worker
 from leasehold.settings import PRIORITIES
 from leasehold.tenancy.counters import slot_item
@@ -114,3 +117,16 @@ class TenantItemWrites:
         key = params["Key"]["tenant"]["S"]
         if ("#task" in key) is self.figures:
             self.items.append(key)
+
+
+def submit_as_a_caller(app: Leasehold, spec: JobSpec, what: str,
+                       errors: tuple[type[BaseException], ...] = (Exception,)) -> Job | None:
+    """Submit ``spec`` as a caller does under the state machine's faults: a submission that
+    failed with one of ``errors`` is sent again with its idempotency key, three tries in all.
+    The job, or None if every try failed (each failure is a hypothesis event)."""
+    for _ in range(3):
+        try:
+            return submit(app, spec).job
+        except errors:
+            event(f"a {what} submission failed")
+    return None

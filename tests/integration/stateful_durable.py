@@ -35,8 +35,8 @@ from leasehold.durable import callbacks
 from leasehold.durable.records import PREFIX
 from leasehold.durable.runs import RECORD_RUN
 from leasehold.lifecycle.consumer import consume
-from leasehold.lifecycle.submission import submit
 from leasehold.lifecycle.worker import Worker
+from tests.integration.helpers import submit_as_a_caller
 
 DURABLE_WRITES = "|".join(f"dynamodb.{op}" for op in ("PutItem", "UpdateItem",
                                                        "TransactWriteItems"))
@@ -86,13 +86,8 @@ class DurableRules:
     def submit_a_durable_job(self, fail_first: int, wait: dict[str, Any]) -> None:
         spec = JobSpec(task="durable", payload={"fail_first": fail_first, **wait},
                        idempotency_key=f"d{next(self.durable_keys)}")
-        for _ in range(3):  # a caller whose submission failed retries it with its key
-            try:
-                job = submit(self.app, spec).job
-                break
-            except Exception:
-                event("a durable submission failed")
-        else:
+        job = submit_as_a_caller(self.app, spec, "durable")
+        if job is None:
             return
         if job.job_id not in self.jobs:
             self.jobs.append(job.job_id)

@@ -35,8 +35,8 @@ from leasehold.core.states import JobState
 from leasehold.core.suspension import CallbackTimeout
 from leasehold.durable import callbacks, records, reset
 from leasehold.lifecycle import pausing
-from leasehold.lifecycle.submission import submit
 from leasehold.tenancy.admission import retry_admitted
+from tests.integration.helpers import submit_as_a_caller
 
 #: The resettable job's durable calls, in order (the wait between is one of them or none).
 STEPS = ("one", "two")
@@ -109,13 +109,8 @@ class PauseResetRules:
     def submit_a_resettable_job(self, fail_first: int, wait: dict[str, Any]) -> None:
         spec = JobSpec(task="resettable", payload={"fail_first": fail_first, **wait},
                        idempotency_key=f"r{next(self.reset_keys)}")
-        for _ in range(3):  # a caller whose submission failed retries it with its key
-            try:
-                job = submit(self.app, spec).job
-                break
-            except Exception:
-                event("a resettable submission failed")
-        else:
+        job = submit_as_a_caller(self.app, spec, "resettable")
+        if job is None:
             return
         if job.job_id not in self.jobs:
             self.jobs.append(job.job_id)

@@ -26,9 +26,9 @@ from leasehold.core.policy import RetryPolicy
 from leasehold.core.spec import JobSpec
 from leasehold.core.states import JobState
 from leasehold.lifecycle import sweeper
-from leasehold.lifecycle.submission import submit
 from leasehold.remote.tokens import Token
 from tests.integration.api_client import ApiClient, Reply
+from tests.integration.helpers import submit_as_a_caller
 
 POOL = "remote"
 TASK = "remote.work"
@@ -73,13 +73,8 @@ class RemoteRules:
         spec = JobSpec(task=TASK, payload={"n": attempts}, max_attempts=attempts,
                        idempotency_key=f"remote{next(self.remote_keys)}",
                        retry=RetryPolicy(min_backoff_seconds=0, max_backoff_seconds=0.3))
-        for _ in range(3):  # a caller whose submission failed retries it with its key
-            try:
-                job = submit(self.app, spec).job
-                break
-            except self.failed:
-                event("a remote submission failed")
-        else:
+        job = submit_as_a_caller(self.app, spec, "remote", self.failed)
+        if job is None:
             return
         assert job.pool == POOL, job
         if job.job_id not in self.jobs:
