@@ -115,20 +115,18 @@ def test_effects_in_the_finish_commit_once_per_job_under_faults_and_killed_worke
                      KeySchema=[{"AttributeName": "key", "KeyType": "HASH"}],
                      AttributeDefinitions=[{"AttributeName": "key", "AttributeType": "S"}])
     deadline = time.monotonic() + 120
-    ids = []
+    ids: list[str] = []
+    victims: set[int] = set()
     for i in range(COUNTED):
         reply, _ = submit_until_accepted(faulty, {
             "task": "count", "payload": {"table": table, "key": "n", "seconds": 1.0},
             "idempotency_key": f"count-{i}"}, "effects", deadline, retry=(429, 500, 503))
         assert reply.status in (200, 201), reply.body
         ids.append(reply.body["job_id"])
-    victims: set[int] = set()
-    while len(victims) < 1 and time.monotonic() < deadline:
-        for worker in faulty.call("GET", "/workers", tenant="effects").body["workers"]:
-            if set(worker["current_jobs"]) & set(ids):
-                victims.add(worker["pid"])
-                os.kill(worker["pid"], signal.SIGKILL)  # between its writes, somewhere
-                break
+        if not victims and i >= COUNTED // 3:  # while jobs are still coming in
+            victims |= kill_a_worker_running_one_of(faulty, ids)
+    while not victims and time.monotonic() < deadline:
+        victims |= kill_a_worker_running_one_of(faulty, ids)
         time.sleep(0.05)
     done = faulty.wait_for(ids, tenant="effects", timeout=180)
     assert {job["state"] for job in done.values()} == {"SUCCEEDED"}
@@ -138,3 +136,18 @@ def test_effects_in_the_finish_commit_once_per_job_under_faults_and_killed_worke
           f"from it: counter {item['n']['N']}")
     assert int(item["n"]["N"]) == COUNTED
     assert victims and recovered > 0  # the kill really made jobs run again
+
+
+def kill_a_worker_running_one_of(runtime: Runtime, ids: list[str]) -> set[int]:
+    """SIGKILL a worker that is running one of ``ids`` now, between its writes somewhere: its
+    pid, or nothing. The registry's ``current_jobs`` is as of the worker's last beat (up to a
+    heartbeat old, longer than one of these jobs), so the job must also be RUNNING still:
+    a worker whose listed job already finished would be killed for nothing."""
+    for worker in runtime.call("GET", "/workers", tenant="effects").body["workers"]:
+        for job_id in set(worker["current_jobs"]) & set(ids):
+            if runtime.call("GET", f"/jobs/{job_id}", tenant="effects").body.get("state") \
+                    == "RUNNING":
+                os.kill(worker["pid"], signal.SIGKILL)
+                return {worker["pid"]}
+    return set()
+
