@@ -235,3 +235,31 @@ def test_every_writer_keeps_the_invariant(
     control.retry(app, short.job_id)
     assert_sweep_invariant(app)
     assert {app.store.get(j.job_id).state for j in (delayed, ahead)} == {JobState.SUCCEEDED}
+
+
+def test_a_job_requeued_past_its_deadline_stays_where_the_sweeper_reads(
+        app: Leasehold, clock: FakeClock, tasks: TaskRegistry) -> None:
+    """A job that enters QUEUED after its ``deadline_seconds`` passed (here the sweeper's own
+    recovery of a lost worker, whose re-send is lost too) must carry a ``sweep_at`` the
+    sweeper will still read: the hand-off deadline is clamped by the job's deadline, and a
+    deadline already past must not put the entry below the frontier, where no pass would
+    find the job again. Found by the state machine: a woken parent entered QUEUED past its
+    deadline with ``sweep_at`` = its deadline, below the frontier."""
+    job = submit(app, JobSpec(task="echo", deadline_seconds=10)).job
+    receive_all(app)  # the hand-off; the worker that leases it is lost
+    lease(app, job.job_id)
+    clock.advance(5)
+    sweeper.sweep(app)  # the frontier moves on while the job runs
+    past_the_lease(app, clock)  # past the lease, and past the job's deadline
+    inject(app, Fault(target="sqs.SendMessage", kind="fail", times=1))
+    report = sweeper.sweep(app)
+    assert report.recovered == 1  # re-queued, its message lost
+    assert app.store.get(job.job_id).state is JobState.QUEUED
+    assert receive_all(app) == []
+    assert_sweep_invariant(app)
+    for _ in range(3):
+        clock.advance(app.settings.skew_grace_seconds + 1)
+        sweeper.sweep(app)
+    ended = app.store.get(job.job_id)
+    assert ended.state is JobState.DEAD and ended.error is not None
+    assert ended.error.type == "DeadlineExceeded"

@@ -98,7 +98,8 @@ class IndexQueries(StoreBase):
         without it, because the ``sweep_at`` written on entry to QUEUED already bounds it.
 
         ``start_by``: the row's start window (creation reads it from ``job``). A QUEUED
-        row's hand-off deadline is never later than it, whoever hands the job off (the
+        row's hand-off deadline is never later than it (or than ``now``, once it passed),
+        whoever hands the job off (the
         submission, a parking or a throttle's delay, a wake-up, the ticker, the sweeper's
         re-send): the sweeper looks at a job that waits past its window then, and ends it.
         ``deadline``: the job's ``deadline_at``, bounding a QUEUED row's hand-off deadline
@@ -128,7 +129,10 @@ class IndexQueries(StoreBase):
             if state is JobState.QUEUED:
                 for bound in (start_by, deadline):
                     if bound is not None:
-                        expires = min(int(expires), int(bound))
+                        # A bound already past makes the row due now (the sweeper's next
+                        # pass ends it), never an entry below ``now``: a pass may have
+                        # moved the frontier past it already and would not read it again.
+                        expires = min(int(expires), max(int(bound), now))
             keys["sweep_shard"] = shard
             keys["sweep_at"] = sweep_bound(start, int(expires), self.settings)
             keys["lease_expires_at"] = expires
