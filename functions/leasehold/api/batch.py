@@ -2,7 +2,7 @@
 its own.
 
 Each item is a ``POST /jobs`` body and goes through the same code as one
-(:func:`~leasehold.api.submissions.submit_one`): spec resolution, the intakes (unique,
+(:func:`~leasehold.api.submissions.prepare` and ``admit``): spec resolution, the intakes (unique,
 debounce, flow control, typed inputs) and admission, one item at a time, so a rule applies
 to an item exactly as it would to a single submission and there is no second copy of any
 rule. An item refused (invalid, over the tenant's rate or cap, a conflict) is answered with
@@ -32,9 +32,11 @@ from leasehold.api.answers import answers
 from leasehold.api.context import ApiConfig
 from leasehold.api.errors import described, invalid
 from leasehold.api.models import ErrorDetail, SubmitJob, SubmittedJob, _Strict
-from leasehold.api.submissions import submit_one
-from leasehold.errors import LeaseholdError
+from leasehold.api.submissions import Prepared, admit, prepare
+from leasehold.errors import LeaseholdError, Overloaded, RateLimited
+from leasehold.lifecycle import handoff
 from leasehold.lifecycle.app import Leasehold
+from leasehold.tenancy import tokens
 
 log = logging.getLogger(__name__)
 router = Router()
@@ -100,29 +102,69 @@ def submit_batch(
 ) -> BatchOut:
     app, api = context.leasehold(router), context.config(router)
     tenant = context.tenant(router)  # every item is the caller's: an item names no tenant
-    results = [item_result(app, api, tenant, index, item,
-                           None if idempotency_key is None else f"{idempotency_key}/{index}")
-               for index, item in enumerate(body.jobs)]
+    items = [_prepared(app, tenant, index, item,
+                       None if idempotency_key is None else f"{idempotency_key}/{index}")
+             for index, item in enumerate(body.jobs)]
+    prepaid = not api.limits.capped
+    if prepaid:
+        items = _paid(app, api, tenant, items)
+    pending: list[handoff.Pending] = []
+    results = [item if isinstance(item, BatchResult) else
+               _admitted(app, api, index, item, prepaid=prepaid, handoffs=pending)
+               for index, item in enumerate(items)]
+    handoff.send_all(app.queues, pending)  # ten hand-offs a request; the rows are the outbox
     return BatchOut(results=results,
                     created=sum(1 for r in results if r.status == 201),
                     existing=sum(1 for r in results if r.status == 200),
                     failed=sum(1 for r in results if r.status >= 400))
 
 
-def item_result(app: Leasehold, api: ApiConfig, tenant: str, index: int,
-                item: dict[str, Any], token: str | None) -> BatchResult:
-    """Item ``index`` submitted as ``POST /jobs`` would submit it, and its answer."""
+def _prepared(app: Leasehold, tenant: str, index: int, item: dict[str, Any],
+              token: str | None) -> Prepared | BatchResult:
+    """Item ``index`` checked as ``POST /jobs`` checks its body (nothing written), or its
+    error."""
     try:
-        job = SubmitJob.model_validate(item)
+        return prepare(app, tenant, SubmitJob.model_validate(item), token)
     except Invalid as exc:
         status, error = invalid(exc.errors())
         return _failed(index, status, error)
-    try:
-        status, shown = submit_one(app, api, tenant, job, token)
     except LeaseholdError as exc:
-        status, error, headers = described(exc)
-        wait = headers.get("Retry-After")
-        return _failed(index, status, error, None if wait is None else int(wait))
+        return _refused(index, exc)
+
+
+def _paid(app: Leasehold, api: ApiConfig, tenant: str,
+          items: list[Prepared | BatchResult]) -> list[Prepared | BatchResult]:
+    """The items of a tenant without a cap, their tokens taken for the whole batch at once
+    (:mod:`leasehold.tenancy.tokens`: one update per admission item instead of one per
+    job), in order: the first items the rate admits go on, the rest are answered 429 as
+    single submissions over the rate would be. A pool over its backlog answers 503 first."""
+    out = list(items)
+    if api.backlog is not None:
+        for pool in {item.pool for item in out if isinstance(item, Prepared)}:
+            try:
+                api.backlog.check(app, pool, api.limits)
+            except Overloaded as exc:
+                out = [_refused(i, exc) if isinstance(item, Prepared) and item.pool == pool
+                       else item for i, item in enumerate(out)]
+    ready = [i for i, item in enumerate(out) if isinstance(item, Prepared)]
+    granted = tokens.take(app, tenant, api.limits, len(ready), api.buckets)
+    refusal: LeaseholdError = Overloaded(
+        f"tenant {tenant!r}'s admission items did not answer; send these items again",
+        retry_after=1) if granted.unanswered else RateLimited(
+        f"tenant {tenant!r} is over its rate of {api.limits.rate:g} submissions/s (burst "
+        f"{api.limits.burst:g})", retry_after=granted.retry_after)
+    for i in ready[granted.count:]:
+        out[i] = _refused(i, refusal)
+    return out
+
+
+def _admitted(app: Leasehold, api: ApiConfig, index: int, item: Prepared, *, prepaid: bool,
+              handoffs: list[handoff.Pending]) -> BatchResult:
+    """A prepared item admitted and written as ``POST /jobs`` would, and its answer."""
+    try:
+        status, shown = admit(app, api, item, prepaid=prepaid, handoffs=handoffs)
+    except LeaseholdError as exc:
+        return _refused(index, exc)
     except (ClientError, BotoCoreError):
         # The store or a queue still failing past botocore's retries (a throttle, a lost
         # connection): this item only. Its write may have landed; sent again with the same
@@ -131,6 +173,12 @@ def item_result(app: Leasehold, api: ApiConfig, tenant: str, index: int,
         return _failed(index, 503, {"code": "unavailable", "message": "the store did not "
                                     "answer; send this item again with the same key"}, 1)
     return BatchResult(index=index, status=status, job=shown)
+
+
+def _refused(index: int, exc: LeaseholdError) -> BatchResult:
+    status, error, headers = described(exc)
+    wait = headers.get("Retry-After")
+    return _failed(index, status, error, None if wait is None else int(wait))
 
 
 def _failed(index: int, status: int, error: dict[str, Any],

@@ -4,7 +4,7 @@ answer."""
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from leasehold.api.answers import view
 from leasehold.api.context import ApiConfig
@@ -14,6 +14,7 @@ from leasehold.core.policy import RetryPolicy
 from leasehold.core.spec import JobSpec, resolve, targeted
 from leasehold.flow import debounce
 from leasehold.lifecycle.app import Leasehold
+from leasehold.lifecycle.handoff import Pending
 from leasehold.tenancy.admission import submit_admitted
 
 
@@ -39,24 +40,48 @@ def spec_from(body: SubmitJob, tenant: str) -> JobSpec:
     )
 
 
-def submit_one(app: Leasehold, api: ApiConfig, tenant: str, body: SubmitJob,
-               token: str | None) -> tuple[int, SubmittedJob]:
-    """One submission as ``POST /jobs`` answers it: 201 and the job it made, or 200 and the
-    job that answered for it (an idempotent replay, a unique duplicate, a debounced
-    submission coalesced). ``token``: the client's retry token (``Idempotency-Key``).
-    Every rule is here or below (spec resolution, the intakes, admission), so ``POST
-    /jobs/batch`` applies each of them to each of its items by calling this."""
+@dataclass(frozen=True)
+class Prepared:
+    """A submission checked and ready for admission: nothing written, no token spent."""
+
+    spec: JobSpec
+    pool: str
+    warnings: tuple[str, ...] = ()
+
+
+def prepare(app: Leasehold, tenant: str, body: SubmitJob, token: str | None) -> Prepared:
+    """The submission's spec, resolved so that bad input is refused (a 422) before
+    admission spends a token or anything is written. ``token``: the client's retry token
+    (``Idempotency-Key``)."""
     spec = targeted(spec_from(body, tenant), app.registry)  # a target: its task's spec
     spec = replace(spec, idempotency_key=debounce.retry_key(app, spec, token))
     now = app.now()
-    # Validate before admission so bad input spends no token and writes nothing.
     resolved = resolve(spec, app.registry, pools=app.settings.pools,
                        timeout_limits=app.settings.job_timeout_limits(), now_ms=now)
-    result = submit_admitted(app, spec, resolved.pool, api.limits, api.backlog, api.buckets)
-    warnings = []
+    warnings: tuple[str, ...] = ()
     if spec.run_at_ms is not None and spec.run_at_ms < now:
-        warnings.append(f"run_at {iso(spec.run_at_ms)} is in the past; the job runs now")
+        warnings = (f"run_at {iso(spec.run_at_ms)} is in the past; the job runs now",)
+    return Prepared(spec, resolved.pool, warnings)
+
+
+def admit(app: Leasehold, api: ApiConfig, prepared: Prepared, *, prepaid: bool = False,
+          handoffs: list[Pending] | None = None) -> tuple[int, SubmittedJob]:
+    """Admission and creation of a prepared submission, and its answer: 201 and the job it
+    made, or 200 and the job that answered for it (an idempotent replay, a unique
+    duplicate, a debounced submission coalesced). ``prepaid``: its token (and the backlog
+    check) was taken by a batch already; ``handoffs``: the batch sends its hand-off."""
+    result = submit_admitted(app, prepared.spec, prepared.pool, api.limits,
+                             None if prepaid else api.backlog, api.buckets,
+                             prepaid=prepaid, handoffs=handoffs)
     shown = SubmittedJob(**view(result.job, app.now()).model_dump(by_alias=True),
-                         warnings=warnings, duplicate=result.duplicate,
+                         warnings=list(prepared.warnings), duplicate=result.duplicate,
                          coalesced=result.coalesced)
     return 201 if result.created else 200, shown
+
+
+def submit_one(app: Leasehold, api: ApiConfig, tenant: str, body: SubmitJob,
+               token: str | None) -> tuple[int, SubmittedJob]:
+    """One submission as ``POST /jobs`` answers it. Every rule is in :func:`prepare`,
+    :func:`admit` or below (spec resolution, the intakes, admission), so ``POST
+    /jobs/batch`` applies each of them to each of its items by calling those."""
+    return admit(app, api, prepare(app, tenant, body, token))

@@ -15,6 +15,7 @@ from leasehold.errors import StaleMessage
 from leasehold.settings import Settings
 
 MAX_DELAY_SECONDS = 900  # the SQS limit
+MAX_BATCH_ENTRIES = 10  # SendMessageBatch's limit
 
 
 @dataclass(frozen=True)
@@ -112,11 +113,26 @@ class Queues:
         # SQS delays are whole seconds. Rounded down, the message arrives up to a second
         # early and the worker waits for ``message.run_at`` (rounding up would make every
         # delayed job up to a second late instead).
-        delay = max(0, min(MAX_DELAY_SECONDS, math.floor(delay_seconds)))
+        delay = _whole_seconds(delay_seconds)
         extra: dict[str, Any] = {"MessageGroupId": group[:128]} if group else {}
         self._sqs.send_message(
             QueueUrl=self.url(pool, priority), MessageBody=message.body(), DelaySeconds=delay,
             **extra)
+
+    def send_batch(self, pool: str, priority: str,
+                   entries: Sequence[tuple[Message, float, str | None]]) -> list[int]:
+        """Send up to :data:`MAX_BATCH_ENTRIES` hand-offs to one queue in one request, each
+        (message, delay, group) as :meth:`send` sends it; the indexes SQS refused."""
+        batch = []
+        for i, (message, delay_seconds, group) in enumerate(entries):
+            entry: dict[str, Any] = {
+                "Id": str(i), "MessageBody": message.body(),
+                "DelaySeconds": _whole_seconds(delay_seconds)}
+            if group:
+                entry["MessageGroupId"] = group[:128]
+            batch.append(entry)
+        answer = self._sqs.send_message_batch(QueueUrl=self.url(pool, priority), Entries=batch)
+        return sorted(int(failed["Id"]) for failed in answer.get("Failed", []))
 
     def send_dead(self, pool: str, priority: str, job_id: str, reason: str) -> None:
         """Copy a DEAD job to its DLQ so operators see it where they look for failures."""
@@ -172,3 +188,8 @@ class Queues:
     def url_from_arn(self, arn: str) -> str:
         """Lambda's SQS records name their queue by ARN: ``arn:aws:sqs:region:account:name``."""
         return self.url_by_name(arn.rsplit(":", 1)[-1])
+
+
+def _whole_seconds(delay_seconds: float) -> int:
+    """An SQS delay: whole seconds, rounded down (the worker waits out the rest)."""
+    return max(0, min(MAX_DELAY_SECONDS, math.floor(delay_seconds)))

@@ -92,7 +92,8 @@ def new_job(app: Leasehold, spec: ResolvedSpec, now: int, *, job_id: str | None 
 
 
 def submit(app: Leasehold, spec: JobSpec, *, counted: bool | None = None, shard: int = 0,
-           also: Sequence[Mapping[str, Any]] = (), internal: bool = False) -> Submitted:
+           also: Sequence[Mapping[str, Any]] = (), internal: bool = False,
+           handoffs: list[handoff.Pending] | None = None) -> Submitted:
     """Validate, write and hand off a job.
 
     ``counted``: the job holds one of its tenant's live-job slots, taken by the admission
@@ -102,6 +103,8 @@ def submit(app: Leasehold, spec: JobSpec, *, counted: bool | None = None, shard:
     counted. ``shard``: the tenant's admission item the slot was taken from, recorded on
     the row so it is given back there.
     ``internal``: Leasehold submits one of its own tasks (refused otherwise).
+    ``handoffs``: hold the hand-off here instead of sending it (a batch sends its items'
+    together, :func:`handoff.send_all`); the row is the outbox either way.
     """
     now = app.now()
     spec = targeted(spec, app.registry)  # a job with no code, as its built-in task's spec
@@ -120,14 +123,18 @@ def submit(app: Leasehold, spec: JobSpec, *, counted: bool | None = None, shard:
                 f"idempotency key {resolved.idempotency_key!r} was used for another job spec",
                 job_id=job.job_id,
             )
+        due = None
         if created:  # also when our put's response was lost (the store recognised its row)
-            handoff.send(app.queues, job, now)
+            due = 0
         elif (due := resend_at(job, now)) is not None:
             # The first submission's put may have landed while its caller saw an error past
             # botocore's retries (a 500): then nothing sent the message. Send it again; a
             # duplicate is harmless (the lease is fenced by the epoch, the first one wins).
             log.info("replay of %s found it queued and never leased: handed off again",
                      job.job_id)
+        if due is not None and handoffs is not None:
+            handoffs.append(handoff.Pending(job, now, due))
+        elif due is not None:
             handoff.send(app.queues, job, now, not_before=due)
         return Submitted(job, created=created)
 

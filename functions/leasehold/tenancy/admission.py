@@ -49,6 +49,7 @@ from leasehold.core.spec import JobSpec
 from leasehold.errors import Conflict, Overloaded, RateLimited
 from leasehold.lifecycle import control
 from leasehold.lifecycle.app import Leasehold
+from leasehold.lifecycle.handoff import Pending
 from leasehold.lifecycle.submission import ADMISSION_SHARD, COUNTED, Submitted, submit
 from leasehold.tenancy.backlog import Backlog
 from leasehold.tenancy.counters import add, slot_item
@@ -191,9 +192,12 @@ def _slot(_: int) -> Mapping[str, int]:
 
 def submit_admitted(app: Leasehold, spec: JobSpec, pool: str, limits: Limits,
                     backlog: Backlog | None = None, buckets: Buckets | None = None,
-                    *, attempts: int = 5, internal: bool = False) -> Submitted:
+                    *, attempts: int = 5, internal: bool = False, prepaid: bool = False,
+                    handoffs: list[Pending] | None = None) -> Submitted:
     """Admission for one job and its creation: backlog (503), rate (429), live cap (429).
     ``internal``: Leasehold submits one of its own tasks (``leasehold.bulk``).
+    ``prepaid``: a tenant without a cap whose token the caller took already (a batch's, in
+    one update: :mod:`leasehold.tenancy.tokens`); ``handoffs``: see ``submit``.
 
     An idempotent replay of a job that exists is answered without spending anything, even
     at the cap. Without a cap the token is spent first, by its own conditional update, and
@@ -201,13 +205,14 @@ def submit_admitted(app: Leasehold, spec: JobSpec, pool: str, limits: Limits,
     like any submission; its job is kept).
     """
     if not limits.capped:
-        check(app, spec.tenant, pool, limits, backlog, buckets, attempts=attempts)
-        return submit(app, spec, counted=False, internal=internal)
+        if not prepaid:
+            check(app, spec.tenant, pool, limits, backlog, buckets, attempts=attempts)
+        return submit(app, spec, counted=False, internal=internal, handoffs=handoffs)
 
     def write(update: dict[str, Any], shard: int) -> Submitted:
         try:
             return submit(app, spec, counted=True, shard=shard, also=[{"Update": update}],
-                          internal=internal)
+                          internal=internal, handoffs=handoffs)
         except Cancelled as cancelled:
             raise _Refused(cancelled.items[1] or {}) from None
 

@@ -58,17 +58,31 @@ class Gcra:
     def retry_after(self, tat: Decimal, now: int) -> int:
         return max(1, math.ceil((tat - self.tolerance - now) / 1000))
 
+    def most(self) -> int:
+        """Submissions one item takes at once when its bucket is full (its burst)."""
+        return int(self.tolerance / self.interval) + 1
+
+    def room(self, tat: Decimal | None, now: int) -> int:
+        """Submissions the item takes at once now, its ``tat`` being ``tat`` (None: none
+        yet, or one fallen behind and caught up: a full bucket)."""
+        if tat is None or tat < now:
+            return self.most()
+        return max(0, min(self.most(), int((now + self.tolerance - tat) / self.interval) + 1))
+
 
 def rate_update(app: Leasehold, key: str, limits: Limits, gcra: Gcra, now: int, *,
-            adds: Mapping[str, int]) -> dict[str, Any]:
-    """The item's update: a submission's worth of rate, and ``adds`` (a live slot),
-    conditioned on the rate and on ``live < cap``, and on nothing a caller remembers: only
+                adds: Mapping[str, int], count: int = 1) -> dict[str, Any]:
+    """The item's update: ``count`` submissions' worth of rate (a batch takes several at
+    once), and ``adds`` (a live slot), conditioned on the rate (the last of them arriving
+    within the tolerance) and on ``live < cap``, and on nothing a caller remembers: only
     writes that really used up the rate or the cap can refuse it (or, rarely, a ``tat`` that
-    fell behind ``now - lag``, which :func:`catch_up` moves first)."""
+    fell behind ``now - lag``, which :func:`catch_up` moves first). ``count`` is at most
+    :meth:`Gcra.most` (an item without ``tat`` passes the condition whatever it is)."""
     names = {"#tat": TAT, "#live": "live", **{f"#o{i}": n for i, n in enumerate(_LEGACY)}}
     rate = "(attribute_not_exists(#tat) OR #tat BETWEEN :lo AND :hi)"
-    values: dict[str, Any] = {":T": gcra.interval, ":now": now,
-                              ":lo": now - gcra.lag, ":hi": now + gcra.tolerance}
+    values: dict[str, Any] = {":T": gcra.interval * count, ":now": now,
+                              ":lo": now - gcra.lag,
+                              ":hi": now + gcra.tolerance - gcra.interval * (count - 1)}
     condition = rate
     if limits.max_live is not None:  # no cap: the rate alone (and no #live to name)
         values[":cap"] = limits.max_live
