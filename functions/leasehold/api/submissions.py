@@ -47,6 +47,8 @@ class Prepared:
     spec: JobSpec
     pool: str
     warnings: tuple[str, ...] = ()
+    #: It uses a flow-control gate (its own or its task's concurrency or throttle key).
+    gated: bool = False
 
 
 def prepare(app: Leasehold, tenant: str, body: SubmitJob, token: str | None) -> Prepared:
@@ -61,7 +63,7 @@ def prepare(app: Leasehold, tenant: str, body: SubmitJob, token: str | None) -> 
     warnings: tuple[str, ...] = ()
     if spec.run_at_ms is not None and spec.run_at_ms < now:
         warnings = (f"run_at {iso(spec.run_at_ms)} is in the past; the job runs now",)
-    return Prepared(spec, resolved.pool, warnings)
+    return Prepared(spec, resolved.pool, warnings, gated=resolved.gate is not None)
 
 
 def admit(app: Leasehold, api: ApiConfig, prepared: Prepared, *, prepaid: bool = False,
