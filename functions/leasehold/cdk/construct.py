@@ -253,6 +253,11 @@ class Leasehold(Construct):
         # It also hands off the jobs ``enqueue_item`` created in applications' transactions:
         # the message their submission would have sent, so it may send to the work queues.
         self.queues.grant_send(self.relay.function)
+        # And it deletes what features keep per job in the coordination table (a durable
+        # job's records, its ctx.once results) when the job's row is removed: that
+        # table's Query and BatchWriteItem only.
+        self.tables.by_role["coordination"].grant(
+            self.relay.function, "dynamodb:Query", "dynamodb:BatchWriteItem")
         self.api: Api | HttpApiFront
         if config.api == "http":
             self.api = HttpApiFront(
