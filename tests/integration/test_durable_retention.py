@@ -132,3 +132,17 @@ def test_a_once_result_never_expires_while_its_row_is_retained(
     deliver(app)
     assert app.store.get(job).state is JobState.SUCCEEDED
     assert calls.count("charge") == 1  # read, not run again
+
+
+def test_a_row_made_again_under_the_same_id_before_the_relay_reads_the_removal_keeps_its_records(
+        app: Leasehold, calls: list[str], tmp_path: Path) -> None:
+    """A derived id (an idempotency key's, a workflow step's) may make a new row after the
+    old one went: what the partition holds then is the new job's."""
+    job = finished(app, calls)
+    key = {"job_id": {"S": job}}
+    row = app.clients.dynamodb.get_item(TableName=app.settings.jobs_table, Key=key,
+                                        ConsistentRead=True)["Item"]
+    assert delete_finished(app, [app.store.get(job)]).deleted == [job]
+    app.clients.dynamodb.put_item(TableName=app.settings.jobs_table, Item=row)
+    relay(app, tmp_path)
+    assert kept(app, job) == STEPS + 1

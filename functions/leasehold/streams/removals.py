@@ -41,6 +41,12 @@ def after_commit(app: Leasehold, records: Sequence[Mapping[str, Any]]) -> None:
     either could not finish (the relay reads the batch again; both are idempotent)."""
     hand_off(app, records)
     gone = removed(records)
+    if gone and app.removals:
+        # A derived id (an idempotency key's, a workflow step's, a trigger event's) may make
+        # a new row after the old one went and before this batch is read: what it keeps
+        # now is the new job's (one consistent read of the rows removed).
+        again = {job.job_id for job in app.store.batch_get(gone)}
+        gone = [job_id for job_id in gone if job_id not in again]
     if gone:
         for removal in app.removals:
             removal(app, gone)
