@@ -22,9 +22,10 @@ def _relay(synthesized: Synthesized) -> tuple[str, dict[str, Any]]:
     return logical, function
 
 
-def _jobs_table(synthesized: Synthesized) -> str:
+def _jobs_table(synthesized: Synthesized, role: str = "jobs_table") -> str:
+    name = getattr(synthesized.config.settings(), role)
     (logical,) = [logical for logical, t in synthesized.resources("AWS::DynamoDB::Table").items()
-                  if t["Properties"]["TableName"] == synthesized.config.settings().jobs_table]
+                  if t["Properties"]["TableName"] == name]
     return logical
 
 
@@ -118,10 +119,18 @@ def test_the_relay_role_reads_only_the_jobs_stream_and_puts_only_on_the_bus(
     by_service: dict[str, set[str]] = {}
     for action in granted:
         by_service.setdefault(action.split(":")[0], set()).add(action)
-    # No table data at all: the relay reads rows from the stream's images only.
-    assert by_service["dynamodb"] == set(relay.STREAM_READ_ACTIONS)
+    # The relay reads rows from the stream's images; of the jobs table it only reads
+    # whether a removed row exists again. In the coordination table it finds and deletes
+    # what features keep for a removed row.
+    coordination = {"Fn::GetAtt": [_jobs_table(synthesized, "coordination_table"), "Arn"]}
+    purge = {"dynamodb:Query", "dynamodb:BatchWriteItem"}
+    assert by_service["dynamodb"] == set(relay.STREAM_READ_ACTIONS) | purge | {
+        "dynamodb:BatchGetItem"}
     for action in relay.STREAM_READ_ACTIONS:
         assert granted[action] == [stream], action
+    for action in purge:
+        assert granted[action] == [coordination], action
+    assert granted["dynamodb:BatchGetItem"] == [{"Fn::GetAtt": [_jobs_table(synthesized), "Arn"]}]
     assert by_service["events"] == {"events:PutEvents"}
     assert granted["events:PutEvents"] == [{"Fn::GetAtt": [bus, "Arn"]}]
     # The on-failure destination is sent to with the function's role, and the work queues

@@ -90,6 +90,22 @@ def batch_get(ddb: Any, table: str, key: str, ids: Sequence[str]) -> list[dict[s
     return [found[i] for i in ids if i in found]
 
 
+def delete_partition(ddb: Any, table: str, pk: str) -> int:
+    """Delete every item of partition ``pk`` (a table keyed ``pk``, ``sk``), 25 a batch,
+    retrying unprocessed deletes; returns how many were found. Idempotent: a second call
+    finds what the first left."""
+    keys = [{"pk": {"S": pk}, "sk": {"S": str(item["sk"])}} for item in query(
+        ddb, TableName=table, KeyConditionExpression="pk = :pk",
+        ExpressionAttributeValues={":pk": {"S": pk}}, ProjectionExpression="pk, sk",
+        ConsistentRead=True)]
+    for start in range(0, len(keys), 25):
+        pending: dict[str, Any] = {table: [{"DeleteRequest": {"Key": key}}
+                                           for key in keys[start:start + 25]]}
+        while pending:
+            pending = ddb.batch_write_item(RequestItems=pending).get("UnprocessedItems") or {}
+    return len(keys)
+
+
 #: Why DynamoDB cancels a transaction that may simply be tried again.
 _TRANSIENT_CANCELLATIONS = frozenset({
     "TransactionConflict", "ThrottlingError", "ProvisionedThroughputExceeded"})

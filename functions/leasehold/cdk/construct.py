@@ -253,6 +253,16 @@ class Leasehold(Construct):
         # It also hands off the jobs ``enqueue_item`` created in applications' transactions:
         # the message their submission would have sent, so it may send to the work queues.
         self.queues.grant_send(self.relay.function)
+        # And it deletes what features keep per job in the coordination table (a durable
+        # job's records, its ctx.once results) when the job's row is removed: that
+        # table's Query and BatchWriteItem only.
+        # First it reads whether the row exists again (a derived id made anew): the jobs
+        # table's BatchGetItem only. (The tables' key already decrypts for it: the stream.)
+        self.relay.function.add_to_role_policy(iam.PolicyStatement(
+            actions=["dynamodb:Query", "dynamodb:BatchWriteItem"],
+            resources=[self.tables.by_role["coordination"].table_arn]))
+        self.relay.function.add_to_role_policy(iam.PolicyStatement(
+            actions=["dynamodb:BatchGetItem"], resources=[self.tables.jobs.table_arn]))
         self.api: Api | HttpApiFront
         if config.api == "http":
             self.api = HttpApiFront(

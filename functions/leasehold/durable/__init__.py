@@ -11,7 +11,7 @@ cancels them for a process that died in between. The lifecycle knows only ``Susp
 
 from __future__ import annotations
 
-from leasehold.durable import runs
+from leasehold.durable import records, runs
 from leasehold.durable.children import observe, repair
 from leasehold.durable.runner import install_runner
 from leasehold.lifecycle.app import Leasehold
@@ -24,3 +24,5 @@ def install(app: Leasehold) -> None:
     app.repairs["children"] = repair
     # A manual re-run counts a run: the callbacks an earlier run closed wait again.
     app.restarts.append(runs.restart)
+    # A job's records live as long as its row: the relay removes them with it.
+    app.removals.append(records.purge)

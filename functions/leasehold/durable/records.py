@@ -25,6 +25,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from leasehold.aws.dynamo import (
     Cancelled,
+    delete_partition,
     from_av,
     old_item,
     query,
@@ -52,6 +53,14 @@ MAX_RECORDS = 500
 
 def partition(job_id: str) -> str:
     return PREFIX + job_id
+
+
+def purge(app: Leasehold, job_ids: Sequence[str]) -> None:
+    """Delete every record of these jobs, whose rows are gone (``app.removals``). Never
+    called for a row that still exists: a finished job re-run by hand replays them all."""
+    for job_id in job_ids:
+        delete_partition(app.clients.dynamodb, app.settings.coordination_table,
+                         partition(job_id))
 
 
 def load(app: Leasehold, job_id: str) -> dict[str, dict[str, Any]]:

@@ -10,8 +10,8 @@ from leasehold.compose import compose
 from leasehold.events.publishing import FileSink, Sink, sink_for
 from leasehold.handlers import telemetry
 from leasehold.lifecycle.app import Leasehold
-from leasehold.streams.enqueue import hand_off
 from leasehold.streams.relay import relay
+from leasehold.streams.removals import after_commit
 
 
 @cache
@@ -29,5 +29,5 @@ def _sink() -> Sink:
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     app = _app()
     failed = relay(event.get("Records", []), _sink(), app.settings.publish, app.now,
-                   hand_off=partial(hand_off, app))
+                   hand_off=partial(after_commit, app))
     return {"batchItemFailures": [{"itemIdentifier": number} for number in failed]}

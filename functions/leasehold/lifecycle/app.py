@@ -87,6 +87,12 @@ class Leasehold:
     #: the one that suspended.
     suspensions: list[Callable[[Leasehold, Any], Mapping[str, Any]]] = field(
         default_factory=list)
+    #: What features keep per job outside its row, removed when the row is gone (its
+    #: retention TTL, ``DELETE /jobs/{id}``, a bulk delete): called by the change-stream
+    #: relay as (app, the ids of the rows its batch saw removed, in stream order) before the
+    #: batch is acknowledged. Each must be idempotent (a batch is read again after any
+    #: failure) and raise when it could not finish (then the batch is read again).
+    removals: list[Callable[[Leasehold, Sequence[str]], None]] = field(default_factory=list)
 
     @classmethod
     def from_settings(

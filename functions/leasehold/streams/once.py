@@ -6,28 +6,33 @@ result as JSON and the fencing token of the attempt that wrote it, put only if a
 first attempt to finish ``fn`` wins, a later one (a retry, a redelivery, a re-drive) reads the
 recorded result instead of calling ``fn`` again. An attempt killed after ``fn`` and before the
 put runs ``fn`` again: that window is the external system's to close, with the fencing token
-(refuse an older one) or its own idempotency key (``ctx.idempotency_key`` + ``name``). The
-record expires with the coordination table's TTL after :data:`KEEP_SECONDS`.
+(refuse an older one) or its own idempotency key (``ctx.idempotency_key`` + ``name``).
+
+The record lives exactly as long as the job's row: it carries no TTL (one used to expire it
+7 days after ``fn`` ran, so a retry after a long backoff, a wake-up after a long sleep or a
+re-run by hand of a finished job still retained ran ``fn`` again), and the change-stream
+relay deletes the job's ``once#`` partition when the row is removed (``app.removals``: its
+retention TTL, a delete, a bulk delete).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any
 
 from botocore.exceptions import ClientError
 
-from leasehold.aws.dynamo import condition_failed
+from leasehold.aws.dynamo import condition_failed, delete_partition
 from leasehold.core.context import JobContext
 from leasehold.lifecycle.app import Leasehold
 
-KEEP_SECONDS = 7 * 24 * 3600
+PREFIX = "once#"
 
 
 def _key(ctx: JobContext, name: str) -> dict[str, Any]:
-    return {"pk": {"S": f"once#{ctx.job_id}"}, "sk": {"S": name}}
+    return {"pk": {"S": PREFIX + ctx.job_id}, "sk": {"S": name}}
 
 
 def once(app: Leasehold, ctx: JobContext, name: str, fn: Callable[[], Any]) -> Any:
@@ -38,8 +43,7 @@ def once(app: Leasehold, ctx: JobContext, name: str, fn: Callable[[], Any]) -> A
         return json.loads(found["result"]["S"])
     result = fn()
     item = {**_key(ctx, name), "result": {"S": json.dumps(result)},
-            "fencing_token": {"N": str(ctx.fencing_token)},
-            "expires_at_s": {"N": str(app.now() // 1000 + KEEP_SECONDS)}}
+            "fencing_token": {"N": str(ctx.fencing_token)}}
     try:
         ddb.put_item(TableName=table, Item=item, ConditionExpression="attribute_not_exists(pk)")
     except ClientError as exc:
@@ -51,9 +55,17 @@ def once(app: Leasehold, ctx: JobContext, name: str, fn: Callable[[], Any]) -> A
     return result
 
 
+def purge(app: Leasehold, job_ids: Sequence[str]) -> None:
+    """Delete the records of these jobs, whose rows are gone (``app.removals``)."""
+    for job_id in job_ids:
+        delete_partition(app.clients.dynamodb, app.settings.coordination_table,
+                         PREFIX + job_id)
+
+
 def install(app: Leasehold) -> None:
-    """Give every attempt's context ``ctx.once``."""
+    """Give every attempt's context ``ctx.once``; its records go with the job's row."""
     def equip(app: Leasehold, ctx: JobContext) -> None:
         ctx._once = partial(once, app, ctx)
 
     app.contexts.append(equip)
+    app.removals.append(purge)

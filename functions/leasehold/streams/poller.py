@@ -35,9 +35,9 @@ from botocore.exceptions import ClientError
 from leasehold.clock import iso
 from leasehold.events.publishing import Sink, published
 from leasehold.lifecycle.app import Leasehold
-from leasehold.streams.enqueue import hand_off
 from leasehold.streams.images import Undecodable, job_of, sequence_number
 from leasehold.streams.relay import relay
+from leasehold.streams.removals import after_commit
 
 log = logging.getLogger(__name__)
 
@@ -139,7 +139,7 @@ class StreamReader:
                 records = response.get("Records", [])
                 failed = records and relay(records, self.sink,
                                            published(self.app.settings.publish, self.sink),
-                                           self.app.now, hand_off=partial(hand_off, self.app))
+                                           self.app.now, hand_off=partial(after_commit, self.app))
                 if failed:
                     done, set_aside = self._done(shard_id, records, failed[0])
                     if done:

@@ -105,10 +105,11 @@ def events(found: Iterable[tuple[Job, JobState | None]], publish: str, now: int
 def relay(records: Sequence[Record], sink: Sink, publish: str,
           now: Callable[[], int], *,
           hand_off: Callable[[Sequence[Record]], object] | None = None) -> list[str]:
-    """Hand off the jobs ``enqueue_item`` created (``hand_off``, see
-    :mod:`leasehold.streams.enqueue`), then publish the events of ``records`` (in stream
-    order); returns the sequence numbers to read again (ReportBatchItemFailures: from the
-    one returned on, the batch is retried; a repeated hand-off is fenced by the lease).
+    """Hand off the jobs ``enqueue_item`` created and remove what features keep for the
+    rows removed (``hand_off``, see :mod:`leasehold.streams.removals`), then publish the
+    events of ``records`` (in stream order); returns the sequence numbers to read again
+    (ReportBatchItemFailures: from the one returned on, the batch is retried; a repeated
+    hand-off is fenced by the lease, a repeated removal finds less to delete).
 
     A record that cannot be decoded stops the batch: those before it go out, and it is
     returned (the deployed mapping retries it, then gives its range to the on-failure
