@@ -10,7 +10,7 @@ PYTEST_WORKERS ?= 2
 PORT ?= 8080
 ARGS ?=
 
-.PHONY: dev test lint typecheck unit soak chromium ddblocal workers bench bench-quick bench-cost bench-remote synth clean
+.PHONY: dev test lint typecheck unit soak chromium ddblocal workers bench bench-quick bench-cost bench-remote bench-peer synth clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Leasehold needs Python 3.11+"'
@@ -147,6 +147,12 @@ bench-quick: $(BENCH_STAMP) ddblocal
 # Poll-to-start latency of workers over HTTP (issue 34): a warm long poll, per language.
 bench-remote: $(BENCH_STAMP)
 	$(PY) -m bench.remote_workers 50
+
+# Issue 32's throughput ratio alone, API (single and batches of 100) against the Celery peer,
+# 8 clients, both substrates, 3 interleaved pairs with the load of each (~15 minutes on a
+# loaded machine): bench/peer_ratio.py; `python -m bench.profile_api` profiles the API side.
+bench-peer: $(BENCH_STAMP) ddblocal
+	LEASEHOLD_DDBLOCAL_DIR=$(DDBLOCAL_DIR) $(PY) -m bench.peer_ratio --out bench/peer_ratio.json
 
 # What a job and each option cost in units DynamoDB Local reports (issue 32; ~2 minutes):
 # bench/option_cost.json and its section of BENCHMARKS.md.
