@@ -4,17 +4,20 @@ items resolving to one job per key."""
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import json
 from typing import Any
 
 import pytest
 
 from leasehold.api.context import ApiConfig
-from leasehold.aws.faults import Fault
+from leasehold.aws.faults import Fault, InjectedCrash
 from leasehold.clock import FakeClock
 from leasehold.core.ids import derived_id
 from leasehold.core.registry import TaskRegistry
 from leasehold.core.states import JobState
+from leasehold.lifecycle import sweeper
 from leasehold.lifecycle.app import Leasehold
 from leasehold.local.gateway import proxy_event
 
@@ -266,3 +269,133 @@ def test_behind_an_http_api_the_verified_caller_is_the_tenant_too(
     event["requestContext"]["authorizer"] = {"jwt": {"claims": {"sub": "dave"}}}
     reply = api.call("POST", "/jobs/batch", event=event)
     assert reply.body["results"][0]["job"]["tenant"] == "dave"
+
+
+# -- a tenant without a cap: the batch's rate in one write, its hand-offs in SendMessageBatch
+
+def tenant_writes(app: Leasehold) -> list[dict[str, Any]]:
+    """Records each write to the tenants table (admission's): a list, filled as they come."""
+    seen: list[dict[str, Any]] = []
+
+    def record(params: dict[str, Any], **_: Any) -> None:
+        if params.get("TableName") == app.settings.tenants_table:
+            seen.append(params)
+
+    app.clients.dynamodb.meta.events.register(
+        "provide-client-params.dynamodb.UpdateItem", record)
+    return seen
+
+
+def is_token_write(app: Leasehold) -> Any:
+    return lambda params: params.get("TableName") == app.settings.tenants_table
+
+
+def test_without_a_cap_a_batch_is_admitted_by_the_rate_as_single_submissions_would_be(
+        app: Leasehold, tasks: TaskRegistry) -> None:
+    api = api_for(app, rate=1, burst=5, max_live=None)
+    writes = tenant_writes(app)
+    first = [{"task": "nope"}, {"task": "echo", "idempotency_key": "k"}]
+    second = [{"task": "echo", "idempotency_key": "k"}] + [{"task": "echo"}] * 7
+    batched = statuses(api.post("/jobs/batch", {"jobs": first}, tenant="batched")) + \
+        statuses(api.post("/jobs/batch", {"jobs": second}, tenant="batched"))
+    assert len(writes) < 10  # not a token write per item
+    single = [api.post("/jobs", item, tenant="single").status for item in first + second]
+    # The invalid item spends nothing; the replay spends its token, as alone: 5 in all.
+    assert (batched, single) == ([422, 201, 200, 201, 201, 201, 429, 429, 429, 429],) * 2
+    refused = api.post("/jobs/batch", {"jobs": [{"task": "echo"}]}, tenant="batched")
+    assert refused.body["results"][0]["retry_after"] >= 1
+    assert refused.body["results"][0]["error"]["code"] == "rate_limited"
+    assert len(jobs_in_table(app)) == 2 * 4  # the replay made none
+
+
+@pytest.mark.parametrize("kind", ["lose", "throttle"])
+def test_a_lost_answer_or_a_throttle_on_the_token_write_creates_every_job(
+        app: Leasehold, tasks: TaskRegistry, kind: str) -> None:
+    api = api_for(app, rate=1, burst=20, max_live=None)
+    injector = inject(app, Fault(target="dynamodb.UpdateItem", kind=kind, times=2,
+                                 when=is_token_write(app)))
+    injector.throttle_delay = 0
+    reply = api.post("/jobs/batch", {"jobs": [{"task": "echo", "payload": i}
+                                              for i in range(5)]})
+    assert injector.injected
+    assert statuses(reply) == [201] * 5
+    # A lost answer is retried by botocore and the retry lands too: the rate is counted
+    # twice (over, never under); a throttle writes once.
+    room = 20 - 5 * (3 if kind == "lose" else 1)
+    again = api.post("/jobs/batch", {"jobs": [{"task": "echo"}] * 15})
+    assert statuses(again) == [201] * room + [429] * (15 - room)
+    assert deliver(app) == 5 + room
+
+
+def test_a_token_write_failing_past_the_retries_writes_nothing_and_a_resend_makes_each_once(
+        app: Leasehold, tasks: TaskRegistry) -> None:
+    api = api_for(app, rate=100, burst=100, max_live=None)
+    batch = {"jobs": [{"task": "echo", "payload": i} for i in range(4)] + [{"task": "nope"}]}
+    injector = inject(app, Fault(target="dynamodb.UpdateItem", kind="fail", times=None,
+                                 when=is_token_write(app)))  # every admission item
+    first = api.post("/jobs/batch", batch, headers={"Idempotency-Key": "b"})
+    injector.faults.clear()
+    assert statuses(first) == [503] * 4 + [422]
+    assert all(r["retry_after"] >= 1 for r in first.body["results"][:4])
+    assert jobs_in_table(app) == []
+    again = api.post("/jobs/batch", batch, headers={"Idempotency-Key": "b"})
+    assert statuses(again) == [201] * 4 + [422]
+    assert deliver(app) == 4
+
+
+@pytest.mark.parametrize("max_live", [None, 50], ids=["no-cap", "cap"])
+def test_a_process_killed_at_any_write_of_a_batch_loses_no_job_and_makes_each_once(
+        app: Leasehold, clock: FakeClock, tasks: TaskRegistry, max_live: int | None) -> None:
+    api = api_for(app, rate=1000, burst=1000, max_live=max_live)
+    batch = {"jobs": [{"task": "echo", "payload": i, "priority": "high" if i % 2 else "normal"}
+                      for i in range(3)]}  # two queues: a SendMessageBatch each
+    injector = inject(app)
+    writes = f"{WRITES}|dynamodb.UpdateItem|sqs.SendMessageBatch"
+    for write in itertools.count(1):  # kill the API before its 1st write, its 2nd, ...
+        tenant = f"tenant-{write}"
+        calls = itertools.count(1)
+        injector.faults[:] = [Fault(target=writes, kind="crash", when=lambda _, calls=calls,
+                                    write=write: next(calls) == write)]
+        with contextlib.suppress(InjectedCrash):
+            api.post("/jobs/batch", batch, headers={"Idempotency-Key": "once"}, tenant=tenant)
+        crashed = injector.dead
+        injector.revive()  # a new process takes the resend
+        injector.faults.clear()
+        again = api.post("/jobs/batch", batch, headers={"Idempotency-Key": "once"},
+                         tenant=tenant)
+        assert set(statuses(again)) <= {200, 201}
+        ids = {r["job"]["job_id"] for r in again.body["results"]}
+        assert len(ids) == 3
+        deliver(app)
+        # Killed between the rows and their hand-offs: the sweeper hands them off.
+        clock.advance(app.settings.handoff_seconds + 10)
+        sweeper.sweep(app)
+        deliver(app)
+        assert all(app.store.get(job_id).state is JobState.SUCCEEDED for job_id in ids)
+        if max_live is not None:
+            assert tenant_live(app, tenant) == live_counted_jobs(app, tenant) == 0
+        if not crashed:
+            break  # the request got through all its writes
+    # The token write and 3 puts (no cap) or 3 transactions, then a SendMessageBatch per
+    # queue: every one of them was a place to die.
+    assert write > (6 if max_live is None else 5)
+    assert len(jobs_in_table(app)) == 3 * write  # each tenant's batch: 3 jobs, once
+
+
+@pytest.mark.parametrize("kind", ["fail", "lose-raise", "lose"])
+def test_a_failed_or_lost_send_message_batch_is_handed_off_by_the_sweeper_once_each(
+        app: Leasehold, clock: FakeClock, tasks: TaskRegistry, kind: str) -> None:
+    api = api_for(app, rate=1000, burst=1000, max_live=None)
+    injector = inject(app, Fault(target="sqs.SendMessageBatch", kind=kind))
+    reply = api.post("/jobs/batch", {"jobs": [{"task": "echo", "payload": i}
+                                              for i in range(12)]})
+    assert injector.injected
+    assert statuses(reply) == [201] * 12  # the rows are written: the hand-off is the outbox's
+    ids = [r["job"]["job_id"] for r in reply.body["results"]]
+    delivered = deliver(app)  # fail: the second call's 2 only; lose: all, some twice
+    assert delivered == 2 if kind == "fail" else delivered >= 12
+    clock.advance(app.settings.handoff_seconds + 10)
+    sweeper.sweep(app)
+    deliver(app)
+    assert all(app.store.get(job_id).state is JobState.SUCCEEDED for job_id in ids)
+    assert all(app.store.get(job_id).attempt == 1 for job_id in ids)  # each ran once
