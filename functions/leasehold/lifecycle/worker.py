@@ -8,21 +8,15 @@ from __future__ import annotations
 
 import contextvars
 import logging
-import os
-import secrets
-import socket
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import ExitStack
-from dataclasses import dataclass
-from enum import StrEnum
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
 from leasehold.aws.dynamo import Cancelled
-from leasehold.aws.queues import Message
 from leasehold.core.context import JobContext
 from leasehold.core.effects import REJECTED, refused_entry, rejected
 from leasehold.core.failures import deadline_exceeded, describe, error, unfit_result
@@ -36,9 +30,7 @@ from leasehold.errors import (
     AttemptTimeout,
     LeaseholdError,
     LeaseLost,
-    NotFound,
     PayloadTooLarge,
-    StaleMessage,
     ValidationError,
 )
 from leasehold.lifecycle import handoff
@@ -46,47 +38,15 @@ from leasehold.lifecycle.app import Leasehold
 from leasehold.lifecycle.deadline import Overdue, call_before
 from leasehold.lifecycle.endings import bury, error_sets, retry_change
 from leasehold.lifecycle.heartbeat import Attempt, Heartbeat
-from leasehold.lifecycle.store import Change, Gated
+from leasehold.lifecycle.leasing import Delivery, Outcome, lease, unstartable, worker_identity
+from leasehold.lifecycle.store import Change
 from leasehold.lifecycle.submission import DEADLINE
 from leasehold.lifecycle.suspending import suspend
 
 log = logging.getLogger(__name__)
 
-#: The most a worker waits for a message that arrived before its job is due (SQS delays are
-#: whole seconds, so one second is the most it should ever be, plus some clock skew).
-MAX_EARLY_WAIT_SECONDS = 2.0
 #: Tries to record an attempt's outcome through errors botocore gave up on.
 FINISH_TRIES = 4
-
-
-class Outcome(StrEnum):
-    SUCCEEDED = "succeeded"
-    RETRYING = "retrying"
-    DEAD = "dead"
-    CANCELLED = "cancelled"
-    STALE = "stale"          # duplicate or superseded message: acknowledged, nothing ran
-    LEASE_LOST = "lease_lost"  # ran, but a newer lease took over: result discarded
-    GATED = "gated"          # waits for flow control (parked, throttled): nothing ran
-    SLEEPING = "sleeping"    # a durable handler suspended itself: no lease until it wakes
-
-
-@dataclass(frozen=True)
-class Delivery:
-    """One SQS message as the worker needs it (from Lambda's event or from a poll)."""
-
-    body: str
-    queue_url: str | None = None
-    receipt_handle: str | None = None
-    #: Called on each heartbeat to keep the message invisible (the consumer knows for how
-    #: long, and which other messages of the batch must stay hidden); by default the
-    #: heartbeat extends this message's visibility by two leases.
-    keep_invisible: Callable[[], None] | None = None
-    #: The SQS message id (what tracing reports as ``messaging.message.id``).
-    message_id: str | None = None
-
-
-def worker_identity() -> str:
-    return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
 
 
 class Worker:
@@ -126,57 +86,17 @@ class Worker:
         return unstarted if unstarted is not None else (job, owner)
 
     def _lease(self, delivery: Delivery) -> tuple[Job, str, int] | Outcome:
-        """The lease of the message's job: (the job as leased, its owner, the lease's time),
-        or the outcome of a message whose lease is refused (stale, gated)."""
-        try:
-            message = Message.parse(delivery.body)
-        except StaleMessage:
-            log.warning("acknowledging a message that is not a hand-off: %r", delivery.body[:200])
-            return Outcome.STALE
-        app = self.app
-        early = (message.run_at - app.now()) / 1000 if message.run_at is not None else 0.0
-        if early > 0:
-            # The SQS delay was rounded down to whole seconds: wait out the rest so the job
-            # starts at its time, never before. More than that would be a clock far off.
-            app.clock.sleep(min(early, MAX_EARLY_WAIT_SECONDS))
-        now = app.now()
-        owner = f"{self.worker_id}:{secrets.token_hex(4)}"
-        lease_ms = int(app.settings.lease_seconds * 1000)
-        try:
-            job = app.store.lease(message.job_id, message.epoch, owner=owner,
-                                  expires_at=now + lease_ms, now=now, actor=self.worker_id,
-                                  gate=message.gate,
-                                  code_version=app.settings.code_version)
-        except Gated:
-            return Outcome.GATED
-        except StaleMessage as stale:
-            current = stale.context.get("current")
-            if isinstance(current, Job) and current.state is JobState.QUEUED and \
-                    current.epoch == message.epoch:
-                for refused in app.refused_leases:  # not stale, refused: a start window
-                    refused(app, current, now)
-            return Outcome.STALE
-        except NotFound:
-            return Outcome.STALE
-        return job, owner, now
+        return lease(self.app, self.worker_id, delivery)
 
     def _before_start(self, job: Job, owner: str, now: int) -> Outcome | None:
-        """The outcome of a leased job that must not start (cancelled before its lease, past
-        its deadline, its lease run out before it was granted), or None to run it."""
-        app = self.app
-        if job.cancel_requested:  # flagged before this lease: never start it
+        """The outcome of a leased job that must not start (:func:`unstartable`: cancelled
+        before its lease, past its deadline, its lease run out), or None to run it."""
+        why = unstartable(self.app, job, now)
+        if why is Outcome.CANCELLED:
             return self._cancel(job, owner, now)
-        deadline = job.extra.get(DEADLINE)
-        if deadline is not None and now >= int(deadline):
-            # The whole job's time is up (deadline_seconds): it ends DEAD, never retried.
-            return self._fail(job, owner, now, deadline_exceeded(
-                f"the job's deadline passed before attempt {job.attempt} started"))
-        if app.now() >= (job.lease_expires_at or now):
-            # The lease landed after it had run out by our clock (a try that hung, retried):
-            # the sweeper may be handing the job to another worker already. Never start it.
-            log.warning("the lease of %s ran out before it was granted", job.job_id)
-            return Outcome.LEASE_LOST
-        return None
+        if isinstance(why, JobError):
+            return self._fail(job, owner, now, why)
+        return why
 
     def _attempt(self, job: Job, owner: str, delivery: Delivery,
                  now: int) -> tuple[Outcome, BaseException | None]:
@@ -449,4 +369,4 @@ class Worker:
 
 
 __all__ = ["Delivery", "LeaseholdError", "Outcome", "Worker", "bury", "error_sets",
-           "retry_change"]
+           "retry_change", "worker_identity"]
