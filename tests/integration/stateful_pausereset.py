@@ -26,6 +26,7 @@ from hypothesis.stateful import initialize, invariant, precondition, rule
 
 from leasehold.aws.dynamo import from_av, query, to_av
 from leasehold.aws.faults import Fault, InjectedCrash
+from leasehold.aws.queues import Message
 from leasehold.core.context import JobContext
 from leasehold.core.holds import HOLDS, PAUSED_AT, RESET_FROM, held
 from leasehold.core.jobs import Job
@@ -35,6 +36,8 @@ from leasehold.core.states import JobState
 from leasehold.core.suspension import CallbackTimeout
 from leasehold.durable import callbacks, records, reset
 from leasehold.lifecycle import pausing
+from leasehold.lifecycle.submission import submit
+from leasehold.lifecycle.worker import Delivery, Worker
 from leasehold.tenancy.admission import retry_admitted
 from tests.integration.helpers import submit_as_a_caller
 
@@ -56,6 +59,7 @@ class PauseResetRules:
     latest: dict[str, Any]
     succeeded: Any
     limits: Any
+    step_runs: Any
 
     @initialize()
     def resettable_tasks(self) -> None:
@@ -66,7 +70,10 @@ class PauseResetRules:
 
         def resettable(payload: Any, ctx: JobContext) -> Any:
             def run(name: str) -> str:
-                return f"{name}:{uuid.uuid4().hex[:8]}"
+                # Counted where the durable mixin's invariant reads every stored step's runs.
+                value = f"{name}:{uuid.uuid4().hex[:8]}"
+                self.step_runs[(ctx.job_id, name)].append(value)
+                return value
 
             def later() -> None:
                 # Each record at its own millisecond: their order (before ``seq``) is their time.
@@ -95,6 +102,8 @@ class PauseResetRules:
 
         self.app.registry.task("resettable", max_attempts=4, retry=RetryPolicy(
             min_backoff_seconds=0, max_backoff_seconds=0.3))(resettable)
+        # One attempt: DEAD at its planned failure, after both steps.
+        self.app.registry.task("resettable-once", max_attempts=1)(resettable)
         self.app.registry.task("resettable-child")(lambda payload, ctx: "child")
 
     def _held_never_leased(self, job: Job, source: JobState | None) -> None:
@@ -156,7 +165,47 @@ class PauseResetRules:
             event("no job to reset yet")
             return
         job_id = data.draw(st.sampled_from(ready))
-        if f"step#{step}" not in self._reset_records(job_id):
+        self._reset_and_check(job_id, step, crash_at)
+
+    @rule(wait=st.sampled_from([{}, {"sleep": 1000}, {"callback": True}, {"spawn": True}]),
+          dead=st.booleans(), step=st.sampled_from(STEPS),
+          crash_at=st.one_of(st.none(), st.integers(1, 4)))
+    def reset_a_fresh_job(self, wait: dict[str, Any], dead: bool, step: str,
+                          crash_at: int | None) -> None:
+        """In one step: a durable job of three steps (or two, ended: SUCCEEDED, or DEAD at its
+        one attempt) is submitted and delivered until it has recorded its first step, then
+        reset; so that resets land in the default budget (``reset_a_job`` needs the rules to
+        line up), under the weather of the moment."""
+        task = "resettable-once" if dead and not wait else "resettable"
+        spec = JobSpec(task=task, payload={"fail_first": int(dead), **wait},
+                       idempotency_key=f"r{next(self.reset_keys)}")
+        try:
+            job = submit(self.app, spec).job
+        except Exception:
+            event("a fresh resettable submission failed")
+            return
+        self.jobs.append(job.job_id)
+        self.resettable.append(job.job_id)
+        for _ in range(3):  # the weather may fail a delivery: the next one takes over
+            job = self.latest.get(job.job_id, job)
+            if job.state is not JobState.QUEUED:
+                break
+            with contextlib.suppress(Exception):
+                Worker(self.app).process(Delivery(Message(job.job_id, job.epoch).body()))
+        job = self.latest.get(job.job_id, job)
+        if job.state not in reset.RESETTABLE or \
+                "step#one" not in self._reset_records(job.job_id):
+            event("a fresh resettable job did not get ready")
+            return
+        event(f"a fresh job reset while {job.state.value}")
+        self._reset_and_check(job.job_id, step, crash_at)
+
+    def _reset_and_check(self, job_id: str, step: str, crash_at: int | None) -> None:
+        """A reset from ``step`` (its first one if ``step`` is not recorded); right after it
+        answers, the job holds no record from the step on. Killed at a write, it has dropped
+        only records from the step on, newest first."""
+        before = self._reset_stored(job_id)
+        if f"step#{step}" not in before:
             step = "one"
         one_write = reset.ONE_WRITE
         if crash_at is not None:
@@ -169,6 +218,7 @@ class PauseResetRules:
             done = reset.reset(self.app, job_id, None, step, self._reset_rerun)
         except InjectedCrash:
             event("a reset died at a write")
+            self._reset_prefix_kept(job_id, step, before)
             return
         except Exception as exc:
             event(f"a reset refused: {type(exc).__name__}")
@@ -186,21 +236,39 @@ class PauseResetRules:
             later |= {k for k in kept if not k.startswith("step#")}
         assert not kept & later, (job_id, step, kept)
 
+    def _reset_prefix_kept(self, job_id: str, step: str,
+                           before: dict[str, dict[str, Any]]) -> None:
+        """What a reset killed at a write leaves: the records before the step all kept; of the
+        rest, the deleted ones are the newest (deletions go newest first)."""
+        kept = set(self._reset_records(job_id))
+        assert kept <= set(before), (job_id, kept, set(before))
+        drop = reset.dropped(before, step)
+        assert {k for k in before if k not in {str(r["sk"]) for r in drop}} <= kept, \
+            (job_id, step, kept)
+        gone = [str(r["sk"]) in kept for r in drop]  # newest first: False* then True*
+        assert gone == sorted(gone), (job_id, step, kept, [r["sk"] for r in drop])
+
     def _reset_counted(self, done: Job) -> None:
         """A SUCCEEDED job reset runs (and succeeds) once more, on purpose: the machine's
         count of its successes starts again."""
         if done.history and done.history[-1].source == JobState.SUCCEEDED.value:
             self.succeeded[done.job_id] -= 1
+            if not self.succeeded[done.job_id]:  # no success of this run yet: none counted
+                del self.succeeded[done.job_id]
 
     def _reset_rerun(self, job: Job, writes: Any, remove: Any, reason: str) -> Job:
         return retry_admitted(self.app, job.job_id, None, self.limits, job=job, writes=writes,
                               remove=remove, reason=reason)
 
     def _reset_records(self, job_id: str) -> list[str]:
-        return [str(item["sk"]) for item in query(
+        return list(self._reset_stored(job_id))
+
+    def _reset_stored(self, job_id: str) -> dict[str, dict[str, Any]]:
+        """The job's durable records as stored, by sort key (read past the faults)."""
+        return {str(item["sk"]): item for item in query(
             self.inspect, TableName=self.app.settings.coordination_table,
             KeyConditionExpression="pk = :pk", ConsistentRead=True,
-            ExpressionAttributeValues=to_av({":pk": records.partition(job_id)}))]
+            ExpressionAttributeValues=to_av({":pk": records.partition(job_id)}))}
 
     # -- invariants ---------------------------------------------------------------------
 
