@@ -10,9 +10,9 @@ from aws_lambda_powertools.event_handler.openapi.params import Query
 from leasehold.api import context
 from leasehold.api.answers import answers, view
 from leasehold.api.flow import key_out
-from leasehold.api.models import (
+from leasehold.api.models import JobPage
+from leasehold.api.ops_models import (
     Health,
-    JobPage,
     QueueStats,
     RedriveIn,
     RedriveOut,

@@ -10,7 +10,8 @@ from aws_lambda_powertools.event_handler.openapi.params import Path
 from leasehold.api import context
 from leasehold.api.answers import answers
 from leasehold.api.context import Forbidden
-from leasehold.api.models import TEXT, FlowKeyOut, FlowKeysOut, PoolPauseOut
+from leasehold.api.models import TEXT
+from leasehold.api.ops_models import FlowKeyOut, FlowKeysOut, PoolPauseOut
 from leasehold.core.spec import POOL_PATTERN
 from leasehold.errors import ValidationError
 from leasehold.flow import key_usage as keys
