@@ -123,13 +123,13 @@ def submit(app: Leasehold, spec: JobSpec, *, counted: bool | None = None, shard:
                 f"idempotency key {resolved.idempotency_key!r} was used for another job spec",
                 job_id=job.job_id,
             )
-        due = None
-        if created:  # also when our put's response was lost (the store recognised its row)
-            due = 0
-        elif (due := resend_at(job, now)) is not None:
-            # The first submission's put may have landed while its caller saw an error past
-            # botocore's retries (a 500): then nothing sent the message. Send it again; a
-            # duplicate is harmless (the lease is fenced by the epoch, the first one wins).
+        # Created (also when our put's response was lost: the store recognised its row), it
+        # is handed off now. A replay hands it off again only if it is queued and never
+        # leased: the first submission's put may have landed while its caller saw an error
+        # past botocore's retries (a 500), and then nothing sent the message. A duplicate is
+        # harmless (the lease is fenced by the epoch, the first one wins).
+        due = 0 if created else resend_at(job, now)
+        if due is not None and not created:
             log.info("replay of %s found it queued and never leased: handed off again",
                      job.job_id)
         if due is not None and handoffs is not None:
