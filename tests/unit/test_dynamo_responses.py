@@ -10,6 +10,7 @@ import boto3
 import pytest
 from moto import mock_aws
 from moto.dynamodb.responses import DynamoHandler
+from moto.server import ThreadedMotoServer
 
 from leasehold.local import dynamo_responses
 
@@ -96,3 +97,62 @@ def test_item_operations_answer_as_moto_does(compared: list[str]) -> None:
         assert refused.value.response["Item"]["b"] == {"B": b"\x00\xff"}
         ddb.delete_item(TableName="t", Key={"k": {"S": "b"}}, ReturnValues="ALL_OLD")
     assert set(compared) == dynamo_responses.ITEM_OPERATIONS
+
+
+def test_a_change_stream_page_answers_as_moto_does(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``GetRecords`` (whole row images, binary values, the record's creation time) written
+    directly is the JSON moto's serializer writes, and what boto3 reads back is the same."""
+    from moto.dynamodbstreams.responses import DynamoDBStreamsHandler
+
+    monkeypatch.setattr(DynamoDBStreamsHandler, "serialized", DynamoDBStreamsHandler.serialized)
+    monkeypatch.delattr(DynamoDBStreamsHandler, "_leasehold_direct", raising=False)
+    dynamo_responses.install_streams()
+    direct = DynamoDBStreamsHandler.serialized
+    generic = DynamoDBStreamsHandler._leasehold_generic
+    pages: list[dict[str, Any]] = []
+
+    def both(self: Any, action_result: Any) -> Any:
+        status, headers, body = direct(self, action_result)
+        if self._get_action() == "GetRecords":
+            g_status, g_headers, g_body = generic(self, action_result)
+            assert (status, json.loads(body)) == (g_status, json.loads(g_body))
+            assert headers["Content-Type"] == g_headers["Content-Type"]
+            pages.append(json.loads(body))
+        return status, headers, body
+
+    monkeypatch.setattr(DynamoDBStreamsHandler, "serialized", both)
+    # moto's in-process mock does not route DynamoDB Streams; its server does, in this process.
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    endpoint = f"http://127.0.0.1:{server.get_host_and_port()[1]}"
+    clients = {"region_name": "us-east-1", "endpoint_url": endpoint,
+               "aws_access_key_id": "k", "aws_secret_access_key": "s"}
+    try:
+        ddb = boto3.client("dynamodb", **clients)
+        stream = ddb.create_table(
+            TableName="t", BillingMode="PAY_PER_REQUEST",
+            AttributeDefinitions=[{"AttributeName": "k", "AttributeType": "S"}],
+            KeySchema=[{"AttributeName": "k", "KeyType": "HASH"}],
+            StreamSpecification={"StreamEnabled": True,
+                                 "StreamViewType": "NEW_AND_OLD_IMAGES"},
+        )["TableDescription"]["LatestStreamArn"]
+        item = {"k": {"S": "a"}, "b": {"B": b"\x00\xff"}, "bs": {"BS": [b"x"]},
+                "l": {"L": [{"M": {"at": {"N": "7"}}}, {"NULL": True}]}}
+        ddb.put_item(TableName="t", Item=item)
+        ddb.update_item(TableName="t", Key={"k": {"S": "a"}}, UpdateExpression="SET n = :n",
+                        ExpressionAttributeValues={":n": {"N": "2"}})
+        ddb.delete_item(TableName="t", Key={"k": {"S": "a"}})
+        streams = boto3.client("dynamodbstreams", **clients)
+        shard = streams.describe_stream(StreamArn=stream)["StreamDescription"]["Shards"][0]
+        iterator = streams.get_shard_iterator(StreamArn=stream, ShardId=shard["ShardId"],
+                                              ShardIteratorType="TRIM_HORIZON")["ShardIterator"]
+        page = streams.get_records(ShardIterator=iterator)
+        records = page["Records"]
+        assert [r["eventName"] for r in records] == ["INSERT", "MODIFY", "REMOVE"]
+        assert records[0]["dynamodb"]["NewImage"] == item
+        assert records[2]["dynamodb"]["OldImage"]["n"] == {"N": "2"}
+        assert records[0]["dynamodb"]["ApproximateCreationDateTime"].year >= 2024
+        assert streams.get_records(ShardIterator=page["NextShardIterator"])["Records"] == []
+    finally:
+        server.stop()
+    assert len(pages) == 2

@@ -100,9 +100,7 @@ class _Handler(AnyMethodHandler):
             if name.lower() not in NOT_COPIED:
                 self.send_header(name, value)
         self.send_header("Content-Length", str(len(reply.body)))
-        self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(reply.body)
+        self.end_with(reply.body)
 
     def _answer(self) -> Reply:
         if (self.headers.get("Host") or "").lower() not in self.server.hosts:

@@ -6,9 +6,11 @@ in wire form (attribute values as ``{"S": ...}`` maps), so for them that walk on
 the same JSON, slowly: it was the largest share of the emulator's CPU per job (an
 ``UpdateItem`` returning a job row took ~14 ms, most of it in the serializer). Here those
 operations' results are dumped directly; everything else (errors, table descriptions with
-timestamps, streams) keeps moto's serializer. ``tests/unit/test_dynamo_responses.py`` checks
-that both produce the same JSON for every operation listed, including binary and nested
-values.
+timestamps) keeps moto's serializer. So does the change stream's ``GetRecords``
+(:func:`install_streams`): a page of records holds whole row images, and walking them was a
+third of the emulator's CPU under 8 API clients (py-spy, issue 32's throughput).
+``tests/unit/test_dynamo_responses.py`` checks that both produce the same JSON for every
+operation listed, including binary and nested values.
 
 Only the embedded emulator installs this (:func:`leasehold.local.emulator.serve`); nothing
 of AWS's behaviour changes, only how fast moto writes an answer it has already computed.
@@ -17,6 +19,8 @@ of AWS's behaviour changes, only how fast moto writes an answer it has already c
 from __future__ import annotations
 
 import base64
+import calendar
+import datetime
 import json
 from typing import Any
 
@@ -38,10 +42,14 @@ def _plain(value: Any) -> bool:
     return value is None or isinstance(value, (str, int, float, bool, bytes))
 
 
-def _blob(value: Any) -> str:
-    """Binary attribute values go out base64-encoded, as the serializer writes blobs."""
+def _blob(value: Any) -> str | int | float:
+    """Binary attribute values go out base64-encoded, as the serializer writes blobs; a
+    record's (naive UTC) time as epoch seconds to the millisecond, as it writes timestamps."""
     if isinstance(value, bytes):
         return base64.b64encode(value).decode()
+    if isinstance(value, datetime.datetime):
+        seconds = calendar.timegm(value.timetuple())
+        return seconds + (value.microsecond // 1000) / 1000.0 if value.microsecond else seconds
     raise TypeError(f"not JSON: {type(value).__name__}")
 
 
@@ -75,5 +83,26 @@ def install() -> None:
 
     patched: Any = DynamoHandler  # a patch on purpose: typed loosely
     patched._leasehold_generic = generic  # the tests compare the two
+    patched.serialized = serialized
+    patched._leasehold_direct = True
+
+
+def install_streams() -> None:
+    """Make moto's DynamoDB Streams handler write ``GetRecords`` pages directly (idempotent)."""
+    from moto.dynamodbstreams.responses import DynamoDBStreamsHandler
+
+    if getattr(DynamoDBStreamsHandler, "_leasehold_direct", False):
+        return
+    generic = DynamoDBStreamsHandler.serialized
+
+    def serialized(self: Any, action_result: Any) -> Any:
+        result = action_result.result
+        if self._get_action() == "GetRecords" and isinstance(result, dict):
+            headers = {"Content-Type": CONTENT_TYPE, **self.response_headers}
+            return 200, headers, json.dumps(result, separators=(",", ":"), default=_blob)
+        return generic(self, action_result)
+
+    patched: Any = DynamoDBStreamsHandler
+    patched._leasehold_generic = generic
     patched.serialized = serialized
     patched._leasehold_direct = True

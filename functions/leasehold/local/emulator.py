@@ -193,12 +193,7 @@ def prompt_long_polls() -> None:
 
 def serve(host: str, port: int, parent: int | None = None,
           allowed_hosts: Iterable[str] = ()) -> None:
-    from moto.moto_server.werkzeug_app import (
-        DomainDispatcherApplication,
-        MotoRequestHandler,
-        create_backend_app,
-    )
-    from werkzeug.serving import make_server
+    from moto.moto_server.werkzeug_app import create_backend_app
 
     from leasehold.local import (
         dynamo_parsing,
@@ -207,19 +202,21 @@ def serve(host: str, port: int, parent: int | None = None,
         fair_queues,
         sqs_time,
     )
+    from leasehold.local.emulator_server import Dispatcher, make_server
 
     dynamo_responses.install()
+    dynamo_responses.install_streams()
     dynamo_parsing.install()
     dynamo_transactions.install()
     sqs_time.install()
     sqs_time.install_delay_tick(float(os.environ.get(sqs_time.DELAY_TICK_ENV) or 0))
     fair_queues.install()
     prompt_long_polls()
-    atomic = AtomicRequests(DomainDispatcherApplication(create_backend_app))
+    atomic = AtomicRequests(Dispatcher(create_backend_app))
     # Outside the counts: a snapshot is the runtime's own request, not one made of AWS. The
     # guard stands in front of both: a web page may read neither the tables nor a snapshot.
     guard = NoWebPages(snapshots.Snapshots(CountedRequests(atomic), atomic))
-    server = make_server(host, port, guard, threaded=True, request_handler=MotoRequestHandler)
+    server = make_server(host, port, guard)
     guard.own = OwnAddress.of(host, server.server_port, allowed_hosts)
     if parent is not None:
         threading.Thread(target=_watch_parent, args=(parent,), daemon=True).start()

@@ -128,6 +128,15 @@ class OwnAddress:
         return ", ".join(sorted(f"{name}:{port}" for name, port in self.addresses))
 
 
+def end_with(handler: BaseHTTPRequestHandler, body: bytes) -> None:
+    """End the answer's head and send ``body`` (none for HEAD) in one write: on a kept
+    connection a second small write waits for the client's delayed ACK of the first (Nagle),
+    40 ms an answer (measured through ``leasehold dev``)."""
+    buffer: list[bytes] = handler._headers_buffer  # type: ignore[attr-defined]
+    buffer.append(b"\r\n" + (b"" if handler.command == "HEAD" else body))
+    handler.flush_headers()
+
+
 class AnyMethodHandler(BaseHTTPRequestHandler):
     """A handler that serves every HTTP method with ``_serve``: API Gateway hands every
     method to its handler, which answers 404 or 405 itself, so the local servers do too."""
@@ -145,6 +154,9 @@ class AnyMethodHandler(BaseHTTPRequestHandler):
 
     def log_message(self, format: str, *args: Any) -> None:
         log.debug("%s " + format, self.address_string(), *args)
+
+    def end_with(self, body: bytes) -> None:
+        end_with(self, body)
 
 
 class _RequestHandler(AnyMethodHandler):
@@ -193,9 +205,7 @@ class _RequestHandler(AnyMethodHandler):
             if name.lower() not in ("content-length", "connection"):
                 self.send_header(name, value)
         self.send_header("Content-Length", str(len(raw)))
-        self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(raw)
+        self.end_with(raw)
 
 class Gateway(ThreadingHTTPServer):
     daemon_threads = True
