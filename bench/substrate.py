@@ -36,6 +36,7 @@ from pathlib import Path
 
 from leasehold.local import emulator
 from leasehold.local.emulator import COUNTS_PATH, CountedRequests
+from leasehold.local.gateway import end_with
 
 ROOT = Path(__file__).resolve().parent.parent
 SUBSTRATES = ("emulator", "dynamodb_local")
@@ -163,8 +164,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         for name, value in headers:
             self.send_header(name, value)
         self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        end_with(self, data)  # one write: a second would wait for the client's delayed ACK
 
     do_GET = do_POST = do_PUT = do_DELETE = do_HEAD = _forward
 

@@ -35,6 +35,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from leasehold.local.gateway import end_with
+
 #: Where ``make ddblocal`` installs the npm package (``LEASEHOLD_DDBLOCAL_DIR`` overrides).
 DEFAULT_DIR = Path.home() / ".cache" / "leasehold" / "dynamodb-local"
 #: The JVM's port inside its namespace (no one else is there).
@@ -230,8 +232,7 @@ class _Router(http.server.BaseHTTPRequestHandler):
                                     "date", "server"):
                 self.send_header(name, value)
         self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        end_with(self, data)  # one write: a second would wait for the client's delayed ACK
 
     do_GET = do_POST = do_PUT = do_DELETE = do_HEAD = _forward
 
