@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from bench import process_cpu
 from bench.local import ROOT, clean_env
 from bench.substrate import Substrate, grew
 
@@ -118,6 +119,7 @@ def measure(substrate: Substrate, n: int, *, clients: int = 8, processes: int = 
             raise RuntimeError(f"the Celery peer did not answer: {exc!r}\n"
                                + log.read_text(errors="replace")[-3000:]) from exc
         before = substrate.counts()
+        cpu = process_cpu.Meter()
         started = time.time()
         with ThreadPoolExecutor(clients) as pool:
             results = list(pool.map(lambda i: echo.apply_async((i,)), range(n)))
@@ -130,6 +132,7 @@ def measure(substrate: Substrate, n: int, *, clients: int = 8, processes: int = 
 
         with ThreadPoolExecutor(clients) as pool:
             answers = list(pool.map(wait, results))
+        cpu_ms_per_job = cpu.per_job(n)  # the workers still run
         requests = grew(before, substrate.counts())
         finished = max(_done_at(r) for r in results)
     finally:
@@ -143,4 +146,5 @@ def measure(substrate: Substrate, n: int, *, clients: int = 8, processes: int = 
         "succeeded": sum(1 for i, a in enumerate(answers) if a == i),
         "requests_per_job": round(sum(requests.values()) / n, 2),
         "requests_by_operation": {op: round(c / n, 3) for op, c in sorted(requests.items())},
+        "cpu_ms_per_job": cpu_ms_per_job,
     }

@@ -3,7 +3,7 @@ Celery peer, 8 clients, on both substrates, runs interleaved (``make bench-peer`
 
 bench.front_door measures the same ratio once per substrate inside the whole bench; on a
 machine shared with other work one pair of runs says little. Here, on each substrate, each
-pair is: ``leasehold dev`` started afresh (default limits, 2 worker processes of 4 threads,
+pair (after one unrecorded pair that warms the substrate) is: ``leasehold dev`` started afresh (default limits, 2 worker processes of 4 threads,
 as bench.front_door), 8 clients of one tenant through ``POST /jobs``, then the same through
 ``POST /jobs/batch`` (batches of :data:`BATCH`, as ``Client.submit_many`` sends them), the
 runtime stopped; then the Celery peer (bench.celery_peer, workers started afresh). Each run
@@ -31,6 +31,7 @@ from http.client import HTTPConnection
 from typing import Any
 from urllib.parse import urlsplit
 
+from bench import process_cpu
 from bench.front_door import WORKERS, Submitted, api_run, submit_http
 from bench.local import Runtime, runtime, wait_succeeded
 from bench.substrate import SUBSTRATES, Substrate, started
@@ -122,9 +123,13 @@ def leasehold_runs(substrate: Substrate, n: int, batch_jobs: int) -> dict[str, A
         warm = submit_http(rt.api, 2 * WORKERS, WORKERS, "warm" + uuid.uuid4().hex[:8])
         wait_succeeded(rt.app(), warm.ids, timeout=120, poll=0.2)
         single_load = load()
+        cpu = process_cpu.Meter()
         single = api_run(rt, substrate, n, CLIENTS)
+        single["cpu_ms_per_job"] = cpu.per_job(n)
         batch_load = load()
+        cpu = process_cpu.Meter()
         batch = batch_run(rt, batch_jobs, CLIENTS)
+        batch["cpu_ms_per_job"] = cpu.per_job(batch_jobs)
     return {"single": {**single, "load": single_load}, "batch": {**batch, "load": batch_load}}
 
 
@@ -133,6 +138,12 @@ def measure(name: str, pairs: int, n: int, batch_jobs: int) -> dict[str, Any]:
 
     runs: list[dict[str, Any]] = []
     with started(name) as substrate:
+        # One pair unrecorded first: DynamoDB Local's JVM compiles its hot paths as it
+        # serves, and the first runs on a fresh one paid for that (its CPU per Leasehold job
+        # fell from 37.8 ms in a first pair to 15.2 ms in the second), while the Celery run
+        # after them met it warm.
+        leasehold_runs(substrate, n, batch_jobs)
+        celery_peer.measure(substrate, n, processes=WORKERS)
         for pair in range(pairs):
             ours = leasehold_runs(substrate, n, batch_jobs)
             celery_load = load()
@@ -143,13 +154,21 @@ def measure(name: str, pairs: int, n: int, batch_jobs: int) -> dict[str, Any]:
                                            / peer["jobs_per_second"], 3)
             runs.append(run)
             print(json.dumps({"substrate": name, "pair": pair + 1, **{
-                mode: (run[mode]["jobs_per_second"], run[mode].get("ratio"), run[mode]["load"])
+                mode: (run[mode]["jobs_per_second"], run[mode].get("ratio"), run[mode]["load"],
+                       {side: run[mode]["cpu_ms_per_job"][f"{side} total"]
+                        for side in ("substrate", "system")})
                 for mode in ("single", "batch", "celery")}}), flush=True)
     summary = {mode: {"median": statistics.median(r[mode]["ratio"] for r in runs),
                       "min": min(r[mode]["ratio"] for r in runs),
                       "max": max(r[mode]["ratio"] for r in runs)}
                for mode in ("single", "batch")}
-    return {"substrate": name, "runs": runs, "ratio": summary}
+    # Where the CPU goes, per job (medians over the pairs): the substrate's share against
+    # the system's own (bench.process_cpu).
+    cpu = {mode: {side: statistics.median(r[mode]["cpu_ms_per_job"][f"{side} total"]
+                                          for r in runs)
+                  for side in ("substrate", "system")}
+           for mode in ("single", "batch", "celery")}
+    return {"substrate": name, "runs": runs, "ratio": summary, "cpu_ms_per_job": cpu}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -167,7 +186,8 @@ def main(argv: list[str] | None = None) -> None:
     if args.out:
         with open(args.out, "w") as sink:
             sink.write(text)
-    print(json.dumps([{s["substrate"]: s["ratio"]} for s in out]))
+    print(json.dumps([{s["substrate"]: {"ratio": s["ratio"], "cpu_ms_per_job": s["cpu_ms_per_job"]}}
+                      for s in out]))
 
 
 if __name__ == "__main__":
