@@ -2,13 +2,15 @@
 Celery peer, 8 clients, on both substrates, runs interleaved (``make bench-peer``).
 
 bench.front_door measures the same ratio once per substrate inside the whole bench; on a
-machine shared with other work one pair of runs says little. Here, on each substrate, each
-pair (after one unrecorded pair that warms the substrate) is: ``leasehold dev`` started afresh (default limits, 2 worker processes of 4 threads,
-as bench.front_door), 8 clients of one tenant through ``POST /jobs``, then the same through
-``POST /jobs/batch`` (batches of :data:`BATCH`, as ``Client.submit_many`` sends them), the
-runtime stopped; then the Celery peer (bench.celery_peer, workers started afresh). Each run
-records the 1-minute load average before it. The ratio of a pair is Leasehold's jobs/s over
-that pair's Celery jobs/s; the report gives the median and the range over the pairs.
+machine shared with other work one pair of runs says little. Here, on each substrate, each pair
+(after one unrecorded pair that warms the substrate) is: ``leasehold dev`` started afresh
+(default limits, 2 worker processes of 4 threads, as bench.front_door), 8 clients of one tenant
+through ``POST /jobs``, then the same through ``POST /jobs/batch`` (batches of :data:`BATCH`,
+as ``Client.submit_many`` sends them), the runtime stopped; then the Celery peer
+(bench.celery_peer, workers started afresh). Each run records the 1-minute load average before
+it. The ratio of a pair is Leasehold's jobs/s over that pair's Celery jobs/s; the report gives
+the median and the range over the pairs, and each run's CPU per job by role
+(bench.process_cpu).
 
 Celery has no batched send (``group.apply_async`` and ``chunks`` still send one SQS message
 per task, kombu's SQS transport has no ``SendMessageBatch``), so the batch mode is compared
