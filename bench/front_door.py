@@ -79,16 +79,55 @@ class Submitted:
     refusals: Counter[str]
 
 
+class KeptClients:
+    """The benchmark's HTTP clients: one keep-alive connection per thread, and what they met
+    (refusals and connection faults, counted by kind)."""
+
+    def __init__(self, api: str, *, timeout: float) -> None:
+        self.url = urlsplit(api)
+        self.timeout = timeout
+        self.local = threading.local()
+        self.opened: list[HTTPConnection] = []
+        self.refusals: Counter[str] = Counter()
+        self.lock = threading.Lock()
+
+    def count(self, kind: str) -> None:
+        with self.lock:
+            self.refusals[kind] += 1
+
+    def post(self, path: str, body: str, tenant: str) -> tuple[int, bytes, str | None]:
+        """``POST`` ``body`` as ``tenant`` on this thread's connection: the status, the answer
+        and its ``Retry-After``. A connection reset or closed before an answer (the gateway's
+        listen backlog overflowed, or it closed a kept connection) is counted, and the request
+        sent again on a new one, as a client would."""
+        while True:
+            connection = getattr(self.local, "connection", None)
+            if connection is None:
+                connection = self.local.connection = HTTPConnection(
+                    self.url.hostname or "127.0.0.1", self.url.port, timeout=self.timeout)
+                with self.lock:
+                    self.opened.append(connection)
+            try:
+                connection.request("POST", path, body, headers={
+                    "Content-Type": "application/json", "X-Leasehold-Tenant": tenant})
+                response = connection.getresponse()
+                return response.status, response.read(), response.getheader("Retry-After")
+            except (ConnectionError, http.client.HTTPException) as exc:
+                connection.close()
+                self.count(f"connection {type(exc).__name__}")
+                time.sleep(0.05)
+
+    def close(self) -> None:
+        for connection in self.opened:
+            connection.close()
+
+
 def submit_http(api: str, n: int, clients: int, tenant: str, *,
                 rate: float | None = None) -> Submitted:
     """``n`` echo jobs from ``clients`` threads of one tenant, each with its own keep-alive
     connection; a 429 or 503 is retried after its ``Retry-After`` (the refusals are counted by
     status and message). With ``rate``, job ``i`` is sent no sooner than ``i / rate`` s in."""
-    url = urlsplit(api)
-    local = threading.local()
-    opened: list[HTTPConnection] = []
-    refusals: Counter[str] = Counter()
-    lock = threading.Lock()
+    kept = KeptClients(api, timeout=60)
     start = time.time()
 
     def one(i: int) -> str:
@@ -96,42 +135,22 @@ def submit_http(api: str, n: int, clients: int, tenant: str, *,
             delay = start + i / rate - time.time()
             if delay > 0:
                 time.sleep(delay)
-        connection = getattr(local, "connection", None)
-        if connection is None:
-            connection = local.connection = HTTPConnection(
-                url.hostname or "127.0.0.1", url.port, timeout=60)
-            with lock:
-                opened.append(connection)
         body = json.dumps({"task": "bench.echo", "payload": i})
         while True:
-            try:
-                connection.request("POST", "/jobs", body, headers={
-                    "Content-Type": "application/json", "X-Leasehold-Tenant": tenant})
-                response = connection.getresponse()
-                answer = response.read()
-            except (ConnectionError, http.client.HTTPException) as exc:
-                # Reset or closed before an answer (the gateway's listen backlog overflowed,
-                # or it closed a kept connection): a client connects again and resends.
-                connection.close()
-                with lock:
-                    refusals[f"connection {type(exc).__name__}"] += 1
-                time.sleep(0.05)
-                continue
-            if response.status in (200, 201):
+            status, answer, retry_after = kept.post("/jobs", body, tenant)
+            if status in (200, 201):
                 return str(json.loads(answer)["job_id"])
-            if response.status not in (429, 503):
-                raise RuntimeError(f"POST /jobs: {response.status} {answer[:200]!r}")
-            with lock:
-                refusals[f"{response.status} {_message(answer)}"] += 1
-            time.sleep(float(response.getheader("Retry-After") or 1))
+            if status not in (429, 503):
+                raise RuntimeError(f"POST /jobs: {status} {answer[:200]!r}")
+            kept.count(f"{status} {_message(answer)}")
+            time.sleep(float(retry_after or 1))
 
     try:
         with ThreadPoolExecutor(clients) as pool:
             ids = list(pool.map(one, range(n)))
     finally:
-        for connection in opened:
-            connection.close()
-    return Submitted(ids, start, time.time() - start, refusals)
+        kept.close()
+    return Submitted(ids, start, time.time() - start, kept.refusals)
 
 
 def _message(answer: bytes) -> str:

@@ -20,21 +20,16 @@ with the same Celery run: its best way to send many tasks is the one it has.
 from __future__ import annotations
 
 import argparse
-import http.client
 import json
 import os
 import statistics
-import threading
 import time
 import uuid
-from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
-from http.client import HTTPConnection
 from typing import Any
-from urllib.parse import urlsplit
 
 from bench import process_cpu
-from bench.front_door import WORKERS, Submitted, api_run, submit_http
+from bench.front_door import WORKERS, KeptClients, Submitted, api_run, submit_http
 from bench.local import Runtime, runtime, wait_succeeded
 from bench.substrate import SUBSTRATES, Substrate, started
 
@@ -51,37 +46,17 @@ def submit_batches(api: str, n: int, clients: int, tenant: str) -> Submitted:
     """``n`` echo jobs in ``POST /jobs/batch`` requests of :data:`BATCH` from ``clients``
     threads of one tenant; an item refused 429/503 is resent (alone in a later batch) after
     the largest ``retry_after`` of its batch."""
-    url = urlsplit(api)
-    local = threading.local()
-    opened: list[HTTPConnection] = []
-    refusals: Counter[str] = Counter()
-    lock = threading.Lock()
+    kept = KeptClients(api, timeout=120)
     start = time.time()
 
     def one(first: int) -> list[str]:
-        connection = getattr(local, "connection", None)
-        if connection is None:
-            connection = local.connection = HTTPConnection(
-                url.hostname or "127.0.0.1", url.port, timeout=120)
-            with lock:
-                opened.append(connection)
         todo = list(range(first, min(first + BATCH, n)))
         ids: dict[int, str] = {}
         while todo:
             body = json.dumps({"jobs": [{"task": "bench.echo", "payload": i} for i in todo]})
-            try:
-                connection.request("POST", "/jobs/batch", body, headers={
-                    "Content-Type": "application/json", "X-Leasehold-Tenant": tenant})
-                response = connection.getresponse()
-                answer = response.read()
-            except (ConnectionError, http.client.HTTPException) as exc:
-                connection.close()
-                with lock:
-                    refusals[f"connection {type(exc).__name__}"] += 1
-                time.sleep(0.05)
-                continue
-            if response.status != 200:
-                raise RuntimeError(f"POST /jobs/batch: {response.status} {answer[:300]!r}")
+            status, answer, _ = kept.post("/jobs/batch", body, tenant)
+            if status != 200:
+                raise RuntimeError(f"POST /jobs/batch: {status} {answer[:300]!r}")
             again, wait = [], 0.0
             for result in json.loads(answer)["results"]:
                 item = todo[result["index"]]
@@ -90,8 +65,7 @@ def submit_batches(api: str, n: int, clients: int, tenant: str) -> Submitted:
                 elif result["status"] in (429, 503):
                     again.append(item)
                     wait = max(wait, float(result.get("retry_after") or 1))
-                    with lock:
-                        refusals[f"{result['status']} item"] += 1
+                    kept.count(f"{result['status']} item")
                 else:
                     raise RuntimeError(f"POST /jobs/batch item: {result}")
             todo = again
@@ -103,9 +77,8 @@ def submit_batches(api: str, n: int, clients: int, tenant: str) -> Submitted:
         with ThreadPoolExecutor(clients) as pool:
             ids = [job for part in pool.map(one, range(0, n, BATCH)) for job in part]
     finally:
-        for connection in opened:
-            connection.close()
-    return Submitted(ids, start, time.time() - start, refusals)
+        kept.close()
+    return Submitted(ids, start, time.time() - start, kept.refusals)
 
 
 def batch_run(rt: Runtime, n: int, clients: int, *, timeout: float = 300) -> dict[str, Any]:
