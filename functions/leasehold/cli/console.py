@@ -28,7 +28,7 @@ from typing import Any
 from leasehold import console
 from leasehold.cli.client import DEFAULT_URL, ApiError, region_of, sign
 from leasehold.cli.parsing import command
-from leasehold.local.gateway import AnyMethodHandler
+from leasehold.local.gateway import AnyMethodHandler, end_with
 
 DEFAULT_PORT = 8081
 #: The page's own marker (see ``static/api.js``); required on every forwarded call.
@@ -100,7 +100,7 @@ class _Handler(AnyMethodHandler):
             if name.lower() not in NOT_COPIED:
                 self.send_header(name, value)
         self.send_header("Content-Length", str(len(reply.body)))
-        self.end_with(reply.body)
+        end_with(self, reply.body)
 
     def _answer(self) -> Reply:
         if (self.headers.get("Host") or "").lower() not in self.server.hosts:

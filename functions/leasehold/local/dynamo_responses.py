@@ -53,14 +53,33 @@ def _blob(value: Any) -> str | int | float:
     raise TypeError(f"not JSON: {type(value).__name__}")
 
 
+def _answer(handler: Any, body: dict[str, Any]) -> tuple[int, dict[str, str], str]:
+    headers = {"Content-Type": CONTENT_TYPE, **handler.response_headers}
+    return 200, headers, json.dumps(body, separators=(",", ":"), default=_blob)
+
+
+def _patch(handler_type: type, direct: Any) -> None:
+    """Answer through ``direct(handler, action_result)`` where it gives a body, through moto's
+    serializer where it gives None (idempotent; the tests compare the two)."""
+    if getattr(handler_type, "_leasehold_direct", False):
+        return
+    generic = handler_type.serialized  # type: ignore[attr-defined]
+
+    def serialized(self: Any, action_result: Any) -> Any:
+        body = direct(self, action_result)
+        return generic(self, action_result) if body is None else _answer(self, body)
+
+    patched: Any = handler_type  # a patch on purpose: typed loosely
+    patched._leasehold_generic = generic
+    patched.serialized = serialized
+    patched._leasehold_direct = True
+
+
 def install() -> None:
     """Make moto's DynamoDB handler write item results directly (idempotent)."""
     from moto.core.responses import get_service_model
     from moto.dynamodb.responses import DynamoHandler, DynamoResult
 
-    if getattr(DynamoHandler, "_leasehold_direct", False):
-        return
-    generic = DynamoHandler.serialized
     members: dict[str, frozenset[str]] = {}
 
     def output_members(action: str) -> frozenset[str]:
@@ -70,39 +89,25 @@ def install() -> None:
             members[action] = frozenset(shape.members if shape is not None else ())
         return members[action]
 
-    def serialized(self: Any, action_result: Any) -> Any:
+    def direct(self: Any, action_result: Any) -> dict[str, Any] | None:
         result = action_result.result
         action = self._get_action()
         if (type(action_result) is DynamoResult and isinstance(result, dict)
                 and action in ITEM_OPERATIONS and _plain(result)):
             known = output_members(action)
-            body = {key: value for key, value in result.items() if key in known}
-            headers = {"Content-Type": CONTENT_TYPE, **self.response_headers}
-            return 200, headers, json.dumps(body, separators=(",", ":"), default=_blob)
-        return generic(self, action_result)
+            return {key: value for key, value in result.items() if key in known}
+        return None
 
-    patched: Any = DynamoHandler  # a patch on purpose: typed loosely
-    patched._leasehold_generic = generic  # the tests compare the two
-    patched.serialized = serialized
-    patched._leasehold_direct = True
+    _patch(DynamoHandler, direct)
 
 
 def install_streams() -> None:
     """Make moto's DynamoDB Streams handler write ``GetRecords`` pages directly (idempotent)."""
     from moto.dynamodbstreams.responses import DynamoDBStreamsHandler
 
-    if getattr(DynamoDBStreamsHandler, "_leasehold_direct", False):
-        return
-    generic = DynamoDBStreamsHandler.serialized
-
-    def serialized(self: Any, action_result: Any) -> Any:
+    def direct(self: Any, action_result: Any) -> dict[str, Any] | None:
         result = action_result.result
-        if self._get_action() == "GetRecords" and isinstance(result, dict):
-            headers = {"Content-Type": CONTENT_TYPE, **self.response_headers}
-            return 200, headers, json.dumps(result, separators=(",", ":"), default=_blob)
-        return generic(self, action_result)
+        return result if self._get_action() == "GetRecords" and isinstance(result, dict) \
+            else None
 
-    patched: Any = DynamoDBStreamsHandler
-    patched._leasehold_generic = generic
-    patched.serialized = serialized
-    patched._leasehold_direct = True
+    _patch(DynamoDBStreamsHandler, direct)

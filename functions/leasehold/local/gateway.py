@@ -155,9 +155,6 @@ class AnyMethodHandler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         log.debug("%s " + format, self.address_string(), *args)
 
-    def end_with(self, body: bytes) -> None:
-        end_with(self, body)
-
 
 class _RequestHandler(AnyMethodHandler):
     server: Gateway
@@ -205,7 +202,7 @@ class _RequestHandler(AnyMethodHandler):
             if name.lower() not in ("content-length", "connection"):
                 self.send_header(name, value)
         self.send_header("Content-Length", str(len(raw)))
-        self.end_with(raw)
+        end_with(self, raw)
 
 class Gateway(ThreadingHTTPServer):
     daemon_threads = True
