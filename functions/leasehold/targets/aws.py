@@ -26,7 +26,7 @@ from botocore.validate import validate_parameters
 
 from leasehold.errors import NonRetryableError, ValidationError
 from leasehold.targets.config import AwsGrant, TargetConfig
-from leasehold.targets.credentials import TargetCredentials, Who, policy
+from leasehold.targets.credentials import NoTargetsRole, TargetCredentials, Who, policy
 from leasehold.targets.endpoints import NO_ROLE
 from leasehold.targets.failures import AwsCallError, aws_error
 from leasehold.targets.resources import matches, named
@@ -92,9 +92,9 @@ def prepare(config: TargetConfig, value: Any) -> tuple[dict[str, Any], dict[str,
             raise ValidationError(f"{F}.parameters", f"{action} takes no parameters")
     except ParamValidationError as exc:
         raise ValidationError(f"{F}.parameters", str(exc)) from exc
-    check_resources(config, service, action, parameters)
     if config.role_arn is None:
         raise ValidationError(F, NO_ROLE)
+    check_resources(config, service, action, parameters)
     return {"service": service, "action": action, "parameters": dict(parameters)}, {}
 
 
@@ -162,6 +162,8 @@ def call(config: TargetConfig, credentials: TargetCredentials, payload: Mapping[
     ``ResponseMetadata``), or the failure."""
     service, action = str(payload["service"]), str(payload["action"])
     parameters = dict(payload["parameters"])
+    if credentials.role_arn is None:
+        raise NoTargetsRole(NO_ROLE)
     try:  # checked again: a payload is only what was stored
         if not config.allows_action(iam_action(service, action)):
             raise ValidationError(f"{F}.action", f"{iam_action(service, action)} is not "
