@@ -16,7 +16,6 @@ from leasehold.lifecycle.submission import submit
 from tests.conftest import MakeApp
 from tests.integration.helpers import deliver
 
-
 ROLE = "arn:aws:iam::123456789012:role/lh-targets"
 
 

@@ -294,7 +294,8 @@ class Runtime:
             f"{self.options.idle_tick_seconds or self.options.tick_seconds:g}s) until the API "
             f"takes a write; job leases {settings.lease_seconds:g}s",
             f"  targets:   HTTP targets may reach loopback ({', '.join(DEV_ALLOW)}) here, "
-            "and only here: a deployment refuses it",
+            "and only here: a deployment refuses it; sigv4 and AWS targets run as "
+            f"{settings.targets_role_arn or 'nothing (no targets role: refused)'}",
             f"  events:    {events}",
             f"  state:     {self._state_line()}",
             "Press Ctrl-C to stop (in-flight jobs finish first).",

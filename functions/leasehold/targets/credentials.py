@@ -9,9 +9,10 @@ with a session name carrying its tenant and id (so CloudTrail shows whose call i
 session policy narrowing the session to the one action and resource the call names, with
 Leasehold's own resources denied outright. Credentials are cached per (session name, policy)
 until :data:`REFRESH_SECONDS` before they expire: a job's retries and redirect hops reuse
-them; another job assumes anew (one STS call per target job; STS's default quota is 600
-AssumeRole calls a second per account). Without a role nothing is signed or called
-(:class:`NoTargetsRole`): there is no fall-back to the worker's credentials.
+them; another job assumes anew (one STS call per target job: STS throttles an account's
+rate, and a throttled AssumeRole fails the attempt, retried under the job's policy). Without
+a role nothing is signed or called (:class:`NoTargetsRole`): there is no fall-back to the
+worker's credentials.
 """
 
 from __future__ import annotations
