@@ -212,3 +212,13 @@ def test_the_session_name_carries_tenant_and_job_in_sts_s_charset_and_length(
     assert all(c.isalnum() or c in "_+=,.@-" for c in name)
     if len(job_id) < 40:
         assert name.endswith("@" + job_id) and tenant[:4].replace(":", "-") in name
+
+
+def test_a_deployment_whose_own_resources_would_not_fit_a_session_policy_fails_at_synth() -> None:
+    from leasehold.cdk.config import LeaseholdConfig
+    LeaseholdConfig(http_secrets={"partner-api-key": "secretsmanager:partner/api-key"}
+                    ).validate()
+    many = {f"s{i}": f"secretsmanager:partners/{i:02d}/a-rather-long-secret-name"
+            for i in range(30)}
+    with pytest.raises(ValueError, match="name fewer http_secrets"):
+        LeaseholdConfig(http_secrets=many).validate()

@@ -24,6 +24,7 @@ from leasehold.settings import (
     Settings,
 )
 from leasehold.targets.config import TargetConfig
+from leasehold.targets.credentials import check_policy_room
 
 if TYPE_CHECKING:
     from aws_cdk import aws_ec2 as ec2
@@ -274,6 +275,8 @@ class LeaseholdConfig:
                              "principals (one role for many callers) or use an authorizer "
                              "that returns the tenant")
         TargetConfig.parse(self.targets())  # a bad entry fails the synth, not a job
+        # Each target session denies Leasehold's own resources in a policy STS limits in size.
+        check_policy_room(TargetConfig.from_settings(self.settings()).own.patterns)
         self.settings().validate()
 
     def tenant_map_json(self) -> str:

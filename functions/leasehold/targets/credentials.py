@@ -43,6 +43,11 @@ MAX_SESSIONS = 256
 #: STS's RoleSessionName: 2 to 64 of ``[\w+=,.@-]``.
 SESSION_NAME_CHARS = re.compile(r"[^\w+=,.@-]")
 SESSION_NAME_LIMIT = 64
+#: STS refuses a session policy longer than this (plain text); the ``Deny`` of Leasehold's
+#: own resources must leave room for the ``Allow`` (checked at synth:
+#: :func:`check_policy_room`).
+MAX_POLICY_CHARS = 2048
+DENY_ROOM_CHARS = 1536
 #: Target calls retry under the job's policy: botocore adds only a few quick ones.
 _CONFIG = Config(retries={"mode": "standard", "max_attempts": 3}, connect_timeout=5,
                  read_timeout=60)
@@ -85,6 +90,16 @@ def policy(allow: Sequence[tuple[str, Sequence[str]]], deny: Sequence[str]) -> s
         statements.append({"Effect": "Deny", "Action": "*", "Resource": list(deny)})
     return json.dumps({"Version": "2012-10-17", "Statement": statements},
                       separators=(",", ":"))
+
+
+def check_policy_room(own: Sequence[str]) -> None:
+    """Raise ValueError when Leasehold's own resources take too much of a session policy
+    (too many ``http_secrets``, or very long names)."""
+    size = len(policy([], own))
+    if size > DENY_ROOM_CHARS:
+        raise ValueError(f"the session policy denying Leasehold's own resources takes {size} "
+                         f"of STS's {MAX_POLICY_CHARS} characters (at most {DENY_ROOM_CHARS}): "
+                         "name fewer http_secrets, or shorter ones")
 
 
 @dataclass(frozen=True)
