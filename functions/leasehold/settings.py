@@ -87,6 +87,11 @@ class Settings:
     #: (``LEASEHOLD_TARGETS``, JSON): ``http_allow``, ``http_hosts``, ``http_secrets``,
     #: ``aws_targets``, ``redact_headers``; read by ``leasehold.targets.config``.
     targets: Mapping[str, Any] = field(default_factory=dict)
+    #: The role outbound calls run under (``LEASEHOLD_TARGETS_ROLE_ARN``; the construct's
+    #: targets role, or the one ``leasehold dev`` makes in its emulator): ``sigv4`` and AWS
+    #: targets assume it per job, never using this process's own credentials. None: such
+    #: targets are refused (``leasehold.targets.credentials``).
+    targets_role_arn: str | None = None
     #: The version of the task code this process runs (``LEASEHOLD_CODE_VERSION``): the
     #: bundle's content hash, set by the CDK construct; the task modules' source hash under
     #: ``leasehold dev``. Each job keeps the version of its first attempt, and each lease's
@@ -116,6 +121,7 @@ class Settings:
             "event_source_mappings": "LEASEHOLD_EVENT_SOURCE_MAPPINGS",
             "events_from": "LEASEHOLD_EVENTS_FROM",
             "code_version": "LEASEHOLD_CODE_VERSION",
+            "targets_role_arn": "LEASEHOLD_TARGETS_ROLE_ARN",
         }
         for name, var in text.items():
             if env.get(var):
@@ -230,6 +236,8 @@ class Settings:
             env["AWS_ENDPOINT_URL"] = self.endpoint_url
         if self.code_version:
             env["LEASEHOLD_CODE_VERSION"] = self.code_version
+        if self.targets_role_arn:
+            env["LEASEHOLD_TARGETS_ROLE_ARN"] = self.targets_role_arn
         if self.queue_urls:
             env["LEASEHOLD_QUEUE_URLS"] = json.dumps(dict(self.queue_urls))
         if self.event_bus:

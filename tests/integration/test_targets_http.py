@@ -13,7 +13,6 @@ from collections.abc import Iterator
 from email.utils import format_datetime
 from typing import Any
 
-import boto3
 import pytest
 
 from leasehold.aws.faults import Fault
@@ -354,20 +353,3 @@ def test_a_retry_after_survives_a_lost_response_on_the_retry_s_write(
     assert job.state is JobState.QUEUED and job.run_at == failed_at + 2000
     run_until(app, job_id, JobState.SUCCEEDED)
     assert len(server.requests) == 2  # one retry, whatever messages the lost write left
-
-
-def test_a_sigv4_target_is_signed_with_the_worker_s_credentials_at_run_time(
-        app: Leasehold, server: Server) -> None:
-    job_id = http_job(app, {"url": f"{server.url}/prod/orders?x=1", "method": "POST",
-                            "body": {"id": 7},
-                            "auth": {"sigv4": {"service": "execute-api",
-                                               "region": "eu-west-1"}}})
-    run(app)
-    assert app.store.get(job_id).state is JobState.SUCCEEDED
-    headers = server.requests[0].headers
-    worker_key = boto3.session.Session().get_credentials().access_key
-    assert headers["Authorization"].startswith(f"AWS4-HMAC-SHA256 Credential={worker_key}/")
-    assert "/eu-west-1/execute-api/aws4_request" in headers["Authorization"]
-    assert "X-Amz-Date" in headers
-    rows = app.clients.dynamodb.scan(TableName=app.settings.jobs_table)["Items"]
-    assert "AWS4-HMAC-SHA256" not in json.dumps(rows)

@@ -4,6 +4,7 @@ per-host flow control and timeout it implies under the job's own values."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
@@ -20,6 +21,8 @@ CONFIG = TargetConfig.parse({
                    "slow.example": {"concurrency": 1, "rate_per_second": 0.5}},
     "aws_targets": [{"action": "sns:Publish", "resources": ["*"]}],
 })
+# AWS targets run only where a targets role is configured (leasehold.targets.credentials).
+CONFIG = dataclasses.replace(CONFIG, role_arn="arn:aws:iam::123456789012:role/targets")
 
 BAD_TARGETS: list[tuple[dict[str, Any], str]] = [
     ({"http": {"url": "ftp://example.com/x"}}, "target.http.url"),

@@ -24,6 +24,7 @@ from leasehold.settings import (
     Settings,
 )
 from leasehold.targets.config import TargetConfig
+from leasehold.targets.credentials import check_policy_room
 
 if TYPE_CHECKING:
     from aws_cdk import aws_ec2 as ec2
@@ -199,13 +200,16 @@ class LeaseholdConfig:
     #: (``{"api.partner.example": {"concurrency": 4, "rate_per_second": 10}}``), the secrets
     #: a ``secret_header`` may name (``{"partner-api-key": "secretsmanager:<ARN>"}`` or
     #: ``"ssm:<parameter name>"``), the AWS actions AWS targets may call
-    #: (``[{"action": "sns:Publish", "resources": ["arn:..."]}]``: the pool running targets
-    #: is granted exactly these), and the headers never shown (None: Authorization, Cookie,
-    #: X-Api-Key).
+    #: (``[{"action": "sns:Publish", "resources": ["arn:..."]}]``: the targets role is
+    #: granted exactly these, ``leasehold.cdk.targets``), the URLs ``auth.sigv4`` may sign
+    #: (``[{"url_prefix": "https://<api>.execute-api.<region>.amazonaws.com/prod/",
+    #: "service": "execute-api"}]``), and the headers never shown (None: Authorization,
+    #: Cookie, X-Api-Key).
     http_allow: tuple[str, ...] = ()
     http_hosts: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     http_secrets: Mapping[str, str] = field(default_factory=dict)
     aws_targets: tuple[Mapping[str, Any], ...] = ()
+    http_sigv4: tuple[Mapping[str, Any], ...] = ()
     redact_headers: tuple[str, ...] | None = None
 
     #: The network of the worker pools (Lambda functions and Fargate services; the API,
@@ -228,7 +232,8 @@ class LeaseholdConfig:
         out: dict[str, Any] = {
             "http_allow": list(self.http_allow), "http_hosts": dict(self.http_hosts),
             "http_secrets": dict(self.http_secrets),
-            "aws_targets": [dict(entry) for entry in self.aws_targets]}
+            "aws_targets": [dict(entry) for entry in self.aws_targets],
+            "http_sigv4": [dict(entry) for entry in self.http_sigv4]}
         if self.redact_headers is not None:
             out["redact_headers"] = list(self.redact_headers)
         return {name: value for name, value in out.items() if value or name == "redact_headers"}
@@ -270,6 +275,8 @@ class LeaseholdConfig:
                              "principals (one role for many callers) or use an authorizer "
                              "that returns the tenant")
         TargetConfig.parse(self.targets())  # a bad entry fails the synth, not a job
+        # Each target session denies Leasehold's own resources in a policy STS limits in size.
+        check_policy_room(TargetConfig.from_settings(self.settings()).own.patterns)
         self.settings().validate()
 
     def tenant_map_json(self) -> str:

@@ -74,6 +74,32 @@ def dev_targets(given: str | None) -> str:
     return json.dumps(targets)
 
 
+#: The role ``leasehold dev`` makes in its emulator for outbound calls (``<prefix>-targets``).
+DEV_TARGETS_ROLE = "{prefix}-targets"
+
+
+def dev_targets_role(settings: Settings) -> str:
+    """The targets role in the emulator's IAM (made once), as the construct makes one on AWS:
+    sigv4 and AWS targets assume it, so they run the same code here as deployed. The emulator
+    answers AssumeRole with keys of their own; it checks no policy (tests/infra proves the
+    deployed role's)."""
+    import boto3  # the emulator's IAM, with the local credentials
+
+    iam = boto3.client("iam", region_name=settings.region, endpoint_url=settings.endpoint_url)
+    name = DEV_TARGETS_ROLE.format(prefix=settings.queue_prefix)
+    account = boto3.client("sts", region_name=settings.region,
+                           endpoint_url=settings.endpoint_url).get_caller_identity()["Account"]
+    trust = {"Version": "2012-10-17", "Statement": [{
+        "Effect": "Allow", "Action": "sts:AssumeRole",
+        "Principal": {"AWS": f"arn:aws:iam::{account}:root"}}]}
+    try:
+        return str(iam.get_role(RoleName=name)["Role"]["Arn"])
+    except iam.exceptions.NoSuchEntityException:
+        return str(iam.create_role(RoleName=name, AssumeRolePolicyDocument=json.dumps(trust),
+                                   Description="leasehold dev: outbound calls of targets")
+                   ["Role"]["Arn"])
+
+
 class PortBusy(RuntimeError):
     """The API port is taken (another ``leasehold dev`` is probably running)."""
 
@@ -149,9 +175,15 @@ class Runtime:
             pools=(*opts.pools, *(p for p in opts.external if p not in opts.pools)),
             external_tasks=opts.external,
             lease_seconds=opts.lease_seconds, event_bus=event_bus, publish=publish)
-        self.app = compose(settings)
         # LEASEHOLD_PROVISION: the older, undocumented spelling of --provision.
-        if self.emulator is not None or opts.provision or os.environ.get("LEASEHOLD_PROVISION"):
+        provisioning = bool(self.emulator is not None or opts.provision
+                            or os.environ.get("LEASEHOLD_PROVISION"))
+        if self.emulator is not None and not settings.targets_role_arn:
+            # Outbound calls get credentials of their own here, as deployed; the workers
+            # inherit the role (Settings.to_env). Another endpoint: LEASEHOLD_TARGETS_ROLE_ARN.
+            settings = settings.with_(targets_role_arn=dev_targets_role(settings))
+        self.app = compose(settings)
+        if provisioning:
             credentials = provision.missing_credentials()
             if credentials is not None:
                 raise provision.NotProvisioned(f"no {credentials}")
@@ -262,7 +294,8 @@ class Runtime:
             f"{self.options.idle_tick_seconds or self.options.tick_seconds:g}s) until the API "
             f"takes a write; job leases {settings.lease_seconds:g}s",
             f"  targets:   HTTP targets may reach loopback ({', '.join(DEV_ALLOW)}) here, "
-            "and only here: a deployment refuses it",
+            "and only here: a deployment refuses it; sigv4 and AWS targets run as "
+            f"{settings.targets_role_arn or 'nothing (no targets role: refused)'}",
             f"  events:    {events}",
             f"  state:     {self._state_line()}",
             "Press Ctrl-C to stop (in-flight jobs finish first).",

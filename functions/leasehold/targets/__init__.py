@@ -13,6 +13,7 @@ deployment's callers.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from functools import partial
 from typing import Any
 
@@ -22,9 +23,10 @@ from leasehold.errors import InvalidPayload
 from leasehold.lifecycle.app import Leasehold
 from leasehold.targets import aws, http_spec
 from leasehold.targets.config import TargetConfig
+from leasehold.targets.credentials import RoleClients, TargetCredentials, Who
 from leasehold.targets.http_call import Caller, call
 from leasehold.targets.secrets import SecretReader
-from leasehold.targets.signing import signer
+from leasehold.targets.signing import Signer
 
 HTTP_TASK = "leasehold.http"
 AWS_TASK = "leasehold.aws"
@@ -36,10 +38,15 @@ class Targets:
 
     def __init__(self, app: Leasehold, caller: Caller | None = None) -> None:
         self.config = TargetConfig.from_settings(app.settings)
-        self.clients = app.clients
-        reader = SecretReader(self.config, app.clients)
+        # Outbound calls carry the targets role's credentials, never the worker's own.
+        self.credentials = TargetCredentials(app.settings.targets_role_arn, app.clients)
+        self.signer = Signer(self.config, self.credentials, app.settings.region)
+        # Without a role (plain library use) a deployment's named secret is read as before,
+        # with this process's credentials: the read names no tenant-chosen resource.
+        reader = SecretReader(self.config, app.clients if self.credentials.role_arn is None
+                              else RoleClients(self.credentials))
         self.caller = caller or Caller(self.config, now_ms=app.clock.now_ms, secret=reader.read,
-                                       sign=signer(app.settings.region))
+                                       sign=self.signer)
 
 
 def _targets(ctx: JobContext) -> Targets:
@@ -50,11 +57,18 @@ def _targets(ctx: JobContext) -> Targets:
 
 
 def run_http(payload: Any, ctx: JobContext) -> Any:
-    return call(_targets(ctx).caller, payload)
+    targets = _targets(ctx)
+    # Signed, if at all, by the deployment's signer in this job's own session.
+    return call(replace(targets.caller, sign=partial(targets.signer, who=_who(ctx))), payload)
 
 
 def run_aws(payload: Any, ctx: JobContext) -> Any:
-    return aws.call(_targets(ctx).clients, payload)
+    targets = _targets(ctx)
+    return aws.call(targets.config, targets.credentials, payload, _who(ctx))
+
+
+def _who(ctx: JobContext) -> Who:
+    return Who(tenant=ctx.tenant, job_id=ctx.job_id)
 
 
 def install(app: Leasehold, *, caller: Callable[[Targets], Caller] | None = None) -> Targets:

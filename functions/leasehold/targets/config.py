@@ -11,6 +11,8 @@ runtime builds it from its flags. Every field is optional:
   "secretsmanager:<name or ARN>"}`` or ``"ssm:<parameter name>"``.
 - ``aws_targets``: the AWS actions an AWS target may call, ``[{"action": "sns:Publish",
   "resources": ["arn:..."]}]``.
+- ``http_sigv4``: the URLs ``auth.sigv4`` may sign, ``[{"url_prefix": "https://abc.execute-api.
+  us-east-1.amazonaws.com/prod/", "service": "execute-api"}]`` (:mod:`.endpoints`).
 - ``redact_headers``: header names never shown (default Authorization, Cookie, X-Api-Key).
 """
 
@@ -19,11 +21,14 @@ from __future__ import annotations
 import ipaddress
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from leasehold.aws.definitions import TABLES
 from leasehold.errors import ValidationError
 from leasehold.settings import Settings
+from leasehold.targets.endpoints import SignedPrefix, parse_prefixes
+from leasehold.targets.resources import Own, Place
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
@@ -58,6 +63,12 @@ class TargetConfig:
     secrets: Mapping[str, str] = field(default_factory=dict)
     aws: tuple[AwsGrant, ...] = ()
     redact: frozenset[str] = frozenset(DEFAULT_REDACT)
+    sigv4: tuple[SignedPrefix, ...] = ()
+    #: The targets role (``Settings.targets_role_arn``); None: no sigv4 or AWS target runs.
+    role_arn: str | None = None
+    #: Leasehold's own resources (never an AWS target's), and where names without an ARN are.
+    own: Own = field(default_factory=Own)
+    place: Place = field(default_factory=Place)
 
     def limits(self, *names: str) -> HostLimits:
         """The limits of the first of ``names`` listed (``host:port``, then ``host``), else
@@ -72,11 +83,18 @@ class TargetConfig:
 
     @classmethod
     def from_settings(cls, settings: Settings) -> TargetConfig:
-        return cls.parse(settings.targets)
+        parsed = cls.parse(settings.targets)
+        own = Own.of(tables=tuple(table.table_name(settings) for table in TABLES),
+                     queue_prefix=settings.queue_prefix,
+                     queue_urls=tuple(settings.queue_urls.values()), bus=settings.event_bus,
+                     secrets=tuple(parsed.secrets.values()))
+        return replace(parsed, role_arn=settings.targets_role_arn, own=own,
+                       place=Place.of(settings.targets_role_arn, settings.region))
 
     @classmethod
     def parse(cls, raw: Mapping[str, Any]) -> TargetConfig:
-        known = {"http_allow", "http_hosts", "http_secrets", "aws_targets", "redact_headers"}
+        known = {"http_allow", "http_hosts", "http_secrets", "aws_targets", "redact_headers",
+                 "http_sigv4"}
         unknown = set(raw) - known
         if unknown:
             raise ValidationError("targets", f"unknown setting(s) {sorted(unknown)}; known: "
@@ -120,6 +138,6 @@ class TargetConfig:
         redact = raw.get("redact_headers")
         return cls(
             allow_hosts=frozenset(hosts), allow_networks=tuple(networks), hosts=limits,
-            secrets=secrets, aws=tuple(grants),
+            secrets=secrets, aws=tuple(grants), sigv4=parse_prefixes(raw.get("http_sigv4", ())),
             redact=frozenset(DEFAULT_REDACT) if redact is None else
             frozenset(str(name).lower() for name in redact))

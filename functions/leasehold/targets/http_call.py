@@ -57,7 +57,8 @@ class Caller:
     connect: Connector = _connect
     #: Reads a secret the deployment names (``leasehold.targets.secrets``).
     secret: Callable[[str], str] = field(default=lambda name: "")
-    #: Signs a request with the worker's credentials: (method, url, headers, body, auth).
+    #: Signs a request with the targets role's credentials (``leasehold.targets.signing``):
+    #: (method, url, headers, body, auth).
     sign: Callable[..., dict[str, str]] | None = None
 
     def open(self, host: str, port: int, timeout: float) -> socket.socket:
