@@ -78,9 +78,10 @@ def register(registry: TaskRegistry, config: TargetConfig, pool: str) -> None:
     submissions against the last one composed; each attempt runs with its own app's
     callers (:func:`_equip`)."""
     registry.targets["http"] = TargetKind(
-        task=HTTP_TASK, prepare=lambda value: _on(pool, http_spec.prepare(config, value)))
+        task=HTTP_TASK,
+        prepare=lambda value, tenant: _on(pool, http_spec.prepare(config, value, tenant)))
     registry.targets["aws"] = TargetKind(
-        task=AWS_TASK, prepare=lambda value: _on(pool, aws.prepare(config, value)))
+        task=AWS_TASK, prepare=lambda value, tenant: _on(pool, aws.prepare(config, value)))
     for name, fn in ((HTTP_TASK, run_http), (AWS_TASK, run_aws)):
         if name not in registry:
             registry.register(TaskDefinition(
