@@ -21,8 +21,10 @@ QUEUE = "arn:aws:sqs:eu-west-1:123456789012:inbox"
 CONFIG = LeaseholdConfig(
     aws_targets=({"action": "sns:Publish", "resources": [TOPIC]},
                  {"action": "sqs:SendMessage", "resources": [QUEUE]}),
-    http_secrets={"partner-api-key": "secretsmanager:partner/api-key",
-                  "other": "ssm:/partner/other"},
+    http_secrets={"partner-api-key": {"secret": "secretsmanager:partner/api-key",
+                                      "origins": ["https://api.partner.example"]},
+                  "other": {"secret": "ssm:/partner/other",
+                            "origins": ["https://api.partner.example"]}},
     http_hosts={"api.partner.example": {"concurrency": 4, "rate_per_second": 10}})
 
 

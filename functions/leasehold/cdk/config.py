@@ -197,14 +197,16 @@ class LeaseholdConfig:
     #: Jobs with no code (README, "Jobs with no code"; ``leasehold.targets.config``): hosts
     #: or networks HTTP targets may reach beyond public addresses, per-host limits
     #: (``{"api.partner.example": {"concurrency": 4, "rate_per_second": 10}}``), the secrets
-    #: a ``secret_header`` may name (``{"partner-api-key": "secretsmanager:<ARN>"}`` or
-    #: ``"ssm:<parameter name>"``), the AWS actions AWS targets may call
+    #: a ``secret_header`` may name, each bound to the origins it may be sent to
+    #: (``{"partner-api-key": {"secret": "secretsmanager:<ARN>", "origins":
+    #: ["https://api.partner.example"], "tenants": ["acme"]}}``; ``"ssm:<parameter name>"``
+    #: for a parameter; ``tenants`` optional), the AWS actions AWS targets may call
     #: (``[{"action": "sns:Publish", "resources": ["arn:..."]}]``: the pool running targets
     #: is granted exactly these), and the headers never shown (None: Authorization, Cookie,
     #: X-Api-Key).
     http_allow: tuple[str, ...] = ()
     http_hosts: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
-    http_secrets: Mapping[str, str] = field(default_factory=dict)
+    http_secrets: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     aws_targets: tuple[Mapping[str, Any], ...] = ()
     redact_headers: tuple[str, ...] | None = None
 
