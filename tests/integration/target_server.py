@@ -23,11 +23,12 @@ import pytest
 
 @dataclass(frozen=True)
 class Trickle:
-    """A raw answer (status line, headers and body as bytes) written ``every`` seconds a
-    byte at a time, until it is all written or the client has closed the connection."""
+    """A raw answer: ``head`` written at once, then ``raw`` a byte every ``every`` seconds,
+    until it is all written or the client has closed the connection."""
 
     raw: bytes
     every: float = 0.25
+    head: bytes = b""
 
 
 #: (status, headers, body) the server answers, or a trickled raw answer; a callable answer
@@ -69,6 +70,10 @@ class Server:
 
 
 def _trickle(connection: socket.socket, answer: Trickle) -> None:
+    try:
+        connection.sendall(answer.head)
+    except OSError:
+        return
     for index in range(len(answer.raw)):
         try:
             connection.sendall(answer.raw[index:index + 1])
