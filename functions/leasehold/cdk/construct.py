@@ -180,9 +180,10 @@ class Leasehold(Construct):
                                tables=self.tables, code=code_asset, environment=environment,
                                log_retention=log_retention, config=config,
                                built_image=built_image)
-        # Jobs with no code run on the first pool: its worker may call exactly the listed AWS
-        # actions and read exactly the named secrets (leasehold.cdk.targets).
-        first = next((pool for pool in config.pools if pool.kind != "external"), None)
+        # Jobs with no code run on the targets pool (a Python pool): its worker may call
+        # exactly the listed AWS actions and read exactly the named secrets
+        # (leasehold.cdk.targets).
+        first = config.targets_runner()
         if first is not None:
             runner = self.workers.functions.get(first.name) or \
                 self.workers.services[first.name].task_definition.task_role

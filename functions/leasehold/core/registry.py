@@ -90,6 +90,8 @@ class TargetKind:
 
     task: str
     prepare: Callable[[Any, str], tuple[Any, Mapping[str, Any]]]
+    #: The pools a job of the kind may name (empty: any); another is refused at submit.
+    pools: tuple[str, ...] = ()
 
 
 class TaskRegistry:

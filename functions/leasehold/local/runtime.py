@@ -142,7 +142,10 @@ class Runtime:
         # HTTP targets may reach loopback here (a test server on this machine), and no other
         # address a deployment refuses; the workers inherit it. LEASEHOLD_TARGETS adds the
         # rest of a deployment's settings (http_hosts, http_secrets, aws_targets, ...).
-        os.environ["LEASEHOLD_TARGETS"] = dev_targets(os.environ.get("LEASEHOLD_TARGETS"))
+        # With no Python pool (every pool external) targets are off, and nothing is added.
+        if any(pool not in opts.external for pool in opts.pools) or \
+                os.environ.get("LEASEHOLD_TARGETS"):
+            os.environ["LEASEHOLD_TARGETS"] = dev_targets(os.environ.get("LEASEHOLD_TARGETS"))
         settings = Settings.from_env(
             endpoint_url=endpoint, task_modules=opts.tasks,
             # An external pool has queues and no Python worker (its workers lease over HTTP).
