@@ -9,11 +9,13 @@ socket), so the host's slot is never given back while a call to it is open.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 
 import pytest
 
+from leasehold.aws.faults import Fault
 from leasehold.core.policy import RetryPolicy
 from leasehold.core.spec import JobSpec
 from leasehold.core.states import JobState
@@ -24,6 +26,7 @@ from leasehold.targets.failures import HttpTimeout
 from leasehold.targets.http_call import Caller, call
 from leasehold.targets.http_spec import prepare
 from tests.conftest import MakeApp
+from tests.integration.helpers import inject
 from tests.integration.target_server import Network, Server, Trickle, loopback_only, serve
 from tests.integration.test_targets_http import run_until
 
@@ -90,3 +93,20 @@ def test_a_retry_never_overlaps_a_trickled_call_on_a_host_of_concurrency_1(
     job = app.store.get(job_id)
     # Each attempt was ended by its call's deadline, not abandoned at the attempt's timeout.
     assert [e["type"] for e in job.extra["attempt_errors"]] == ["HttpTimeout"] * 2
+
+
+def test_a_lost_response_on_the_timed_out_attempt_s_write_still_never_overlaps(
+        app: Leasehold, server: Server) -> None:
+    """The write that records the timeout (and gives the slot back) lands, and the worker
+    sees an error past botocore's retries: the retry still starts after the call ended."""
+    server.default = BODY
+    injector = inject(app, Fault(target="dynamodb.TransactWriteItems", kind="lose-raise",
+                                 when=lambda body: "HttpTimeout" in json.dumps(body)))
+    job_id = submit(app, JobSpec(
+        target={"http": {"url": f"{server.url}/order", "method": "POST", "timeout_seconds": 1}},
+        max_attempts=2, retry=RetryPolicy(min_backoff_seconds=0, max_backoff_seconds=0)
+    )).job.job_id
+    run_until(app, job_id, JobState.DEAD, seconds=60)
+    assert sum(injector.injected.values()) == 1
+    settled(server)
+    assert len(server.requests) == 2 and server.most_in_flight == 1
