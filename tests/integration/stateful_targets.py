@@ -3,8 +3,8 @@ server.
 
 Mixed into ``tests/integration/test_stateful.py``'s machine, so target jobs meet every other
 rule there: lost responses and throttles on any write, errors past the retries, workers
-that die right after their lease, duplicates, cancels, manual retries, sweeps and clock
-jumps. The server answers as a target's host may: at once, with ``Retry-After``, with a 5xx,
+that die right after their lease, duplicates, cancels and pauses, manual retries, sweeps and
+clock jumps. The server answers as a target's host may: at once, with ``Retry-After``, with a 5xx,
 echoing the request's headers (a secret among them) in a 2xx or a 4xx body, or trickling a
 byte every 0.25 s past the call's timeout. After every step: never more calls in flight to
 the host than its limit (a call outliving its attempt would overlap its retry), and no
@@ -26,7 +26,7 @@ from hypothesis.stateful import initialize, invariant, precondition, rule
 from leasehold.core.policy import RetryPolicy
 from leasehold.core.spec import JobSpec
 from leasehold.errors import LeaseholdError, RateLimited
-from leasehold.lifecycle import control
+from leasehold.lifecycle import control, pausing
 from leasehold.lifecycle.submission import submit
 from tests.integration.target_server import Request, Server, Trickle, serve
 
@@ -155,6 +155,19 @@ class TargetsRules:
               f"fired {min(self.target_checks['in flight'], 5)}+ (in flight) and "
               f"{min(self.target_checks['secret'], 5)}+ (secret)")
         super().flow_drained()  # type: ignore[misc]
+
+    @precondition(lambda self: getattr(self, "target_jobs", None))
+    @rule(data=st.data(), pause=st.booleans())
+    def pause_or_resume_a_target_job(self, data: st.DataObject, pause: bool) -> None:
+        """A pause (or its resume) of a target job: queued, parked for its host's slot,
+        or running its call (the drain resumes every paused job)."""
+        job_id = data.draw(st.sampled_from(self.target_jobs))
+        try:
+            (pausing.pause if pause else pausing.resume)(self.app, job_id)
+        except Exception as exc:  # refused (409) or a write past its retries
+            event(f"targets: {'pause' if pause else 'resume'} refused: {type(exc).__name__}")
+        else:
+            event(f"targets: {'paused' if pause else 'resumed'}")
 
     @invariant()
     def no_host_has_more_calls_in_flight_than_its_limit(self) -> None:
