@@ -207,16 +207,21 @@ def call(caller: Caller, payload: Mapping[str, Any]) -> dict[str, Any]:
     every secret value the call sent."""
     sent = Redactor()
     try:
-        result = _call(caller, payload, sent)
+        return _call(caller, payload, sent)
     except Exception as exc:
         if not sent:
             raise
         raise _redacted(exc, sent) from None  # the chain could quote the value
+
+
+def _masked(result: dict[str, Any], sent: Redactor) -> dict[str, Any]:
+    """The result with every form of the values the call sent masked."""
     if not sent:
         return result
+    body = result["body"]
     return {**result, "headers": sent.value(result["headers"]),
-            "body": (sent.text(result["body"], cut=result["truncated"])
-                     if isinstance(result["body"], str) else sent.value(result["body"]))}
+            "body": sent.text(body, cut=result["truncated"]) if isinstance(body, str)
+            else sent.value(body)}
 
 
 def _redacted(exc: Exception, sent: Redactor) -> Exception:
@@ -266,17 +271,14 @@ def _hops(caller: Caller, payload: Mapping[str, Any], sent: Redactor, deadline: 
                 method, body = "GET", None
                 headers = {k: v for k, v in headers.items() if k.lower() != "content-type"}
             continue
-        result = _result(status, answer, data, size, cut, payload["response_headers"],
-                         caller.config)
+        result = _masked(_result(status, answer, data, size, cut, payload["response_headers"],
+                                 caller.config), sent)
         if successful(status, payload["success"]):
             return result
-        quoted = result["body"] if isinstance(result["body"], str) or result["body"] is None \
-            else sent.value(result["body"])
-        if isinstance(quoted, str):
-            quoted = sent.text(quoted, cut=result["truncated"])
+        # The message quotes the masked body (call() masks the message again, whole).
         error = status_error(status)(
             f"HTTP {status} from {parts.hostname}: "
-            f"{sent.text(json.dumps(quoted))[:500] if quoted not in ('', None) else ''}")
+            f"{json.dumps(result['body'])[:500] if result['body'] not in ('', None) else ''}")
         if status in (429, 503):
             error.retry_at_ms = retry_at(answer.get("retry-after"), caller.now_ms())
         raise error
