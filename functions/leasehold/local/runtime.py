@@ -264,8 +264,10 @@ class Runtime:
             f"{max(self._idle_sweep() or 0, self.options.sweep_seconds):g}s / "
             f"{self.options.idle_tick_seconds or self.options.tick_seconds:g}s) until the API "
             f"takes a write; job leases {settings.lease_seconds:g}s",
-            f"  targets:   HTTP targets may reach loopback ({', '.join(DEV_ALLOW)}) here, "
-            "and only here: a deployment refuses it",
+            (f"  targets:   on pool {settings.targets_runner()}; HTTP targets may reach "
+             f"loopback ({', '.join(DEV_ALLOW)}) here, and only here: a deployment refuses it"
+             if settings.targets_runner() else
+             "  targets:   off (every pool is external; targets run on a Python pool)"),
             f"  events:    {events}",
             f"  state:     {self._state_line()}",
             "Press Ctrl-C to stop (in-flight jobs finish first).",
