@@ -18,7 +18,7 @@ import pytest
 from leasehold.core.states import JobState
 from leasehold.lifecycle.app import Leasehold
 from leasehold.targets.config import TargetConfig
-from leasehold.targets.failures import RequestRefused
+from leasehold.targets.failures import RequestRefused, SecretRefused
 from leasehold.targets.http_call import Caller, call
 from leasehold.targets.http_spec import prepare
 from tests.conftest import MakeApp
@@ -209,3 +209,35 @@ def test_a_header_http_client_refuses_is_a_failure_that_does_not_quote_it(
         call(caller, payload)
     assert SECRET not in str(caught.value) and caught.value.__cause__ is None
     assert partner.requests == []
+
+
+def test_a_secret_rebound_since_the_submission_is_refused_at_run_time(
+        partner: Server, network: Network) -> None:
+    """A schedule keeps its checked payload: the deployment may have rebound the secret
+    since. The call checks the origin and the tenant again before the value is read."""
+    def bound(origins: list[str], tenants: list[str] | None = None) -> TargetConfig:
+        entry: dict[str, Any] = {"secret": "secretsmanager:partner-api-key",
+                                 "origins": origins}
+        if tenants is not None:
+            entry["tenants"] = tenants
+        return TargetConfig.parse({"http_allow": ["127.0.0.0/8"],
+                                   "http_secrets": {"partner-api-key": entry}})
+
+    then = bound([partner_url(partner, "")])
+    payload, _ = prepare(then, {"url": partner_url(partner), "auth": {"secret_header": {
+        "name": "X-Token", "secret": "partner-api-key"}}}, "acme")
+    read: list[str] = []
+
+    def secret(name: str) -> str:
+        read.append(name)
+        return SECRET
+
+    for now, tenant, why in ((bound(["https://api.partner.example"]), "acme", "may not be sent"),
+                             (bound([partner_url(partner, "")], ["globex"]), "acme",
+                              "not granted to tenant 'acme'")):
+        with pytest.raises(SecretRefused, match=why):
+            call(Caller(now, now_ms=lambda: 0, secret=secret), payload, tenant=tenant)
+    assert read == [] and partner.requests == []
+    assert call(Caller(then, now_ms=lambda: 0, secret=secret), payload,
+                tenant="acme")["status"] == 200
+    assert partner.requests[0].headers["X-Token"] == SECRET

@@ -50,7 +50,7 @@ def _targets(ctx: JobContext) -> Targets:
 
 
 def run_http(payload: Any, ctx: JobContext) -> Any:
-    return call(_targets(ctx).caller, payload)
+    return call(_targets(ctx).caller, payload, tenant=ctx.tenant)
 
 
 def run_aws(payload: Any, ctx: JobContext) -> Any:

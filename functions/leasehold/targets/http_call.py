@@ -202,12 +202,13 @@ def _read(response: http.client.HTTPResponse, sock: socket.socket | None,
             return bytes(kept), int(length) if length and length.isdigit() else size, True
 
 
-def call(caller: Caller, payload: Mapping[str, Any]) -> dict[str, Any]:
-    """Make the target's call; its result, or the failure the job records, redacted of
-    every secret value the call sent."""
+def call(caller: Caller, payload: Mapping[str, Any], *,
+         tenant: str | None = None) -> dict[str, Any]:
+    """Make the target's call for the job's ``tenant``; its result, or the failure the job
+    records, redacted of every secret value the call sent."""
     sent = Redactor()
     try:
-        return _call(caller, payload, sent)
+        return _call(caller, payload, sent, tenant)
     except Exception as exc:
         if not sent:
             raise
@@ -238,19 +239,20 @@ def _redacted(exc: Exception, sent: Redactor) -> Exception:
     return HttpNetworkError(f"{type(exc).__name__}: {message}")
 
 
-def _call(caller: Caller, payload: Mapping[str, Any], sent: Redactor) -> dict[str, Any]:
+def _call(caller: Caller, payload: Mapping[str, Any], sent: Redactor,
+          tenant: str | None) -> dict[str, Any]:
     method = str(payload["method"])
     url = str(payload["url"])
     timeout = float(payload["timeout_seconds"])
     deadline = Deadline(time.monotonic() + timeout)
     try:
-        return _hops(caller, payload, sent, deadline, method, url)
+        return _hops(caller, payload, sent, deadline, method, url, tenant)
     finally:
         deadline.cancel()
 
 
 def _hops(caller: Caller, payload: Mapping[str, Any], sent: Redactor, deadline: Deadline,
-          method: str, url: str) -> dict[str, Any]:
+          method: str, url: str, tenant: str | None) -> dict[str, Any]:
     body, content_type = _body(payload)
     headers = dict(payload.get("headers", {}))
     if content_type and not any(h.lower() == "content-type" for h in headers):
@@ -261,7 +263,7 @@ def _hops(caller: Caller, payload: Mapping[str, Any], sent: Redactor, deadline: 
         parts = urllib.parse.urlsplit(url)
         out = dict(headers)
         if parts[:2] == first:  # the target's auth goes to its own origin only
-            out.update(_auth(caller, auth, method, url, out, body, sent))
+            out.update(_auth(caller, auth, method, url, out, body, sent, tenant))
         status, answer, data, size, cut = _exchange(caller, parts, method, out, body,
                                                     deadline)
         location = answer.get("location")
@@ -294,25 +296,30 @@ def _next_hop(config: TargetConfig, url: str, location: str) -> str:
 
 
 def _auth(caller: Caller, auth: Mapping[str, Any], method: str, url: str,
-          headers: Mapping[str, str], body: bytes | None, sent: Redactor) -> dict[str, str]:
+          headers: Mapping[str, str], body: bytes | None, sent: Redactor,
+          tenant: str | None) -> dict[str, str]:
     if "secret_header" in auth:
         spec = auth["secret_header"]
-        value = _secret(caller, spec["secret"], url, sent)
+        value = _secret(caller, spec["secret"], url, sent, tenant)
         return {spec["name"]: f"{spec.get('prefix', '')}{value}"}
     if "sigv4" in auth and caller.sign is not None:
         return caller.sign(method, url, headers, body, auth["sigv4"])
     return {}
 
 
-def _secret(caller: Caller, name: str, url: str, sent: Redactor) -> str:
-    """The value of the deployment's secret ``name`` for a call to ``url``: refused (not
-    retried) when the secret is not bound to the URL's origin now (the deployment may have
-    changed since the submission was checked) or when the value could not be a header."""
+def _secret(caller: Caller, name: str, url: str, sent: Redactor, tenant: str | None) -> str:
+    """The value of the deployment's secret ``name`` for ``tenant``'s call to ``url``:
+    refused (not retried) when the secret is not bound to the URL's origin or granted to the
+    tenant now (the deployment may have changed since the submission was checked; a
+    schedule keeps its checked payload), or when the value could not be a header. A call
+    made outside a job (``tenant`` None) is held to the origins only."""
     scope = caller.config.secret_scopes.get(name)
     where = origin(url)
     if scope is None or where not in scope.origins:
         raise SecretRefused(f"secret {name!r} may not be sent to {where}: the deployment "
                             "binds it to other origins")
+    if tenant is not None and scope.tenants is not None and tenant not in scope.tenants:
+        raise SecretRefused(f"secret {name!r} is not granted to tenant {tenant!r}")
     value = caller.secret(name)
     sent.add(value)
     if "\r" in value or "\n" in value:
