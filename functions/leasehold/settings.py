@@ -101,6 +101,10 @@ class Settings:
     #: (``LEASEHOLD_EXTERNAL_TASKS``, ``pool:task,task;pool:task``). Their pools have queues
     #: and no Python consumer; submissions accept their names.
     external_tasks: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    #: The pool built-in target tasks (``leasehold.http``, ``leasehold.aws``) run on
+    #: (``LEASEHOLD_TARGETS_POOL``): a Python pool, never an external one. "": the first
+    #: Python pool (:meth:`targets_runner`).
+    targets_pool: str = ""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
@@ -122,6 +126,7 @@ class Settings:
             "events_from": "LEASEHOLD_EVENTS_FROM",
             "code_version": "LEASEHOLD_CODE_VERSION",
             "targets_role_arn": "LEASEHOLD_TARGETS_ROLE_ARN",
+            "targets_pool": "LEASEHOLD_TARGETS_POOL",
         }
         for name, var in text.items():
             if env.get(var):
@@ -178,6 +183,7 @@ class Settings:
             if pool not in self.pools:
                 raise ValidationError("external_tasks", f"pool {pool!r} is not one of the "
                                                         f"pools {', '.join(self.pools)}")
+        self._validate_targets_pool()
         if self.retention_days < 0:
             raise ValidationError("LEASEHOLD_RETENTION_DAYS", "must be 0 (keep finished jobs "
                                   "forever) or a number of days")
@@ -194,6 +200,27 @@ class Settings:
                 raise ValidationError(
                     "pool_timeouts", f"pool {pool!r}: a function timeout of {seconds:g}s leaves "
                     f"no time for a job after the {FUNCTION_TIMEOUT_RESERVE_SECONDS:g}s reserve")
+
+    def python_pools(self) -> tuple[str, ...]:
+        """The pools a Python worker consumes (every pool but the external ones)."""
+        return tuple(pool for pool in self.pools if pool not in self.external_tasks)
+
+    def targets_runner(self) -> str | None:
+        """The pool target tasks run on: ``targets_pool``, else the first Python pool; None
+        when there is no Python pool (targets are then off)."""
+        return self.targets_pool or next(iter(self.python_pools()), None)
+
+    def _validate_targets_pool(self) -> None:
+        if self.targets_pool and self.targets_pool not in self.pools:
+            raise ValidationError("targets_pool", f"{self.targets_pool!r} is not one of the "
+                                                  f"pools {', '.join(self.pools)}")
+        if self.targets_pool in self.external_tasks:
+            raise ValidationError("targets_pool", f"{self.targets_pool!r} is an external pool: "
+                                  "target tasks run on a Python worker; name a Python pool")
+        if self.targets and not self.python_pools():
+            raise ValidationError("targets", "jobs with no code (targets) run on a Python "
+                                  f"pool, and every pool ({', '.join(self.pools)}) is external: "
+                                  "add a Python pool, or remove the targets settings")
 
     def job_timeout_limit(self, pool: str) -> float | None:
         """The longest ``timeout_seconds`` a job of ``pool`` may ask for (None: no limit)."""
@@ -247,6 +274,8 @@ class Settings:
         if self.targets:
             env["LEASEHOLD_TARGETS"] = json.dumps(dict(self.targets), separators=(",", ":"),
                                                   sort_keys=True)
+        if self.targets_pool:
+            env["LEASEHOLD_TARGETS_POOL"] = self.targets_pool
         if self.external_tasks:
             env["LEASEHOLD_EXTERNAL_TASKS"] = ";".join(
                 f"{pool}:{','.join(names)}" for pool, names in self.external_tasks.items())

@@ -38,8 +38,10 @@ CONFIG = LeaseholdConfig(
     aws_targets=({"action": "sns:Publish", "resources": [TOPIC]},
                  {"action": "sqs:SendMessage", "resources": [QUEUE]},
                  {"action": "dynamodb:GetItem", "resources": [TABLES]}),
-    http_secrets={"partner-api-key": "secretsmanager:partner/api-key",
-                  "other": "ssm:/partner/other"},
+    http_secrets={"partner-api-key": {"secret": "secretsmanager:partner/api-key",
+                                      "origins": ["https://api.partner.example"]},
+                  "other": {"secret": "ssm:/partner/other",
+                            "origins": ["https://api.partner.example"]}},
     http_sigv4=({"url_prefix": API, "service": "execute-api"},),
     http_hosts={"api.partner.example": {"concurrency": 4, "rate_per_second": 10}})
 DESCRIPTION = Match.string_like_regexp("^Leasehold targets: ")

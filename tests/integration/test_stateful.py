@@ -74,6 +74,7 @@ from tests.integration.stateful_remote import EXTERNAL, RemoteRules
 from tests.integration.stateful_retention import RetentionRules
 from tests.integration.stateful_seams import SeamsRules
 from tests.integration.stateful_snapshot import Snapshots
+from tests.integration.stateful_targets import TargetsRules
 
 # The whole state machine is one pytest test: under a loaded CI machine it can pass the
 # suite's per-test timeout, which would fail it for time alone.
@@ -89,7 +90,7 @@ WRITES = "|".join(f"dynamodb.{op}" for op in (
 FAILED = (ClientError, LeaseholdError, BatchProcessingError)
 
 
-class Lifecycle(Snapshots, RemoteRules, PauseResetRules, SeamsRules, EffectsRules,
+class Lifecycle(TargetsRules, Snapshots, RemoteRules, PauseResetRules, SeamsRules, EffectsRules,
                 AdmissionContention, FlowKeysRules, FlowRules, RetentionRules, DurableRules,
                 DurverRules, EnqueueRules, LeanAdmissionRules,
                 RuleBasedStateMachine):
@@ -112,6 +113,7 @@ class Lifecycle(Snapshots, RemoteRules, PauseResetRules, SeamsRules, EffectsRule
             queue_prefix=prefix, shards=2, lease_seconds=LEASE_S, handoff_seconds=120,
             skew_grace_seconds=2, max_crash_recoveries=3,
             pools=("default", *EXTERNAL), external_tasks=EXTERNAL,
+            targets=self.targets_settings(),
         )
         # Faults on every client (throttles retried at once: same path, no real backoff).
         self.injector = FaultInjector([], seed=0, throttle_delay=0)

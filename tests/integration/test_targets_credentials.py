@@ -256,7 +256,8 @@ def test_a_deployment_secret_is_read_under_the_targets_role_not_the_worker_s(
         make_app: MakeApp, server: Server) -> None:
     app = make_app(targets_role_arn=ROLE, targets={
         "http_allow": ["127.0.0.0/8"],
-        "http_secrets": {"partner-api-key": "secretsmanager:creds-key"}})
+        "http_secrets": {"partner-api-key": {"secret": "secretsmanager:creds-key",
+                                             "origins": [server.url]}}})
     app.clients.client("secretsmanager").create_secret(Name="creds-key", SecretString="k-42")
     assumed = sts_backends[ACCOUNT]["aws"].assumed_roles
     before = len(assumed)

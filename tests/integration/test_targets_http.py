@@ -32,9 +32,15 @@ from tests.integration.test_client_operations import client_for
 from tests.unit.test_target_specs import BAD_TARGETS
 
 SECRET = "s3cr3t-value-7d1f0c"
-LOOPBACK = {"http_allow": ["127.0.0.0/8", "::1"],
-            "http_secrets": {"partner-api-key": "secretsmanager:partner-api-key",
-                             "ssm-key": "ssm:/partner/key"}}
+
+
+def loopback(*servers: Server) -> dict[str, Any]:
+    """The test deployment: loopback allowed, and two secrets bound to ``servers``."""
+    origins = [server.url for server in servers]
+    return {"http_allow": ["127.0.0.0/8", "::1"],
+            "http_secrets": {"partner-api-key": {"secret": "secretsmanager:partner-api-key",
+                                                 "origins": origins},
+                             "ssm-key": {"secret": "ssm:/partner/key", "origins": origins}}}
 
 
 @pytest.fixture
@@ -43,8 +49,8 @@ def server() -> Iterator[Server]:
 
 
 @pytest.fixture
-def app(make_app: MakeApp, tmp_path: Any) -> Leasehold:
-    made = make_app(targets=LOOPBACK, event_bus=f"file:{tmp_path / 'events.jsonl'}",
+def app(make_app: MakeApp, tmp_path: Any, server: Server) -> Leasehold:
+    made = make_app(targets=loopback(server), event_bus=f"file:{tmp_path / 'events.jsonl'}",
                     publish="all")
     made.clients.client("secretsmanager").create_secret(Name="partner-api-key",
                                                         SecretString=SECRET)

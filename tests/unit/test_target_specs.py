@@ -16,7 +16,8 @@ from leasehold.targets import register
 from leasehold.targets.config import TargetConfig
 
 CONFIG = TargetConfig.parse({
-    "http_secrets": {"partner-api-key": "secretsmanager:partner"},
+    "http_secrets": {"partner-api-key": {"secret": "secretsmanager:partner",
+                                         "origins": ["https://api.partner.example"]}},
     "http_hosts": {"api.partner.example": {"concurrency": 4, "rate_per_second": 10},
                    "slow.example": {"concurrency": 1, "rate_per_second": 0.5}},
     "aws_targets": [{"action": "sns:Publish", "resources": ["*"]}],

@@ -28,7 +28,8 @@ SETTINGS = Settings(
     targets={
         "http_sigv4": [{"url_prefix": API, "service": "execute-api"}],
         "http_allow": ["public-bucket.s3.amazonaws.com"],
-        "http_secrets": {"partner-api-key": "secretsmanager:partner/api-key"},
+        "http_secrets": {"partner-api-key": {"secret": "secretsmanager:partner/api-key",
+                                             "origins": ["https://api.partner.example"]}},
         "aws_targets": [
             {"action": "sns:Publish", "resources": ["arn:aws:sns:us-east-1:123456789012:*"]},
             {"action": "dynamodb:GetItem", "resources": [ORDERS]},
@@ -216,9 +217,10 @@ def test_the_session_name_carries_tenant_and_job_in_sts_s_charset_and_length(
 
 def test_a_deployment_whose_own_resources_would_not_fit_a_session_policy_fails_at_synth() -> None:
     from leasehold.cdk.config import LeaseholdConfig
-    LeaseholdConfig(http_secrets={"partner-api-key": "secretsmanager:partner/api-key"}
-                    ).validate()
-    many = {f"s{i}": f"secretsmanager:partners/{i:02d}/a-rather-long-secret-name"
-            for i in range(30)}
+    origins = ["https://api.partner.example"]
+    LeaseholdConfig(http_secrets={"partner-api-key": {
+        "secret": "secretsmanager:partner/api-key", "origins": origins}}).validate()
+    many = {f"s{i}": {"secret": f"secretsmanager:partners/{i:02d}/a-rather-long-secret-name",
+                      "origins": origins} for i in range(30)}
     with pytest.raises(ValueError, match="name fewer http_secrets"):
         LeaseholdConfig(http_secrets=many).validate()

@@ -198,8 +198,10 @@ class LeaseholdConfig:
     #: Jobs with no code (README, "Jobs with no code"; ``leasehold.targets.config``): hosts
     #: or networks HTTP targets may reach beyond public addresses, per-host limits
     #: (``{"api.partner.example": {"concurrency": 4, "rate_per_second": 10}}``), the secrets
-    #: a ``secret_header`` may name (``{"partner-api-key": "secretsmanager:<ARN>"}`` or
-    #: ``"ssm:<parameter name>"``), the AWS actions AWS targets may call
+    #: a ``secret_header`` may name, each bound to the origins it may be sent to
+    #: (``{"partner-api-key": {"secret": "secretsmanager:<ARN>", "origins":
+    #: ["https://api.partner.example"], "tenants": ["acme"]}}``; ``"ssm:<parameter name>"``
+    #: for a parameter; ``tenants`` optional), the AWS actions AWS targets may call
     #: (``[{"action": "sns:Publish", "resources": ["arn:..."]}]``: the targets role is
     #: granted exactly these, ``leasehold.cdk.targets``), the URLs ``auth.sigv4`` may sign
     #: (``[{"url_prefix": "https://<api>.execute-api.<region>.amazonaws.com/prod/",
@@ -207,10 +209,15 @@ class LeaseholdConfig:
     #: Cookie, X-Api-Key).
     http_allow: tuple[str, ...] = ()
     http_hosts: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
-    http_secrets: Mapping[str, str] = field(default_factory=dict)
+    http_secrets: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     aws_targets: tuple[Mapping[str, Any], ...] = ()
     http_sigv4: tuple[Mapping[str, Any], ...] = ()
     redact_headers: tuple[str, ...] | None = None
+    #: The pool jobs with no code run on (``-c targetsPool=...``): a Lambda or ECS pool,
+    #: never an external one (its remote workers would be handed ``leasehold.http``). None:
+    #: the first pool that is not external. A deployment with targets settings and no such
+    #: pool is refused at synth.
+    targets_pool: str | None = None
 
     #: The network of the worker pools (Lambda functions and Fargate services; the API,
     #: ticker, sweeper, triggers and relay stay outside: they call only AWS APIs). A pool
@@ -277,7 +284,25 @@ class LeaseholdConfig:
         TargetConfig.parse(self.targets())  # a bad entry fails the synth, not a job
         # Each target session denies Leasehold's own resources in a policy STS limits in size.
         check_policy_room(TargetConfig.from_settings(self.settings()).own.patterns)
+        self._check_targets_pool()
         self.settings().validate()
+
+    def targets_runner(self) -> PoolConfig | None:
+        """The pool jobs with no code run on (None: no Python pool, targets are off)."""
+        if self.targets_pool is not None:
+            return self.pool(self.targets_pool)
+        return next((pool for pool in self.pools if pool.kind != "external"), None)
+
+    def _check_targets_pool(self) -> None:
+        if self.targets_pool is not None:
+            if self.pool(self.targets_pool).kind == "external":
+                raise ValueError(f"targets_pool {self.targets_pool!r} is an external pool: jobs "
+                                 "with no code run on a Python worker (a Lambda or ECS pool)")
+        elif self.targets() and self.targets_runner() is None:
+            raise ValueError("jobs with no code (http_allow, http_hosts, http_secrets, "
+                             "aws_targets) run on a Python pool, and every pool is external: "
+                             "add a Lambda or ECS pool (and name it in targets_pool), or "
+                             "remove the targets settings")
 
     def tenant_map_json(self) -> str:
         """``LEASEHOLD_TENANT_MAP`` for the API function (checked: raises on a bad entry)."""
@@ -305,6 +330,7 @@ class LeaseholdConfig:
             events_from="stream",
             retention_days=self.retention_days,
             targets=self.targets(),
+            targets_pool=self.targets_pool or "",
             # A job of a Lambda pool must finish within its function's timeout: the API
             # refuses a longer timeout_seconds at submission.
             pool_timeouts={pool.name: float(pool.timeout_seconds)
@@ -332,7 +358,7 @@ class LeaseholdConfig:
                 "events": "events", "tableEncryption": "table_encryption",
                 "tracing": "tracing",
                 "cognitoUserPoolArn": "cognito_user_pool_arn", "requirements": "requirements",
-                "api": "api"}
+                "api": "api", "targetsPool": "targets_pool"}
         for key, name in text.items():
             if (value := get(key)) not in (None, ""):
                 values[name] = str(value)

@@ -148,7 +148,7 @@ class Leasehold(Construct):
         # (leasehold.cdk.targets); every function knows it (a submission refuses a sigv4 or
         # AWS target without one). It trusts the runner's role, built below.
         target_config = TargetConfig.parse(config.targets())
-        runs_targets = next((pool for pool in config.pools if pool.kind != "external"), None)
+        runs_targets = config.targets_runner()
         self.targets_role: TargetsRole | None = None
         if runs_targets is not None and needs_role(target_config):
             self.targets_role = TargetsRole(self, "Targets", config=target_config)
@@ -189,8 +189,8 @@ class Leasehold(Construct):
                                tables=self.tables, code=code_asset, environment=environment,
                                log_retention=log_retention, config=config,
                                built_image=built_image)
-        # Jobs with no code run on the first pool: its worker may assume the targets role,
-        # and holds none of the target grants itself.
+        # Jobs with no code run on the targets pool (a Python pool): its worker may assume the
+        # targets role, and holds none of the target grants itself.
         if self.targets_role is not None and runs_targets is not None:
             self.targets_role.trust(self.workers.roles[runs_targets.name])
         self.scheduling = TickerSweeper(self, "TickerSweeper", queues=self.queues,

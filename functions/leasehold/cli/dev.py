@@ -165,6 +165,14 @@ def run_dev(args: argparse.Namespace) -> int:
     except ValidationError as exc:
         print(f"leasehold dev: --external: {exc}", file=sys.stderr)
         return 2
+    if os.environ.get("LEASEHOLD_TARGETS") and \
+            all(pool in external for pool in _split(args.pools)):
+        # Jobs with no code run on a Python worker; an external pool's remote workers would
+        # be handed leasehold.http and its payload, and no Python worker would run it.
+        print(f"leasehold dev: LEASEHOLD_TARGETS configures jobs with no code, which run on "
+              f"a Python pool, and every pool ({args.pools}) is external: add one to --pools",
+              file=sys.stderr)
+        return 2
     options = RuntimeOptions(
         host=args.host, port=args.port, allowed_hosts=tuple(args.allow_host),
         workers=args.workers, concurrency=args.concurrency,

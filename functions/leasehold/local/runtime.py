@@ -168,7 +168,10 @@ class Runtime:
         # HTTP targets may reach loopback here (a test server on this machine), and no other
         # address a deployment refuses; the workers inherit it. LEASEHOLD_TARGETS adds the
         # rest of a deployment's settings (http_hosts, http_secrets, aws_targets, ...).
-        os.environ["LEASEHOLD_TARGETS"] = dev_targets(os.environ.get("LEASEHOLD_TARGETS"))
+        # With no Python pool (every pool external) targets are off, and nothing is added.
+        if any(pool not in opts.external for pool in opts.pools) or \
+                os.environ.get("LEASEHOLD_TARGETS"):
+            os.environ["LEASEHOLD_TARGETS"] = dev_targets(os.environ.get("LEASEHOLD_TARGETS"))
         settings = Settings.from_env(
             endpoint_url=endpoint, task_modules=opts.tasks,
             # An external pool has queues and no Python worker (its workers lease over HTTP).
@@ -293,9 +296,12 @@ class Runtime:
             f"{max(self._idle_sweep() or 0, self.options.sweep_seconds):g}s / "
             f"{self.options.idle_tick_seconds or self.options.tick_seconds:g}s) until the API "
             f"takes a write; job leases {settings.lease_seconds:g}s",
-            f"  targets:   HTTP targets may reach loopback ({', '.join(DEV_ALLOW)}) here, "
-            "and only here: a deployment refuses it; sigv4 and AWS targets run as "
-            f"{settings.targets_role_arn or 'nothing (no targets role: refused)'}",
+            (f"  targets:   on pool {settings.targets_runner()}; HTTP targets may reach "
+             f"loopback ({', '.join(DEV_ALLOW)}) here, and only here: a deployment refuses it; "
+             "sigv4 and AWS targets run as "
+             f"{settings.targets_role_arn or 'nothing (no targets role: refused)'}"
+             if settings.targets_runner() else
+             "  targets:   off (every pool is external; targets run on a Python pool)"),
             f"  events:    {events}",
             f"  state:     {self._state_line()}",
             "Press Ctrl-C to stop (in-flight jobs finish first).",

@@ -15,7 +15,7 @@ from typing import Any
 
 from leasehold.errors import ValidationError
 from leasehold.targets.addresses import allowed, literal
-from leasehold.targets.config import TargetConfig
+from leasehold.targets.config import TargetConfig, origin
 from leasehold.targets.endpoints import NO_ROLE, check_sigv4, check_url
 
 METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
@@ -179,6 +179,20 @@ def _auth(config: TargetConfig, value: Any,
     return {"sigv4": {"service": service, "region": region}}
 
 
+def _bound(config: TargetConfig, secret: str, parts: urllib.parse.SplitResult,
+           tenant: str | None) -> None:
+    """Refuse a secret outside the origins the deployment binds it to, or a tenant it does
+    not grant it to. The error names the secret and the origin, never a value."""
+    name = f"{F}.auth.secret_header.secret"
+    scope = config.secret_scopes.get(secret)
+    target = origin(parts)
+    if scope is None or target not in scope.origins:
+        raise ValidationError(name, f"secret {secret!r} may not be sent to {target}: the "
+                                    "deployment binds it to other origins")
+    if scope.tenants is not None and tenant not in scope.tenants:
+        raise ValidationError(name, f"secret {secret!r} is not granted to tenant {tenant!r}")
+
+
 def _body(value: Any) -> Any:
     """The body as stored: a string is sent as it is, anything else as JSON."""
     name = f"{F}.body"
@@ -192,10 +206,11 @@ def _body(value: Any) -> Any:
     return value
 
 
-def prepare(config: TargetConfig, value: Any) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The HTTP task's payload for ``value``, and the job defaults it implies (a concurrency
-    key ``http:{host}`` with the host's limits, its throttle if configured, the attempt's
-    timeout)."""
+def prepare(config: TargetConfig, value: Any, tenant: str | None = None
+            ) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The HTTP task's payload for ``value`` submitted by ``tenant``, and the job defaults it
+    implies (a concurrency key ``http:{host}`` with the host's limits, its throttle if
+    configured, the attempt's timeout)."""
     data = _fields(F, value, _FIELDS)
     # An AWS endpoint is checked after auth: a sigv4 target's error names its sigv4.
     parts = parse_url(config, data.get("url"), aws=False)
@@ -234,6 +249,8 @@ def prepare(config: TargetConfig, value: Any) -> tuple[dict[str, Any], dict[str,
     auth = _auth(config, data.get("auth"), parts)
     check_url(config.sigv4, config.allow_hosts, parts, f"{F}.url")
     if auth is not None:
+        if "secret_header" in auth:
+            _bound(config, auth["secret_header"]["secret"], parts, tenant)
         payload["auth"] = auth
     host = host_key(parts)
     limits = config.limits(host, (parts.hostname or "").lower())
