@@ -95,13 +95,8 @@ class Lifecycle(Snapshots, RemoteRules, PauseResetRules, SeamsRules, EffectsRule
                 RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
-        # The bulk job admits its retries under the stack's limits (read from the
-        # environment): the machine's, so that its counters are the ones checked.
-        self.limits_env = pytest.MonkeyPatch()
-        for var, value in (("LEASEHOLD_TENANT_RATE", LIMITS.rate),
-                           ("LEASEHOLD_TENANT_BURST", LIMITS.burst),
-                           ("LEASEHOLD_TENANT_MAX_LIVE", LIMITS.max_live)):
-            self.limits_env.setenv(var, str(value))
+        # The bulk job and a durable parent's spawns admit under the runtime's limits (its
+        # settings): the machine's, so that its counters are the ones checked.
         self.mock = mock_aws()
         self.mock.start()
         prefix = "s" + uuid.uuid4().hex[:8]
@@ -112,6 +107,8 @@ class Lifecycle(Snapshots, RemoteRules, PauseResetRules, SeamsRules, EffectsRule
             queue_prefix=prefix, shards=2, lease_seconds=LEASE_S, handoff_seconds=120,
             skew_grace_seconds=2, max_crash_recoveries=3,
             pools=("default", *EXTERNAL), external_tasks=EXTERNAL,
+            tenant_rate=LIMITS.rate, tenant_burst=LIMITS.burst,
+            tenant_max_live=LIMITS.max_live or 0,
         )
         # Faults on every client (throttles retried at once: same path, no real backoff).
         self.injector = FaultInjector([], seed=0, throttle_delay=0)
@@ -182,7 +179,6 @@ class Lifecycle(Snapshots, RemoteRules, PauseResetRules, SeamsRules, EffectsRule
             self._drain()
         finally:
             self.mock.stop()
-            self.limits_env.undo()
 
     # -- rules --------------------------------------------------------------------------
 

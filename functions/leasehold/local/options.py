@@ -56,7 +56,15 @@ class RuntimeOptions:
     provision: bool = False
     #: Watch the task modules: on a change, import them again and restart the workers.
     reload: bool = False
-    #: Extra environment for the workers and the API (limits, test knobs).
+    #: Every tenant's admission limits (``--tenant-rate``, ``--tenant-burst``,
+    #: ``--tenant-max-live`` (0: no cap), ``--max-backlog``): settings of the runtime, so the
+    #: API's admission and the workers' ``ctx.spawn`` apply the same ones. None: the
+    #: ``LEASEHOLD_TENANT_*`` environment, else the defaults.
+    tenant_rate: float | None = None
+    tenant_burst: float | None = None
+    tenant_max_live: int | None = None
+    max_backlog: int | None = None
+    #: Extra environment for the workers and the API (test knobs).
     env: dict[str, str] = field(default_factory=dict)
     #: External tasks (``--external POOL:TASK[,TASK]``): pool -> task names, run by workers
     #: in any language over HTTP (leasehold.remote); no Python worker polls these pools.

@@ -143,8 +143,11 @@ class Runtime:
         # address a deployment refuses; the workers inherit it. LEASEHOLD_TARGETS adds the
         # rest of a deployment's settings (http_hosts, http_secrets, aws_targets, ...).
         os.environ["LEASEHOLD_TARGETS"] = dev_targets(os.environ.get("LEASEHOLD_TARGETS"))
+        limits = {name: value for name in ("tenant_rate", "tenant_burst", "tenant_max_live",
+                                           "max_backlog")
+                  if (value := getattr(opts, name)) is not None}
         settings = Settings.from_env(
-            endpoint_url=endpoint, task_modules=opts.tasks,
+            **limits, endpoint_url=endpoint, task_modules=opts.tasks,
             # An external pool has queues and no Python worker (its workers lease over HTTP).
             pools=(*opts.pools, *(p for p in opts.external if p not in opts.pools)),
             external_tasks=opts.external,
@@ -263,6 +266,12 @@ class Runtime:
             f"takes a write; job leases {settings.lease_seconds:g}s",
             f"  targets:   HTTP targets may reach loopback ({', '.join(DEV_ALLOW)}) here, "
             "and only here: a deployment refuses it",
+            f"  tenants:   {settings.tenant_rate:g} submissions/s (burst "
+            f"{settings.tenant_burst:g}), "
+            + (f"{settings.tenant_max_live} live jobs" if settings.tenant_max_live
+               else "no live-job cap")
+            + " each, for the API and the workers alike (--tenant-*; a tenant's plan "
+            "overrides them)",
             f"  events:    {events}",
             f"  state:     {self._state_line()}",
             "Press Ctrl-C to stop (in-flight jobs finish first).",
