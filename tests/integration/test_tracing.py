@@ -321,3 +321,19 @@ def test_a_submission_refused_at_its_tenants_cap_reports_no_submit_span(
     submits = named(finished(provider), "leasehold submit")
     assert [(span.attributes or {}).get("leasehold.job_id") for span in submits] == \
         [first.job_id]
+
+
+def test_a_submission_whose_write_landed_but_failed_past_its_retries_is_an_unknown_error_span(
+        app: Leasehold, tasks: TaskRegistry, provider: TracerProvider) -> None:
+    """The admission's transaction lands and its caller sees an error past botocore's
+    retries: the caller cannot know whether the job was made (it was), so its span is
+    reported as an ERROR marked ``leasehold.committed=unknown``, never as a plain success."""
+    from leasehold.tenancy.admission import Limits, submit_admitted
+    from tests.integration.helpers import lost_past_retries
+
+    lost_past_retries(app, "dynamodb.TransactWriteItems")
+    with pytest.raises(Exception):  # noqa: B017 - whatever botocore raised past its retries
+        submit_admitted(app, JobSpec(task="echo", tenant="acme"), "default", Limits())
+    [submitted] = named(finished(provider), "leasehold submit")
+    assert submitted.status.status_code is StatusCode.ERROR
+    assert (submitted.attributes or {}).get("leasehold.committed") == "unknown"
