@@ -143,11 +143,8 @@ class Runtime:
         # address a deployment refuses; the workers inherit it. LEASEHOLD_TARGETS adds the
         # rest of a deployment's settings (http_hosts, http_secrets, aws_targets, ...).
         os.environ["LEASEHOLD_TARGETS"] = dev_targets(os.environ.get("LEASEHOLD_TARGETS"))
-        limits = {name: value for name in ("tenant_rate", "tenant_burst", "tenant_max_live",
-                                           "max_backlog")
-                  if (value := getattr(opts, name)) is not None}
         settings = Settings.from_env(
-            **limits, endpoint_url=endpoint, task_modules=opts.tasks,
+            **opts.limits(), endpoint_url=endpoint, task_modules=opts.tasks,
             # An external pool has queues and no Python worker (its workers lease over HTTP).
             pools=(*opts.pools, *(p for p in opts.external if p not in opts.pools)),
             external_tasks=opts.external,
