@@ -27,6 +27,13 @@ FUNCTION_TIMEOUT_RESERVE_SECONDS = 10.0
 #: change (:func:`leasehold.events.publishing.published`). ``none`` is the old name of ``off``.
 PUBLISH_CHOICES = ("terminal", "all", "off")
 EVENT_SOURCES = ("inline", "stream")
+#: A tenant's admission limits as the deployment sets them (``LeaseholdConfig``'s
+#: ``tenant_*``, ``leasehold dev --tenant-*``), the same on every function; a tenant's plan
+#: row in the tenants table overrides its rate, burst and cap (``leasehold.tenancy.plans``).
+DEFAULT_TENANT_RATE = 50.0
+DEFAULT_TENANT_BURST = 200.0
+DEFAULT_TENANT_MAX_LIVE = 10_000
+DEFAULT_MAX_BACKLOG = 100_000
 
 
 def _split(value: str) -> tuple[str, ...]:
@@ -105,6 +112,16 @@ class Settings:
     #: (``LEASEHOLD_TARGETS_POOL``): a Python pool, never an external one. "": the first
     #: Python pool (:meth:`targets_runner`).
     targets_pool: str = ""
+    #: Every tenant's admission limits unless its plan says otherwise (read by the API's
+    #: admission and by a worker's ``ctx.spawn`` and ``enqueue_item`` alike, through
+    #: ``leasehold.tenancy.plans.limits_for``): submissions per second and at once, live
+    #: jobs (0: no cap), the pool backlog past which every submission gets 503, and the
+    #: admission items a tenant is spread over (0: as many as its limits call for).
+    tenant_rate: float = DEFAULT_TENANT_RATE
+    tenant_burst: float = DEFAULT_TENANT_BURST
+    tenant_max_live: int = DEFAULT_TENANT_MAX_LIVE
+    max_backlog: int = DEFAULT_MAX_BACKLOG
+    tenant_admission_shards: int = 0
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
@@ -143,6 +160,11 @@ class Settings:
             "max_crash_recoveries": ("LEASEHOLD_MAX_CRASH_RECOVERIES", int),
             "history_limit": ("LEASEHOLD_HISTORY_LIMIT", int),
             "retention_days": ("LEASEHOLD_RETENTION_DAYS", int),
+            "tenant_rate": ("LEASEHOLD_TENANT_RATE", float),
+            "tenant_burst": ("LEASEHOLD_TENANT_BURST", float),
+            "tenant_max_live": ("LEASEHOLD_TENANT_MAX_LIVE", int),
+            "max_backlog": ("LEASEHOLD_MAX_BACKLOG", int),
+            "tenant_admission_shards": ("LEASEHOLD_TENANT_ADMISSION_SHARDS", int),
         }
         for name, (var, kind) in numbers.items():
             if env.get(var):
@@ -184,6 +206,13 @@ class Settings:
                 raise ValidationError("external_tasks", f"pool {pool!r} is not one of the "
                                                         f"pools {', '.join(self.pools)}")
         self._validate_targets_pool()
+        if self.tenant_rate <= 0 or self.tenant_burst < 1:
+            raise ValidationError("tenant_rate", "a tenant's rate must be above 0 and its "
+                                  "burst at least 1")
+        if self.tenant_max_live < 0 or self.max_backlog < 1 or self.tenant_admission_shards < 0:
+            raise ValidationError("tenant_max_live", "a tenant's cap is 0 (none) or more, the "
+                                  "backlog limit at least 1, the admission shards 0 (as "
+                                  "needed) or more")
         if self.retention_days < 0:
             raise ValidationError("LEASEHOLD_RETENTION_DAYS", "must be 0 (keep finished jobs "
                                   "forever) or a number of days")
@@ -258,7 +287,13 @@ class Settings:
             "LEASEHOLD_PUBLISH": self.publish,
             "LEASEHOLD_RETENTION_DAYS": str(self.retention_days),
             "LEASEHOLD_EVENTS_FROM": self.events_from,
+            "LEASEHOLD_TENANT_RATE": f"{self.tenant_rate:g}",
+            "LEASEHOLD_TENANT_BURST": f"{self.tenant_burst:g}",
+            "LEASEHOLD_TENANT_MAX_LIVE": str(self.tenant_max_live),
+            "LEASEHOLD_MAX_BACKLOG": str(self.max_backlog),
         }
+        if self.tenant_admission_shards:
+            env["LEASEHOLD_TENANT_ADMISSION_SHARDS"] = str(self.tenant_admission_shards)
         if self.endpoint_url:
             env["AWS_ENDPOINT_URL"] = self.endpoint_url
         if self.code_version:

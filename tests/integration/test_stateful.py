@@ -96,13 +96,8 @@ class Lifecycle(TargetsRules, Snapshots, RemoteRules, PauseResetRules, SeamsRule
                 RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
-        # The bulk job admits its retries under the stack's limits (read from the
-        # environment): the machine's, so that its counters are the ones checked.
-        self.limits_env = pytest.MonkeyPatch()
-        for var, value in (("LEASEHOLD_TENANT_RATE", LIMITS.rate),
-                           ("LEASEHOLD_TENANT_BURST", LIMITS.burst),
-                           ("LEASEHOLD_TENANT_MAX_LIVE", LIMITS.max_live)):
-            self.limits_env.setenv(var, str(value))
+        # The bulk job and a durable parent's spawns admit under the runtime's limits (its
+        # settings): the machine's, so that its counters are the ones checked.
         self.mock = mock_aws()
         self.mock.start()
         prefix = "s" + uuid.uuid4().hex[:8]
@@ -114,6 +109,8 @@ class Lifecycle(TargetsRules, Snapshots, RemoteRules, PauseResetRules, SeamsRule
             skew_grace_seconds=2, max_crash_recoveries=3,
             pools=("default", *EXTERNAL), external_tasks=EXTERNAL,
             targets=self.targets_settings(),
+            tenant_rate=LIMITS.rate, tenant_burst=LIMITS.burst,
+            tenant_max_live=LIMITS.max_live or 0,
         )
         # Faults on every client (throttles retried at once: same path, no real backoff).
         self.injector = FaultInjector([], seed=0, throttle_delay=0)
@@ -184,7 +181,6 @@ class Lifecycle(TargetsRules, Snapshots, RemoteRules, PauseResetRules, SeamsRule
             self._drain()
         finally:
             self.mock.stop()
-            self.limits_env.undo()
 
     # -- rules --------------------------------------------------------------------------
 

@@ -29,7 +29,7 @@ from leasehold.core.spec import JobSpec
 from leasehold.core.states import JobState
 from leasehold.lifecycle.app import Leasehold
 from leasehold.lifecycle.submission import submit
-from leasehold.local.runtime import dev_targets_role
+from leasehold.local.dev_targets import dev_targets_role
 from leasehold.settings import Settings
 from leasehold.targets import Targets, aws
 from leasehold.targets.credentials import (

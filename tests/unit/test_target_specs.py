@@ -148,7 +148,7 @@ def test_an_aws_target_names_an_allowed_action_and_valid_parameters(
 def test_leasehold_dev_allows_loopback_only_over_the_user_s_own_settings() -> None:
     import json
 
-    from leasehold.local.runtime import dev_targets
+    from leasehold.local.dev_targets import dev_targets
     mine = json.loads(dev_targets(json.dumps({"http_hosts": {"a.example": {"concurrency": 1}},
                                               "http_allow": ["hooks.internal"]})))
     assert mine["http_allow"] == ["127.0.0.0/8", "::1", "hooks.internal"]

@@ -18,6 +18,10 @@ from leasehold.aws.definitions import TABLES
 from leasehold.cdk.environment import check_network, check_pool
 from leasehold.core.retention import DEFAULT_RETENTION_DAYS, MAX_RETENTION_DAYS
 from leasehold.settings import (
+    DEFAULT_MAX_BACKLOG,
+    DEFAULT_TENANT_BURST,
+    DEFAULT_TENANT_MAX_LIVE,
+    DEFAULT_TENANT_RATE,
     FUNCTION_TIMEOUT_RESERVE_SECONDS,
     PRIORITIES,
     PUBLISH_CHOICES,
@@ -233,6 +237,16 @@ class LeaseholdConfig:
     #: ``xray`` (Lambda's active tracing, as before), ``otel`` (plus the ADOT layer, which
     #: exports Leasehold's job spans) or ``off``; what each costs: leasehold.cdk.tracing.
     tracing: str = "xray"
+    #: Every tenant's admission limits (``-c tenantRate=5 -c tenantMaxLive=100``): the
+    #: submissions per second it earns and may make at once, its live jobs (0: no cap) and
+    #: the pool backlog past which every submission gets 503. Settings of every function
+    #: alike, so the API's admission and a worker's ``ctx.spawn`` apply the same cap; a
+    #: tenant's plan (a row of the tenants table, ``leasehold.tenancy.plans``) overrides
+    #: its rate, burst and cap.
+    tenant_rate: float = DEFAULT_TENANT_RATE
+    tenant_burst: float = DEFAULT_TENANT_BURST
+    tenant_max_live: int = DEFAULT_TENANT_MAX_LIVE
+    max_backlog: int = DEFAULT_MAX_BACKLOG
 
     def targets(self) -> dict[str, Any]:
         """``Settings.targets`` as deployed (only what is set)."""
@@ -337,6 +351,8 @@ class LeaseholdConfig:
                            for pool in self.pools if pool.kind == "lambda"},
             external_tasks={pool.name: tuple(pool.tasks)
                             for pool in self.pools if pool.kind == "external"},
+            tenant_rate=self.tenant_rate, tenant_burst=self.tenant_burst,
+            tenant_max_live=self.tenant_max_live, max_backlog=self.max_backlog,
         )
 
     def pool(self, name: str) -> PoolConfig:
@@ -369,6 +385,8 @@ class LeaseholdConfig:
             "throttleRate": ("throttle_rate", float), "throttleBurst": ("throttle_burst", int),
             "eventArchiveDays": ("event_archive_days", int),
             "retentionDays": ("retention_days", int),
+            "tenantRate": ("tenant_rate", float), "tenantBurst": ("tenant_burst", float),
+            "tenantMaxLive": ("tenant_max_live", int), "maxBacklog": ("max_backlog", int),
         }
         for key, (name, kind) in numbers.items():
             if (value := get(key)) not in (None, ""):

@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import functools
-import json
 import logging
 import os
 import signal
@@ -36,6 +35,7 @@ from leasehold.events.publishing import FILE_PREFIX, FileSink, runtime_started
 from leasehold.lifecycle import sweeper
 from leasehold.lifecycle.app import Leasehold
 from leasehold.local import emulator, hints, relay, reload, state
+from leasehold.local.dev_targets import DEV_ALLOW, dev_targets, dev_targets_role
 from leasehold.local.gateway import Gateway
 from leasehold.local.keeper import StateKeeper
 from leasehold.local.leadership import AnnouncedLease
@@ -62,43 +62,6 @@ def wakes_background_loops(method: str, path: str) -> bool:
     if path == "/workers/lease" or path.endswith("/heartbeat"):
         return False
     return not (method == "POST" and path == "/jobs")
-
-#: What ``leasehold dev`` lets HTTP targets reach beyond public addresses: loopback only.
-DEV_ALLOW = ("127.0.0.0/8", "::1")
-
-
-def dev_targets(given: str | None) -> str:
-    """``LEASEHOLD_TARGETS`` for ``leasehold dev``: the user's own, with loopback allowed."""
-    targets = json.loads(given) if given else {}
-    targets["http_allow"] = sorted({*targets.get("http_allow", ()), *DEV_ALLOW})
-    return json.dumps(targets)
-
-
-#: The role ``leasehold dev`` makes in its emulator for outbound calls (``<prefix>-targets``).
-DEV_TARGETS_ROLE = "{prefix}-targets"
-
-
-def dev_targets_role(settings: Settings) -> str:
-    """The targets role in the emulator's IAM (made once), as the construct makes one on AWS:
-    sigv4 and AWS targets assume it, so they run the same code here as deployed. The emulator
-    answers AssumeRole with keys of their own; it checks no policy (tests/infra proves the
-    deployed role's)."""
-    import boto3  # the emulator's IAM, with the local credentials
-
-    iam = boto3.client("iam", region_name=settings.region, endpoint_url=settings.endpoint_url)
-    name = DEV_TARGETS_ROLE.format(prefix=settings.queue_prefix)
-    account = boto3.client("sts", region_name=settings.region,
-                           endpoint_url=settings.endpoint_url).get_caller_identity()["Account"]
-    trust = {"Version": "2012-10-17", "Statement": [{
-        "Effect": "Allow", "Action": "sts:AssumeRole",
-        "Principal": {"AWS": f"arn:aws:iam::{account}:root"}}]}
-    try:
-        return str(iam.get_role(RoleName=name)["Role"]["Arn"])
-    except iam.exceptions.NoSuchEntityException:
-        return str(iam.create_role(RoleName=name, AssumeRolePolicyDocument=json.dumps(trust),
-                                   Description="leasehold dev: outbound calls of targets")
-                   ["Role"]["Arn"])
-
 
 class PortBusy(RuntimeError):
     """The API port is taken (another ``leasehold dev`` is probably running)."""
@@ -173,7 +136,7 @@ class Runtime:
                 os.environ.get("LEASEHOLD_TARGETS"):
             os.environ["LEASEHOLD_TARGETS"] = dev_targets(os.environ.get("LEASEHOLD_TARGETS"))
         settings = Settings.from_env(
-            endpoint_url=endpoint, task_modules=opts.tasks,
+            **opts.limits(), endpoint_url=endpoint, task_modules=opts.tasks,
             # An external pool has queues and no Python worker (its workers lease over HTTP).
             pools=(*opts.pools, *(p for p in opts.external if p not in opts.pools)),
             external_tasks=opts.external,
@@ -302,6 +265,12 @@ class Runtime:
              f"{settings.targets_role_arn or 'nothing (no targets role: refused)'}"
              if settings.targets_runner() else
              "  targets:   off (every pool is external; targets run on a Python pool)"),
+            f"  tenants:   {settings.tenant_rate:g} submissions/s (burst "
+            f"{settings.tenant_burst:g}), "
+            + (f"{settings.tenant_max_live} live jobs" if settings.tenant_max_live
+               else "no live-job cap")
+            + " each, for the API and the workers alike (--tenant-*; a tenant's plan "
+            "overrides them)",
             f"  events:    {events}",
             f"  state:     {self._state_line()}",
             "Press Ctrl-C to stop (in-flight jobs finish first).",
