@@ -26,6 +26,7 @@ from leasehold.core.policy import RetryPolicy
 from leasehold.core.spec import JobSpec
 from leasehold.core.states import JobState
 from leasehold.lifecycle import sweeper
+from leasehold.remote.finishing import FINISHED_BY, finisher
 from leasehold.remote.tokens import Token
 from tests.integration.api_client import ApiClient, Reply
 from tests.integration.helpers import submit_as_a_caller
@@ -134,8 +135,12 @@ class RemoteRules:
     def _report(self, job_id: str, token: str, action: str, delivery: str) -> None:
         owner = Token.decode(token, job_id).owner
         before = self._row(job_id)
-        zombie = before["lease_owner"] != owner
-        finished = not zombie and before["state"] != JobState.RUNNING.value
+        holding = before["lease_owner"] == owner and before["state"] == JobState.RUNNING.value
+        # This lease's finish is on the row (the record of which lease wrote it, never the
+        # owner field: the sweeper ends a job without clearing it).
+        finished = not holding and self.app.store.get(job_id).extra.get(
+            FINISHED_BY) == finisher(owner)
+        zombie = not holding and not finished
         lose = Fault(target="dynamodb.UpdateItem|dynamodb.TransactWriteItems",
                      kind="lose-raise", times=1)
         if delivery == "lost":

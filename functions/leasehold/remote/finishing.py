@@ -26,6 +26,9 @@ log = logging.getLogger(__name__)
 
 #: The error type that makes a reported failure final whatever the retry policy says.
 NON_RETRYABLE = "NonRetryableError"
+#: Which lease wrote the finish of a remote worker's attempt (:func:`finisher`), set on the
+#: write that ends it (success, retry, burial, cancel) and on no other.
+FINISHED_BY = "finished_by"
 
 
 @dataclass(frozen=True)
@@ -78,20 +81,39 @@ def fail(app: Leasehold, job_id: str, token: str, *, error_type: str, message: s
         error=JobError(type=error_type, message=message, types=types), finished=True))
 
 
+def finisher(owner: str) -> str:
+    """What a finish records of the lease that wrote it (:data:`FINISHED_BY`): the lease
+    secret of its owner (``worker_id:hex``), 8 characters on the row."""
+    return owner.rpartition(":")[2]
+
+
+def finished_by_this_lease(job: Job, owner: str) -> bool:
+    """Whether the write that ended ``owner``'s attempt is on the row: what a repeated
+    finish is answered from, never the owner field (the sweeper ends a job without
+    clearing it, and a zombie must not be told its result was taken)."""
+    return job.extra.get(FINISHED_BY) == finisher(owner)
+
+
 def _finish(app: Leasehold, job_id: str, token_text: str, attempt: Attempt) -> Job:
     job = app.store.get(job_id)
     token = Token.decode(token_text, job_id)
-    if job.lease_owner == token.owner and job.state is not JobState.RUNNING:
-        _acknowledge(app, job, token)
-        return job  # this lease's finish was recorded: a retry after a lost response
     if job.state is not JobState.RUNNING or job.lease_owner != token.owner:
+        if finished_by_this_lease(job, token.owner):
+            _acknowledge(app, job, token)
+            return job  # this lease's finish was recorded: a retry after a lost response
         raise LeaseLost(job_id=job_id, current=job)
     attempt.lease_ends = job.lease_expires_at or app.now()
-    outcome = Worker(app, worker_id=worker_of(token.owner)).record(job, token.owner, attempt)
-    if outcome is Outcome.LEASE_LOST:
-        raise LeaseLost(job_id=job_id, current=app.store.get(job_id))
+    worker = Worker(app, worker_id=worker_of(token.owner),
+                    finish_marks={FINISHED_BY: finisher(token.owner)})
+    outcome = worker.record(job, token.owner, attempt)
+    after = app.store.get(job_id)
+    if outcome is Outcome.LEASE_LOST or (outcome is Outcome.CANCELLED and
+                                         not finished_by_this_lease(after, token.owner)):
+        # Lost, or ended meanwhile by the sweeper (a cancel honoured on a lost lease): this
+        # lease wrote nothing. (The row may have moved on since our write: a retry leased.)
+        raise LeaseLost(job_id=job_id, current=after)
     _acknowledge(app, job, token)
-    return app.store.get(job_id)
+    return after
 
 
 def _acknowledge(app: Leasehold, job: Job, token: Token) -> None:
@@ -106,5 +128,5 @@ def _acknowledge(app: Leasehold, job: Job, token: Token) -> None:
         log.info("could not delete the message of %s", job.job_id, exc_info=True)
 
 
-__all__ = ["NON_RETRYABLE", "Beat", "complete", "deadline_of", "fail", "heartbeat",
+__all__ = ["FINISHED_BY", "NON_RETRYABLE", "Beat", "finished_by_this_lease", "finisher", "complete", "deadline_of", "fail", "heartbeat",
            "worker_of"]

@@ -49,6 +49,12 @@ def lease(app: Leasehold, *, pool: str, tasks: Sequence[str] | None, max_jobs: i
     for the first; an empty list when none came."""
     if pool not in app.settings.pools:
         raise ValidationError("pool", f"unknown pool {pool!r}")
+    if pool not in app.settings.external_tasks:
+        # Its jobs are Python tasks, run by the pool's own workers: a remote worker that
+        # leased one could only fail it (and would take it from the worker that runs it).
+        raise ValidationError("pool", f"pool {pool!r} runs Python workers: only an external "
+                                      "pool (PoolConfig(kind='external'), leasehold dev "
+                                      "--external) can be leased")
     wanted = set(tasks) if tasks else None
     poller = PollingWorker(app, PollerOptions(
         pool=pool, batch_size=max_jobs, wait_seconds=max(1, int(wait_seconds))),

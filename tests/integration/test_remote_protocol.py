@@ -1,0 +1,133 @@
+"""The worker protocol where it and the docs once disagreed (issue 45, docs/protocol.md).
+
+Each test is one of the eight disagreements a worker written from the docs found; every
+request goes through the API handler as API Gateway would deliver it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from leasehold.aws.faults import Fault
+from leasehold.core.registry import TaskDefinition
+from leasehold.lifecycle import sweeper
+from leasehold.lifecycle.app import Leasehold
+from tests.integration.api_client import ApiClient
+from tests.integration.helpers import inject
+
+EXTERNAL = {"images": ("resize", "crop")}
+NO_BACKOFF = {"min_backoff_seconds": 0, "max_backoff_seconds": 0}
+
+
+@pytest.fixture
+def remote(make_app: Any) -> Leasehold:
+    return make_app(pools=("default", "images"), external_tasks=EXTERNAL)
+
+
+@pytest.fixture
+def api(remote: Leasehold) -> ApiClient:
+    return ApiClient(remote)
+
+
+def submit(api: ApiClient, task: str = "resize", **extra: Any) -> str:
+    reply = api.post("/jobs", {"task": task, "payload": {"n": 1}, **extra}, tenant="acme")
+    assert reply.status == 201, reply.body
+    return str(reply.body["job_id"])
+
+
+def lease(api: ApiClient, **body: Any) -> list[dict[str, Any]]:
+    reply = api.post("/workers/lease", {"pool": "images", "wait_seconds": 0, **body})
+    assert reply.status == 200, reply.body
+    return list(reply.body["jobs"])
+
+
+def shown(api: ApiClient, job_id: str) -> dict[str, Any]:
+    return dict(api.get(f"/jobs/{job_id}", tenant="acme").body)
+
+
+def past_the_lease(remote: Leasehold, clock: Any) -> None:
+    clock.advance(remote.settings.lease_seconds + remote.settings.skew_grace_seconds + 1)
+
+
+# -- 1. a zombie whose job the sweeper ended -----------------------------------------------
+
+@pytest.mark.parametrize("ending", ["DEAD", "CANCELLED"])
+def test_a_zombie_whose_job_the_sweeper_ended_is_told_its_lease_was_lost(
+        remote: Leasehold, api: ApiClient, clock: Any, ending: str) -> None:
+    job_id = submit(api, max_attempts=1)
+    [job] = lease(api, worker_id="gone")
+    if ending == "CANCELLED":
+        assert api.delete(f"/jobs/{job_id}", tenant="acme").status == 200
+    past_the_lease(remote, clock)
+    report = sweeper.sweep(remote)
+    assert (report.dead, report.cancelled) == ((1, 0) if ending == "DEAD" else (0, 1))
+    before = remote.store.get(job_id)
+    token = job["lease"]["token"]
+    for path, body in (("complete", {"token": token, "result": "late"}),
+                       ("fail", {"token": token, "error": {"type": "E", "message": "m"}}),
+                       ("heartbeat", {"token": token})):
+        reply = api.post(f"/jobs/{job_id}/{path}", body)
+        assert reply.status == 409 and reply.body["error"]["code"] == "lease_lost", \
+            (path, reply.body)
+    after = remote.store.get(job_id)
+    assert (after.state.value, after.result_json, after.history) == \
+        (ending, before.result_json, before.history)
+
+
+def test_a_finish_whose_answer_was_lost_is_still_answered_as_this_lease_s(
+        remote: Leasehold, api: ApiClient) -> None:
+    """The record of which lease finished lands with the finish: a lost DynamoDB answer,
+    recognised by the worker's own retry, and a repeat of the whole request both see it."""
+    job_id = submit(api)
+    [job] = lease(api)
+    inject(remote, Fault(target="dynamodb.UpdateItem|dynamodb.TransactWriteItems",
+                         kind="lose-raise", times=1))
+    token = job["lease"]["token"]
+    first = api.post(f"/jobs/{job_id}/complete", {"token": token, "result": 3})
+    again = api.post(f"/jobs/{job_id}/complete", {"token": token, "result": 3})
+    assert (first.status, again.status) == (200, 200)
+    assert again.body["state"] == "SUCCEEDED" and again.body["result"] == 3
+
+
+# -- 3. a repeated retryable fail ----------------------------------------------------------
+
+def test_a_repeated_retryable_fail_answers_the_job_as_it_is(remote: Leasehold,
+                                                          api: ApiClient) -> None:
+    job_id = submit(api, max_attempts=3, retry={"min_backoff_seconds": 60,
+                                                "max_backoff_seconds": 60})
+    [job] = lease(api)
+    body = {"token": job["lease"]["token"], "error": {"type": "Boom", "message": "x"}}
+    first = api.post(f"/jobs/{job_id}/fail", body)
+    assert first.status == 200 and first.body["state"] in ("QUEUED", "SCHEDULED")
+    row = remote.store.get(job_id)
+    again = api.post(f"/jobs/{job_id}/fail", body)  # the first answer never arrived
+    assert again.status == 200, again.body
+    assert (again.body["state"], again.body["attempts"]) == (first.body["state"], 1)
+    assert remote.store.get(job_id).history == row.history  # nothing written twice
+
+
+def test_a_repeated_fail_of_an_earlier_attempt_is_answered_after_the_next_lease(
+        remote: Leasehold, api: ApiClient, clock: Any) -> None:
+    job_id = submit(api, max_attempts=3, retry=NO_BACKOFF)
+    [job] = lease(api)
+    body = {"token": job["lease"]["token"], "error": {"type": "Boom", "message": "x"}}
+    assert api.post(f"/jobs/{job_id}/fail", body).status == 200
+    clock.advance(1)
+    [second] = lease(api)
+    assert second["attempt"] == 2
+    again = api.post(f"/jobs/{job_id}/fail", body)
+    assert again.status == 200 and again.body["state"] == "RUNNING"
+    assert remote.store.get(job_id).lease_owner is not None  # attempt 2 untouched
+
+
+# -- 8. only an external pool is leased ----------------------------------------------------
+
+def test_a_python_pool_cannot_be_leased_over_http(remote: Leasehold, api: ApiClient) -> None:
+    remote.registry.register(TaskDefinition(name="py.work", fn=lambda payload, ctx: None))
+    job_id = submit(api, task="py.work")
+    refused = api.post("/workers/lease", {"pool": "default", "wait_seconds": 0})
+    assert refused.status == 422, refused.body
+    assert refused.body["error"]["field"] == "pool"
+    assert "external" in refused.body["error"]["message"]
+    assert shown(api, job_id)["state"] == "QUEUED"  # left to the pool's Python workers
