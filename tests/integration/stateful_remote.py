@@ -156,9 +156,13 @@ class RemoteRules:
         after = self._row(job_id)
         if zombie or finished:
             # Refused without a write, or (a finish of a finished lease) answered as it is.
-            repeat_ok = finished and action != "heartbeat"
+            # A heartbeat after this lease's cancel (a heartbeat wrote it) says so again.
+            repeat_ok = finished and (action != "heartbeat"
+                                      or before["state"] == JobState.CANCELLED.value)
             for reply in answers:
-                if repeat_ok:
+                if repeat_ok and action == "heartbeat":
+                    assert reply.status == 200 and reply.body["cancel_requested"], reply.body
+                elif repeat_ok:
                     assert reply.status == 200, (reply.status, reply.body, before)
                     assert reply.body["state"] == before["state"], (reply.body, before)
                 else:
@@ -179,7 +183,9 @@ class RemoteRules:
             if delivery == "repeated":  # sent again: answered, nothing written twice
                 again = self._send(job_id, token, action)
                 if again.status < 500:
-                    if action == "heartbeat":
+                    if action == "heartbeat" and after["state"] == JobState.CANCELLED.value:
+                        assert again.status == 200 and again.body["cancel_requested"]
+                    elif action == "heartbeat":
                         assert again.status == 200, again.body
                         after = {**after, "lease_expires_at": self._row(job_id)[
                             "lease_expires_at"]}

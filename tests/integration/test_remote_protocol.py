@@ -131,3 +131,92 @@ def test_a_python_pool_cannot_be_leased_over_http(remote: Leasehold, api: ApiCli
     assert refused.body["error"]["field"] == "pool"
     assert "external" in refused.body["error"]["message"]
     assert shown(api, job_id)["state"] == "QUEUED"  # left to the pool's Python workers
+
+
+# -- 2. cancel: seen on a heartbeat, ended at once -----------------------------------------
+
+@pytest.mark.parametrize("then", ["reports nothing", "reports a Cancelled failure",
+                                  "reports its result"])
+def test_a_cancel_seen_on_a_heartbeat_ends_the_job_cancelled_at_once(
+        remote: Leasehold, api: ApiClient, then: str) -> None:
+    """Whatever the worker does after the heartbeat said cancel (the schema once said
+    "report nothing more"; the reference workers sent a ``Cancelled`` failure), the job is
+    CANCELLED by that heartbeat, not a lease later by the sweeper."""
+    job_id = submit(api)
+    [job] = lease(api)
+    token = job["lease"]["token"]
+    assert api.delete(f"/jobs/{job_id}", tenant="acme").status == 200
+    beat = api.post(f"/jobs/{job_id}/heartbeat", {"token": token})
+    assert beat.status == 200 and beat.body["cancel_requested"] is True
+    assert shown(api, job_id)["state"] == "CANCELLED"
+    if then == "reports a Cancelled failure":
+        reply = api.post(f"/jobs/{job_id}/fail", {"token": token, "retryable": False, "error": {
+            "type": "Cancelled", "message": "cancel requested"}})
+        assert reply.status == 200 and reply.body["state"] == "CANCELLED"
+    elif then == "reports its result":
+        reply = api.post(f"/jobs/{job_id}/complete", {"token": token, "result": 1})
+        assert reply.status == 200 and reply.body["state"] == "CANCELLED"
+    again = api.post(f"/jobs/{job_id}/heartbeat", {"token": token})  # its answer was lost
+    assert again.status == 200 and again.body["cancel_requested"] is True
+    ended = remote.store.get(job_id)
+    assert ended.state.value == "CANCELLED" and ended.result_json is None
+    assert [h.target for h in ended.history].count("CANCELLED") == 1
+    assert lease(api) == []  # its message went with the cancel
+
+
+def test_a_cancel_whose_write_answer_was_lost_still_ends_the_job(
+        remote: Leasehold, api: ApiClient) -> None:
+    job_id = submit(api)
+    [job] = lease(api)
+    assert api.delete(f"/jobs/{job_id}", tenant="acme").status == 200
+    inject(remote, Fault(target="dynamodb.UpdateItem|dynamodb.TransactWriteItems",
+                         kind="lose-raise", times=1))
+    beat = api.post(f"/jobs/{job_id}/heartbeat", {"token": job["lease"]["token"]})
+    assert beat.status == 200 and beat.body["cancel_requested"] is True
+    assert shown(api, job_id)["state"] == "CANCELLED"
+
+
+# -- 6. a result over the limits -----------------------------------------------------------
+
+@pytest.mark.parametrize("kib", [100, 400])
+def test_a_result_over_its_limit_ends_the_attempt_payload_too_large(
+        remote: Leasehold, api: ApiClient, kib: int) -> None:
+    """100 KiB: over the result limit (64 KiB); 400 KiB: over the API's body limit for other
+    routes (320 KiB), which once answered 413 before the finish ran and left it RUNNING."""
+    job_id = submit(api, max_attempts=5)
+    [job] = lease(api)
+    body = {"token": job["lease"]["token"], "result": "x" * (kib * 1024)}
+    reply = api.post(f"/jobs/{job_id}/complete", body)
+    assert reply.status == 413 and reply.body["error"]["code"] == "payload_too_large"
+    ended = shown(api, job_id)
+    assert (ended["state"], ended["attempts"], ended["error"]["type"]) == \
+        ("DEAD", 1, "PayloadTooLarge")
+    again = api.post(f"/jobs/{job_id}/complete", body)  # its answer was lost
+    assert again.status == 413
+    # The reference workers' fallback on 413: answered the job as it is.
+    fallback = api.post(f"/jobs/{job_id}/fail", {"token": job["lease"]["token"], "error": {
+        "type": "PayloadTooLarge", "message": "the result is over the limit"}})
+    assert fallback.status == 200 and fallback.body["state"] == "DEAD"
+    assert [h.target for h in remote.store.get(job_id).history].count("DEAD") == 1
+
+
+def test_a_payload_too_large_failure_is_never_retried(api: ApiClient) -> None:
+    """A worker whose complete met a 413 before the server read it (over the transport's
+    limit) reports it: retryable or not, the attempt's end is final."""
+    job_id = submit(api, max_attempts=5)
+    [job] = lease(api)
+    reply = api.post(f"/jobs/{job_id}/fail", {"token": job["lease"]["token"], "error": {
+        "type": "PayloadTooLarge", "message": "413 from the gateway"}})
+    assert (reply.status, reply.body["state"], reply.body["attempts"]) == (200, "DEAD", 1)
+
+
+def test_an_oversized_result_whose_write_answer_was_lost_is_still_recorded(
+        remote: Leasehold, api: ApiClient) -> None:
+    job_id = submit(api, max_attempts=5)
+    [job] = lease(api)
+    inject(remote, Fault(target="dynamodb.UpdateItem|dynamodb.TransactWriteItems",
+                         kind="lose-raise", times=1))
+    reply = api.post(f"/jobs/{job_id}/complete", {"token": job["lease"]["token"],
+                                                  "result": "x" * (100 * 1024)})
+    assert reply.status == 413
+    assert shown(api, job_id)["state"] == "DEAD"

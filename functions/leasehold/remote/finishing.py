@@ -13,9 +13,11 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
+from leasehold.core.failures import unfit_result
 from leasehold.core.jobs import Job, JobError
+from leasehold.core.spec import MAX_RESULT_BYTES, encode_json
 from leasehold.core.states import JobState
-from leasehold.errors import LeaseLost
+from leasehold.errors import LeaseLost, PayloadTooLarge
 from leasehold.lifecycle.app import Leasehold
 from leasehold.lifecycle.heartbeat import Attempt, extend
 from leasehold.lifecycle.submission import DEADLINE
@@ -57,9 +59,19 @@ def _held(app: Leasehold, job_id: str, token_text: str) -> tuple[Job, Token]:
 
 
 def heartbeat(app: Leasehold, job_id: str, token_text: str, progress: Any = None) -> Beat:
+    """Extend the lease; or, once a cancel was requested, end the job CANCELLED (as this
+    lease's finish) and say so: the worker stops, and need report nothing."""
+    job = app.store.get(job_id)
+    token = Token.decode(token_text, job_id)
+    if job.state is JobState.CANCELLED and finished_by_this_lease(job, token.owner):
+        return Beat(expires_at=job.finished_at or app.now(), cancel_requested=True)  # again
     job, token = _held(app, job_id, token_text)
+    if job.cancel_requested:
+        return _cancelled(app, job, token)
     ends = app.now() + int(app.settings.lease_seconds * 1000)
     view = extend(app, job, token.owner, ends, progress)
+    if view.cancel_requested:
+        return _cancelled(app, view, token)
     url = token.queue_of(app, job.pool)
     if url is not None:
         try:  # as a Python worker's heartbeat: the lease in DynamoDB is what counts
@@ -70,12 +82,30 @@ def heartbeat(app: Leasehold, job_id: str, token_text: str, progress: Any = None
     return Beat(expires_at=ends, cancel_requested=view.cancel_requested)
 
 
+def _cancelled(app: Leasehold, job: Job, token: Token) -> Beat:
+    """A heartbeat met a cancel request: the job ends CANCELLED now, written as this lease's
+    finish (fenced on its owner), whether the worker then reports its end or not."""
+    ended = _finish(app, job.job_id, token.encode(), Attempt(finished=True, view=job))
+    return Beat(expires_at=ended.finished_at or app.now(), cancel_requested=True)
+
+
 def complete(app: Leasehold, job_id: str, token: str, result: Any) -> Job:
+    """Record the attempt's result. One over :data:`MAX_RESULT_BYTES` ends the attempt
+    ``PayloadTooLarge`` (never retried: every attempt would return it again), and is then
+    refused (413) so the worker knows its result was not kept."""
+    try:
+        encode_json("result", result, MAX_RESULT_BYTES)
+    except PayloadTooLarge as exc:
+        _finish(app, job_id, token, Attempt(error=unfit_result(exc), finished=True))
+        raise
     return _finish(app, job_id, token, Attempt(result=result, finished=True))
 
 
 def fail(app: Leasehold, job_id: str, token: str, *, error_type: str, message: str,
          retryable: bool = True) -> Job:
+    # A result the worker could not send (over the limits: 413) is as final as one the
+    # server refused: however it arrives, PayloadTooLarge is never retried.
+    retryable = retryable and error_type != PayloadTooLarge.__name__
     types = (error_type,) if retryable else (error_type, NON_RETRYABLE)
     return _finish(app, job_id, token, Attempt(
         error=JobError(type=error_type, message=message, types=types), finished=True))
