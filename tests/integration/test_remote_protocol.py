@@ -220,3 +220,71 @@ def test_an_oversized_result_whose_write_answer_was_lost_is_still_recorded(
                                                   "result": "x" * (100 * 1024)})
     assert reply.status == 413
     assert shown(api, job_id)["state"] == "DEAD"
+
+
+# -- 5. timeouts ---------------------------------------------------------------------------
+
+def test_an_attempt_past_its_timeout_is_refused_and_fails_attempt_timeout(
+        remote: Leasehold, api: ApiClient, clock: Any) -> None:
+    job_id = submit(api, timeout_seconds=2, max_attempts=2, retry=NO_BACKOFF)
+    [job] = lease(api)
+    token = job["lease"]["token"]
+    assert job["timeout_at"] is not None and job["timeout_at"] < job["lease"]["expires_at"]
+    clock.advance(1)
+    beat = api.post(f"/jobs/{job_id}/heartbeat", {"token": token})
+    assert beat.status == 200 and beat.body["expires_at"] == job["timeout_at"]  # not past it
+    clock.advance(1.5)
+    late = api.post(f"/jobs/{job_id}/heartbeat", {"token": token})
+    assert late.status == 409 and late.body["error"]["code"] == "lease_lost"
+    assert "timeout" in late.body["error"]["message"]
+    ended = shown(api, job_id)
+    assert ended["state"] in ("QUEUED", "SCHEDULED") and ended["error"]["type"] == "AttemptTimeout"
+    clock.advance(1)
+    [second] = lease(api)  # retried by the task's policy
+    assert second["attempt"] == 2
+    clock.advance(3)
+    # A result reported past the timeout comes too late, as a Python handler's would.
+    done = api.post(f"/jobs/{job_id}/complete", {"token": second["lease"]["token"],
+                                                 "result": "late"})
+    assert done.status == 409 and "timeout" in done.body["error"]["message"]
+    final = shown(api, job_id)
+    assert (final["state"], final["error"]["type"], final["result"]) == \
+        ("DEAD", "AttemptTimeout", None)
+
+
+def test_an_attempt_cut_by_the_job_s_deadline_ends_dead(
+        remote: Leasehold, api: ApiClient, clock: Any) -> None:
+    job_id = submit(api, timeout_seconds=60, deadline_seconds=3, max_attempts=5)
+    [job] = lease(api)
+    assert job["timeout_at"] == job["deadline_at"]
+    clock.advance(4)
+    late = api.post(f"/jobs/{job_id}/heartbeat", {"token": job["lease"]["token"]})
+    assert late.status == 409 and "deadline" in late.body["error"]["message"]
+    assert shown(api, job_id)["state"] == "DEAD"
+
+
+def test_an_external_task_s_policy_gives_its_jobs_their_timeout_and_retries(
+        make_app: Any, clock: Any) -> None:
+    """``PoolConfig(kind="external", tasks={...})`` and ``--external POOL:{...}`` write
+    ``Settings.external_policies``; a job's own values still win."""
+    from leasehold.settings import external_declarations
+    names, policies = external_declarations(
+        ['images:{"resize": {"timeout_seconds": 2, "max_attempts": 2, '
+         '"retry": {"min_backoff_seconds": 0, "max_backoff_seconds": 0}}, "crop": {}}'])
+    app = make_app(pools=("default", "images"), external_tasks=names,
+                   external_policies=policies)
+    api = ApiClient(app)
+    job_id = submit(api)
+    row = app.store.get(job_id)
+    assert (row.timeout_seconds, row.max_attempts, row.retry.max_backoff_seconds) == (2, 2, 0)
+    assert app.store.get(submit(api, timeout_seconds=30)).timeout_seconds == 30
+    for attempt in (1, 2):
+        [job] = [j for j in lease(api, max_jobs=10) if j["job_id"] == job_id]
+        assert job["attempt"] == attempt
+        clock.advance(3)
+        late = api.post(f"/jobs/{job_id}/heartbeat", {"token": job["lease"]["token"]})
+        assert late.status == 409
+        clock.advance(1)
+    ended = shown(api, job_id)
+    assert (ended["state"], ended["attempts"], ended["error"]["type"]) == \
+        ("DEAD", 2, "AttemptTimeout")

@@ -55,6 +55,10 @@ class LeasedJob(BaseModel):
     attempt: int = Field(description="1 for the first attempt")
     tenant: str
     deadline_at: str | None = Field(description="the job's deadline (ISO-8601 UTC), if any")
+    timeout_at: str | None = Field(
+        default=None, description="when this attempt must have ended (ISO-8601 UTC): its "
+        "start plus the task's timeout_seconds, or the job's deadline if earlier; past it "
+        "heartbeats and finishes answer 409 and the attempt fails AttemptTimeout")
     lease: LeaseOut
 
 
@@ -145,6 +149,7 @@ def lease_jobs(body: LeaseRequest) -> LeaseAnswer:
         job_id=item.job.job_id, task=item.job.task, payload=json.loads(item.job.payload_json),
         attempt=item.job.attempt, tenant=item.job.tenant,
         deadline_at=iso(finishing.deadline_of(item.job)),
+        timeout_at=iso(finishing.timeout_of(item.job)),
         lease=LeaseOut(token=item.token, expires_at=iso(item.job.lease_expires_at) or ""))
         for item in leased])
 

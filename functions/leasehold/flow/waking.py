@@ -13,8 +13,8 @@ stranded for longer than one recheck period.
 from __future__ import annotations
 
 import logging
-from itertools import islice
 from collections.abc import Iterator, Mapping
+from itertools import islice
 from typing import Any
 
 from leasehold.aws.definitions import PARKED_INDEX

@@ -4,6 +4,7 @@ its flags; see :mod:`leasehold.local.runtime`)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from leasehold.time import ticker
 
@@ -61,3 +62,6 @@ class RuntimeOptions:
     #: External tasks (``--external POOL:TASK[,TASK]``): pool -> task names, run by workers
     #: in any language over HTTP (leasehold.remote); no Python worker polls these pools.
     external: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    #: Their policies (``--external 'POOL:{"TASK": {"timeout_seconds": 60}}'``): task ->
+    #: policy (``Settings.external_policies``).
+    external_policies: dict[str, dict[str, Any]] = field(default_factory=dict)

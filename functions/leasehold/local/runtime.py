@@ -147,7 +147,7 @@ class Runtime:
             endpoint_url=endpoint, task_modules=opts.tasks,
             # An external pool has queues and no Python worker (its workers lease over HTTP).
             pools=(*opts.pools, *(p for p in opts.external if p not in opts.pools)),
-            external_tasks=opts.external,
+            external_tasks=opts.external, external_policies=opts.external_policies,
             lease_seconds=opts.lease_seconds, event_bus=event_bus, publish=publish)
         self.app = compose(settings)
         # LEASEHOLD_PROVISION: the older, undocumented spelling of --provision.

@@ -45,30 +45,55 @@ def deadline_of(job: Job) -> int | None:
     return None if deadline is None else int(deadline)
 
 
+def timeout_of(job: Job) -> int | None:
+    """When the leased attempt must have ended, epoch ms: its start plus the task's
+    ``timeout_seconds``, or the job's deadline if that comes first (as a Python worker's
+    attempt is cut at ``min(timeout, deadline)``)."""
+    ends = None if job.started_at is None else \
+        job.started_at + int(job.timeout_seconds * 1000)
+    deadline = deadline_of(job)
+    candidates = [t for t in (ends, deadline) if t is not None]
+    return min(candidates) if candidates else None
+
+
 def worker_of(token: str) -> str:
     """The worker id a lease's owner was made from (``Worker.take``: ``worker_id:hex``)."""
     return token.rpartition(":")[0] or token
 
 
-def _held(app: Leasehold, job_id: str, token_text: str) -> tuple[Job, Token]:
-    job = app.store.get(job_id)  # an unknown job is 404, whatever the token
-    token = Token.decode(token_text, job_id)
-    if job.state is not JobState.RUNNING or job.lease_owner != token.owner:
-        raise LeaseLost(job_id=job_id, current=job)
-    return job, token
+def finisher(owner: str) -> str:
+    """What a finish records of the lease that wrote it (:data:`FINISHED_BY`): the lease
+    secret of its owner (``worker_id:hex``), 8 characters on the row."""
+    return owner.rpartition(":")[2]
+
+
+def finished_by_this_lease(job: Job, owner: str) -> bool:
+    """Whether the write that ended ``owner``'s attempt is on the row: what a repeated
+    finish is answered from, never the owner field (the sweeper ends a job without
+    clearing it, and a zombie must not be told its result was taken)."""
+    return job.extra.get(FINISHED_BY) == finisher(owner)
 
 
 def heartbeat(app: Leasehold, job_id: str, token_text: str, progress: Any = None) -> Beat:
-    """Extend the lease; or, once a cancel was requested, end the job CANCELLED (as this
-    lease's finish) and say so: the worker stops, and need report nothing."""
-    job = app.store.get(job_id)
+    """Extend the lease (never past the attempt's timeout); or end the attempt and say so:
+    CANCELLED once a cancel was requested (the worker stops and need report nothing), or
+    ``AttemptTimeout`` past its timeout (409, the worker stops)."""
+    job = app.store.get(job_id)  # an unknown job is 404, whatever the token
     token = Token.decode(token_text, job_id)
     if job.state is JobState.CANCELLED and finished_by_this_lease(job, token.owner):
         return Beat(expires_at=job.finished_at or app.now(), cancel_requested=True)  # again
-    job, token = _held(app, job_id, token_text)
+    if job.state is not JobState.RUNNING or job.lease_owner != token.owner:
+        raise LeaseLost(job_id=job_id, current=job)
     if job.cancel_requested:
         return _cancelled(app, job, token)
-    ends = app.now() + int(app.settings.lease_seconds * 1000)
+    now = app.now()
+    _refuse_past_timeout(app, job, token, now)
+    ends = now + int(app.settings.lease_seconds * 1000)
+    timeout = timeout_of(job)
+    if timeout is not None:
+        # The worker heartbeats at a third of what is left: near its timeout it comes back
+        # soon enough to hear of it.
+        ends = min(ends, max(timeout, now + 1))
     view = extend(app, job, token.owner, ends, progress)
     if view.cancel_requested:
         return _cancelled(app, view, token)
@@ -79,14 +104,33 @@ def heartbeat(app: Leasehold, job_id: str, token_text: str, progress: Any = None
                               int(app.settings.lease_seconds * 2) + 1)
         except Exception:
             log.info("could not extend the visibility of %s", job_id, exc_info=True)
-    return Beat(expires_at=ends, cancel_requested=view.cancel_requested)
+    return Beat(expires_at=ends, cancel_requested=False)
 
 
 def _cancelled(app: Leasehold, job: Job, token: Token) -> Beat:
     """A heartbeat met a cancel request: the job ends CANCELLED now, written as this lease's
     finish (fenced on its owner), whether the worker then reports its end or not."""
-    ended = _finish(app, job.job_id, token.encode(), Attempt(finished=True, view=job))
+    ended = _record(app, job, token, Attempt(finished=True, view=job))
     return Beat(expires_at=ended.finished_at or app.now(), cancel_requested=True)
+
+
+def _refuse_past_timeout(app: Leasehold, job: Job, token: Token, now: int) -> None:
+    """Past the attempt's timeout: record its end (``AttemptTimeout`` by the retry policy,
+    or ``DeadlineExceeded`` at the job's deadline, as a Python worker's attempt ends) and
+    refuse the request (409 lease_lost, saying why)."""
+    timeout = timeout_of(job)
+    if timeout is None or now < timeout:
+        return
+    deadline = deadline_of(job)
+    past_deadline = deadline is not None and deadline <= timeout
+    ended = _record(app, job, token, Attempt(finished=True, timed_out=True,
+                                             past_deadline=past_deadline))
+    why = "the job's deadline" if past_deadline else \
+        f"its timeout of {job.timeout_seconds:g}s"
+    kind = ended.error.type if ended.error is not None else "AttemptTimeout"
+    raise LeaseLost(f"attempt {job.attempt} of job {job.job_id} ran past {why}: it ended "
+                    f"{kind} ({ended.state}); stop it and report nothing",
+                    job_id=job.job_id, current=ended)
 
 
 def complete(app: Leasehold, job_id: str, token: str, result: Any) -> Job:
@@ -111,20 +155,8 @@ def fail(app: Leasehold, job_id: str, token: str, *, error_type: str, message: s
         error=JobError(type=error_type, message=message, types=types), finished=True))
 
 
-def finisher(owner: str) -> str:
-    """What a finish records of the lease that wrote it (:data:`FINISHED_BY`): the lease
-    secret of its owner (``worker_id:hex``), 8 characters on the row."""
-    return owner.rpartition(":")[2]
-
-
-def finished_by_this_lease(job: Job, owner: str) -> bool:
-    """Whether the write that ended ``owner``'s attempt is on the row: what a repeated
-    finish is answered from, never the owner field (the sweeper ends a job without
-    clearing it, and a zombie must not be told its result was taken)."""
-    return job.extra.get(FINISHED_BY) == finisher(owner)
-
-
 def _finish(app: Leasehold, job_id: str, token_text: str, attempt: Attempt) -> Job:
+    """A worker's report of its attempt's end: recorded once, answered again."""
     job = app.store.get(job_id)
     token = Token.decode(token_text, job_id)
     if job.state is not JobState.RUNNING or job.lease_owner != token.owner:
@@ -132,16 +164,25 @@ def _finish(app: Leasehold, job_id: str, token_text: str, attempt: Attempt) -> J
             _acknowledge(app, job, token)
             return job  # this lease's finish was recorded: a retry after a lost response
         raise LeaseLost(job_id=job_id, current=job)
+    # A report past the attempt's timeout comes too late, as a Python worker's handler
+    # that returned after it: the attempt ends AttemptTimeout.
+    _refuse_past_timeout(app, job, token, app.now())
+    return _record(app, job, token, attempt)
+
+
+def _record(app: Leasehold, job: Job, token: Token, attempt: Attempt) -> Job:
+    """Write the end of ``token``'s attempt of ``job`` (RUNNING, its lease) through the
+    lifecycle's own finish, marked as this lease's; the row after it."""
     attempt.lease_ends = job.lease_expires_at or app.now()
     worker = Worker(app, worker_id=worker_of(token.owner),
                     finish_marks={FINISHED_BY: finisher(token.owner)})
     outcome = worker.record(job, token.owner, attempt)
-    after = app.store.get(job_id)
+    after = app.store.get(job.job_id)
     if outcome is Outcome.LEASE_LOST or (outcome is Outcome.CANCELLED and
                                          not finished_by_this_lease(after, token.owner)):
         # Lost, or ended meanwhile by the sweeper (a cancel honoured on a lost lease): this
         # lease wrote nothing. (The row may have moved on since our write: a retry leased.)
-        raise LeaseLost(job_id=job_id, current=after)
+        raise LeaseLost(job_id=job.job_id, current=after)
     _acknowledge(app, job, token)
     return after
 
@@ -158,5 +199,5 @@ def _acknowledge(app: Leasehold, job: Job, token: Token) -> None:
         log.info("could not delete the message of %s", job.job_id, exc_info=True)
 
 
-__all__ = ["FINISHED_BY", "NON_RETRYABLE", "Beat", "finished_by_this_lease", "finisher", "complete", "deadline_of", "fail", "heartbeat",
-           "worker_of"]
+__all__ = ["FINISHED_BY", "NON_RETRYABLE", "Beat", "complete", "deadline_of", "fail",
+           "finished_by_this_lease", "finisher", "heartbeat", "timeout_of", "worker_of"]
