@@ -13,6 +13,8 @@ from leasehold.aws.faults import Fault
 from leasehold.core.registry import TaskDefinition
 from leasehold.lifecycle import sweeper
 from leasehold.lifecycle.app import Leasehold
+from leasehold.remote import leasing
+from leasehold.remote.hangup import CLIENT_GONE
 from tests.integration.api_client import ApiClient
 from tests.integration.helpers import inject
 
@@ -288,3 +290,85 @@ def test_an_external_task_s_policy_gives_its_jobs_their_timeout_and_retries(
     ended = shown(api, job_id)
     assert (ended["state"], ended["attempts"], ended["error"]["type"]) == \
         ("DEAD", 2, "AttemptTimeout")
+
+
+# -- 4. hanging up on a long poll ----------------------------------------------------------
+
+def test_a_job_leased_to_a_caller_that_hung_up_is_handed_back_uncounted(
+        remote: Leasehold, api: ApiClient) -> None:
+    """Through the API handler, with the request's connection check saying the caller has
+    gone by the time the lease is answered."""
+    job_id = submit(api)
+    checks: list[bool] = []
+
+    def gone() -> bool:  # there while the poll asks, gone when the answer is due
+        checks.append(True)
+        return len(checks) > 1
+
+    token = CLIENT_GONE.set(gone)
+    try:
+        reply = api.post("/workers/lease", {"pool": "images", "wait_seconds": 2})
+    finally:
+        CLIENT_GONE.reset(token)
+    assert reply.status == 200 and reply.body["jobs"] == []
+    back = shown(api, job_id)
+    assert (back["state"], back["attempts"], back["crash_recoveries"]) == ("QUEUED", 0, 0)
+    [again] = lease(api)  # at once, from the new message (the old one is stale)
+    assert (again["job_id"], again["attempt"]) == (job_id, 1)
+    assert lease(api) == []
+
+
+def test_a_long_poll_whose_caller_hung_up_leases_nothing_through_the_gateway(
+        remote: Leasehold, api: ApiClient) -> None:
+    """A worker hangs up on a 3 s long poll (``curl --max-time``); a job submitted right
+    after is not leased to it: the poll ends when its caller goes, or hands back what it
+    took. Once the request's handler has returned, the job waits, unleased and uncounted."""
+    import json
+    import socket
+    import threading
+
+    from leasehold.api.app import handle
+    from leasehold.api.context import ApiConfig
+    from leasehold.local.gateway import Gateway
+
+    answered = threading.Event()
+
+    def handler(event: dict[str, Any]) -> dict[str, Any]:
+        try:
+            return handle(remote, event, None, ApiConfig(trust_tenant_header=True))
+        finally:
+            if event["path"] == "/workers/lease":
+                answered.set()
+
+    gateway = Gateway("127.0.0.1", 0, handler)
+    threading.Thread(target=gateway.serve_forever, daemon=True).start()
+    try:
+        host, port = gateway.server_address[:2]
+        body = json.dumps({"pool": "images", "wait_seconds": 3}).encode()
+        with socket.create_connection((host, port)) as client:
+            client.sendall(b"POST /workers/lease HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n"
+                           b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
+                           % (port, len(body), body))
+        job_id = submit(api)  # after the hang-up, while the poll would still wait
+        assert answered.wait(30)
+    finally:
+        gateway.shutdown()
+        gateway.server_close()
+    back = shown(api, job_id)
+    assert (back["state"], back["attempts"], back["crash_recoveries"]) == ("QUEUED", 0, 0)
+    [job] = lease(api)
+    assert (job["job_id"], job["attempt"]) == (job_id, 1)
+
+
+def test_a_hand_back_whose_write_answer_was_lost_still_hands_the_job_back(
+        remote: Leasehold, api: ApiClient) -> None:
+    job_id = submit(api)
+    [leased] = leasing.lease(remote, pool="images", tasks=None, max_jobs=1, wait_seconds=0,
+                             worker_id="w")
+    inject(remote, Fault(target="dynamodb.UpdateItem|dynamodb.TransactWriteItems",
+                         kind="lose-raise", times=1))
+    leasing.hand_back(remote, leased, "w")
+    back = shown(api, job_id)
+    assert (back["state"], back["attempts"]) == ("QUEUED", 0)
+    [again] = lease(api)  # its message was sent: nothing waits for the sweeper
+    assert (again["job_id"], again["attempt"]) == (job_id, 1)

@@ -23,7 +23,7 @@ from leasehold.api.models import JobOut
 from leasehold.api.principals import principal_of
 from leasehold.core.spec import NAME_PATTERN, POOL_PATTERN
 from leasehold.errors import NotFound
-from leasehold.remote import finishing, leasing
+from leasehold.remote import finishing, hangup, leasing
 
 router = Router()
 
@@ -144,7 +144,8 @@ def lease_jobs(body: LeaseRequest) -> LeaseAnswer:
     app = context.leasehold(router)
     _check(body.pool)
     leased = leasing.lease(app, pool=body.pool, tasks=body.tasks, max_jobs=body.max_jobs,
-                           wait_seconds=body.wait_seconds, worker_id=body.worker_id)
+                           wait_seconds=body.wait_seconds, worker_id=body.worker_id,
+                           gone=hangup.client_gone())
     return LeaseAnswer(jobs=[LeasedJob(
         job_id=item.job.job_id, task=item.job.task, payload=json.loads(item.job.payload_json),
         attempt=item.job.attempt, tenant=item.job.tenant,
