@@ -372,3 +372,12 @@ def test_a_hand_back_whose_write_answer_was_lost_still_hands_the_job_back(
     assert (back["state"], back["attempts"]) == ("QUEUED", 0)
     [again] = lease(api)  # its message was sent: nothing waits for the sweeper
     assert (again["job_id"], again["attempt"]) == (job_id, 1)
+
+
+def test_the_lease_speaks_protocol_version_1(api: ApiClient) -> None:
+    answered = api.post("/workers/lease", {"pool": "images", "wait_seconds": 0, "protocol": 1})
+    assert answered.status == 200 and answered.body["protocol"] == 1
+    unsent = api.post("/workers/lease", {"pool": "images", "wait_seconds": 0})
+    assert unsent.status == 200 and unsent.body["protocol"] == 1  # version 1 workers send none
+    later = api.post("/workers/lease", {"pool": "images", "wait_seconds": 0, "protocol": 2})
+    assert later.status == 422 and later.body["error"]["field"] == "protocol"

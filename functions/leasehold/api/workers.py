@@ -27,6 +27,9 @@ from leasehold.remote import finishing, hangup, leasing
 
 router = Router()
 
+#: The worker protocol's version (docs/protocol.md): sent by workers, answered by the server.
+PROTOCOL = 1
+
 JobId = Annotated[str, Path(min_length=1, max_length=64, pattern=r"^[0-9A-Za-z]+$")]
 
 
@@ -41,6 +44,11 @@ class LeaseRequest(BaseModel):
         description="long poll: answer at the first job, or with none after this long")
     worker_id: str = Field(default="remote", min_length=1, max_length=128,
                            pattern=r"^[A-Za-z0-9._@/-]+$")
+    protocol: int = Field(
+        default=PROTOCOL, ge=1, le=PROTOCOL,
+        description=f"the protocol version the worker speaks (docs/protocol.md); this "
+                    f"server speaks {PROTOCOL} and refuses a later one (422). Optional: "
+                    "a worker that sends none is taken to speak version 1")
 
 
 class LeaseOut(BaseModel):
@@ -64,6 +72,8 @@ class LeasedJob(BaseModel):
 
 class LeaseAnswer(BaseModel):
     jobs: list[LeasedJob] = Field(description="empty when wait_seconds passed with no job")
+    protocol: int = Field(default=PROTOCOL,
+                          description="the protocol version the server speaks")
 
 
 class HeartbeatRequest(BaseModel):
