@@ -40,7 +40,7 @@ def _at(seconds: float) -> str:
 class _Handler(BaseHTTPRequestHandler):
     server: Fake
 
-    def do_POST(self) -> None:  # noqa: N802 (http.server's name)
+    def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         self.server.requests.append((self.path, body))
         if self.path == "/workers/lease":
