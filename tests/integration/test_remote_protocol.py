@@ -381,3 +381,17 @@ def test_the_lease_speaks_protocol_version_1(api: ApiClient) -> None:
     assert unsent.status == 200 and unsent.body["protocol"] == 1  # version 1 workers send none
     later = api.post("/workers/lease", {"pool": "images", "wait_seconds": 0, "protocol": 2})
     assert later.status == 422 and later.body["error"]["field"] == "protocol"
+
+
+def test_worker_answers_use_the_job_rows_timestamp_format(api: ApiClient, clock: Any) -> None:
+    """One format everywhere (docs/protocol.md, "Timestamps"): ISO-8601 UTC, milliseconds."""
+    import re
+    stamp = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z")
+    job_id = submit(api, deadline_seconds=100)
+    clock.advance(0.123456)
+    [job] = lease(api)
+    beat = api.post(f"/jobs/{job_id}/heartbeat", {"token": job["lease"]["token"]}).body
+    row = shown(api, job_id)
+    for value in (job["lease"]["expires_at"], job["deadline_at"], job["timeout_at"],
+                  beat["expires_at"], row["started_at"], row["created_at"]):
+        assert stamp.fullmatch(value), value

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from datetime import UTC, datetime
 from typing import Annotated, Any
 
 from aws_lambda_powertools.event_handler.api_gateway import Router
@@ -21,6 +20,7 @@ from leasehold.api import context
 from leasehold.api.answers import answers, view
 from leasehold.api.models import JobOut
 from leasehold.api.principals import principal_of
+from leasehold.clock import iso
 from leasehold.core.spec import NAME_PATTERN, POOL_PATTERN
 from leasehold.errors import NotFound
 from leasehold.remote import finishing, hangup, leasing
@@ -107,10 +107,6 @@ class WorkerForbidden(context.Forbidden):
     """The caller may not work on this pool's jobs (grant it with ``grant_lease``)."""
 
 
-def iso(ms: int | None) -> str | None:
-    if ms is None:
-        return None
-    return datetime.fromtimestamp(ms / 1000, UTC).isoformat().replace("+00:00", "Z")
 
 
 def allowed_pools(event: Mapping[str, Any], api: context.ApiConfig) -> frozenset[str] | None:
