@@ -1,7 +1,7 @@
-"""The conformance suite's runtime and workers (issue 34, ``/work/wt/shared/PROTOCOL.md``).
+"""The conformance suite's runtime and workers (docs/protocol.md, "The conformance task set").
 
 One ``leasehold dev`` per module with the conformance tasks external in pool ``conf``; each
-worker is its language's reference worker, started as PROTOCOL.md says. A language whose
+worker is its language's reference worker, started as docs/protocol.md says. A language whose
 command is not there fails (never skips): the suite is what says a worker conforms.
 """
 
@@ -26,7 +26,7 @@ ROOT = Path(__file__).parents[2]
 POOL = "conf"
 TASKS = "conformance.echo,conformance.fail,conformance.sleep"
 #: How each language's reference worker is started (from the repository root), and what
-#: must exist first (a built file): PROTOCOL.md's "How a reference worker is started".
+#: must exist first (a built file); docs/protocol.md, "Starting", says what it is given.
 COMMANDS: dict[str, tuple[list[str], Path | None]] = {
     "python": ([sys.executable, "-m", "tests.conformance.python_worker"], None),
     "typescript": (["node", "workers/typescript/dist/conformance.js"],
@@ -36,7 +36,8 @@ COMMANDS: dict[str, tuple[list[str], Path | None]] = {
 }
 #: A fourth language: its command (``LEASEHOLD_CONFORMANCE_COMMAND="./my-worker --flag"``).
 EXTRA = os.environ.get("LEASEHOLD_CONFORMANCE_COMMAND", "")
-LANGUAGES = ["python", "typescript", "java", *(["custom"] if EXTRA else [])]
+REFERENCE = ("python", "typescript", "java")
+LANGUAGES = [*REFERENCE, *(["custom"] if EXTRA else [])]
 
 
 def command_for(language: str) -> list[str]:

@@ -16,6 +16,7 @@ from urllib.parse import unquote
 
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response, content_types
 from aws_lambda_powertools.event_handler.api_gateway import Router
+from aws_lambda_powertools.event_handler.openapi.models import Tag
 
 from leasehold import __version__
 from leasehold.api import (
@@ -168,7 +169,7 @@ def build() -> APIGatewayRestResolver:
     # Swagger UI over the same OpenAPI document: the page at /docs, the document at
     # /docs?format=json (both behind the same identity as every other route).
     resolver.enable_swagger(path="/docs", title=TITLE, version=__version__,
-                            description=DESCRIPTION)
+                            description=DESCRIPTION, tags=TAGS)
     resolver.build_middleware_stacks()
     return resolver
 
@@ -183,13 +184,15 @@ def _document_unreadable(resolver: APIGatewayRestResolver) -> None:
 
 
 DESCRIPTION = "Submit, inspect, cancel and retry jobs; see workers, dead letters, stats."
+#: Tags described in the document (the worker protocol's links to docs/protocol.md).
+TAGS: list[Tag | str] = [workers.TAG]
 resolver = build()
 
 
 def openapi_json() -> str:
     """The OpenAPI document, as served and as committed in ``docs/openapi.json``."""
     document = json.loads(resolver.get_openapi_json_schema(
-        title=TITLE, version=__version__, description=DESCRIPTION))
+        title=TITLE, version=__version__, description=DESCRIPTION, tags=TAGS))
     return json.dumps(document, indent=2, sort_keys=True) + "\n"
 
 

@@ -1,5 +1,8 @@
 """Routes for workers in any language (issue 34): lease, heartbeat, complete, fail.
 
+The normative protocol is docs/protocol.md (version :data:`PROTOCOL`); these routes' OpenAPI
+text (tag ``workers``, :data:`TAG`) agrees with it.
+
 Thin: the protocol is :mod:`leasehold.remote`. Who may call them is a worker, never a
 tenant's API caller: behind API Gateway an IAM principal granted a pool
 (``LEASEHOLD_WORKER_MAP``, written by ``jobs.pool(name).grant_lease(role)``); locally (the
@@ -13,6 +16,7 @@ from collections.abc import Mapping
 from typing import Annotated, Any
 
 from aws_lambda_powertools.event_handler.api_gateway import Router
+from aws_lambda_powertools.event_handler.openapi.models import Tag
 from aws_lambda_powertools.event_handler.openapi.params import Path
 from pydantic import BaseModel, Field
 
@@ -29,6 +33,12 @@ router = Router()
 
 #: The worker protocol's version (docs/protocol.md): sent by workers, answered by the server.
 PROTOCOL = 1
+#: The ``workers`` tag of the OpenAPI document.
+TAG = Tag(name="workers", description=(
+    "Workers in any language: lease, heartbeat, complete, fail. The normative specification "
+    f"is docs/protocol.md (protocol version {PROTOCOL}): lease length and heartbeat interval, "
+    "retries on 429/5xx/503 (Retry-After), cancellation, timeouts, sizes, shutdown and "
+    "idempotent finishes."))
 
 JobId = Annotated[str, Path(min_length=1, max_length=64, pattern=r"^[0-9A-Za-z]+$")]
 
@@ -53,7 +63,8 @@ class LeaseRequest(BaseModel):
 
 class LeaseOut(BaseModel):
     token: str = Field(description="the fencing token: every heartbeat and finish carries it")
-    expires_at: str = Field(description="ISO-8601 UTC; heartbeat at about a third of it")
+    expires_at: str = Field(description="ISO-8601 UTC (milliseconds); heartbeat at a third "
+                                        "of the time left until it")
 
 
 class LeasedJob(BaseModel):
@@ -82,8 +93,12 @@ class HeartbeatRequest(BaseModel):
 
 
 class HeartbeatAnswer(BaseModel):
-    expires_at: str
-    cancel_requested: bool = Field(description="true: stop the job; report nothing more")
+    expires_at: str = Field(description="the lease's new end (never past the attempt's "
+                                        "timeout_at); heartbeat again at a third of what is left")
+    cancel_requested: bool = Field(
+        description="true: a cancel was requested and this heartbeat ended the job CANCELLED: "
+                    "stop the job and report nothing (a report is answered 200 with the "
+                    "CANCELLED job)")
 
 
 class CompleteRequest(BaseModel):
@@ -143,8 +158,10 @@ def _check_job(job_id: str) -> None:
 
 
 @router.post("/workers/lease", summary="Lease jobs of a pool (long poll)", tags=["workers"],
-             description="Up to max_jobs of the pool's jobs, in priority order and fairly "
-                         "between tenants, with flow control applied as for Python workers.",
+             description="Up to max_jobs of an external pool's jobs (any other pool: 422), in "
+                         "priority order and fairly between tenants, with flow control "
+                         "applied as for Python workers. Do not abort the request: run or "
+                         "fail what it answers (docs/protocol.md, 'Stopping').",
              responses=answers(LeaseAnswer, 401, 403, 422))
 def lease_jobs(body: LeaseRequest) -> LeaseAnswer:
     app = context.leasehold(router)
@@ -162,7 +179,10 @@ def lease_jobs(body: LeaseRequest) -> LeaseAnswer:
 
 
 @router.post("/jobs/<job_id>/heartbeat", summary="Extend a remote worker's lease",
-             tags=["workers"], description="409 lease_lost: stop the job, report nothing.",
+             tags=["workers"],
+             description="409 lease_lost: stop the job, report nothing (the lease was taken "
+                         "over, the job ended, or the attempt is past its timeout_at: the "
+                         "message says which). cancel_requested: the job is now CANCELLED.",
              responses=answers(HeartbeatAnswer, 401, 403, 404, 409, 422))
 def heartbeat_job(job_id: JobId, body: HeartbeatRequest) -> HeartbeatAnswer:
     _check_job(job_id)
@@ -172,8 +192,11 @@ def heartbeat_job(job_id: JobId, body: HeartbeatRequest) -> HeartbeatAnswer:
 
 
 @router.post("/jobs/<job_id>/complete", summary="Report a remote job's result (fenced)",
-             tags=["workers"], description="A zombie's token answers 409 lease_lost and "
-                                           "changes nothing; a repeat answers the job.",
+             tags=["workers"],
+             description="A zombie's token answers 409 lease_lost and changes nothing; a "
+                         "repeat with the same token answers the job as recorded (200). A "
+                         "result over 64 KiB ends the attempt PayloadTooLarge (never retried) "
+                         "and answers 413; on any 413 report fail PayloadTooLarge.",
              responses=answers(JobOut, 401, 403, 404, 409, 413, 422))
 def complete_job(job_id: JobId, body: CompleteRequest) -> JobOut:
     _check_job(job_id)
@@ -181,8 +204,10 @@ def complete_job(job_id: JobId, body: CompleteRequest) -> JobOut:
 
 
 @router.post("/jobs/<job_id>/fail", summary="Report a remote job's failure (fenced)",
-             tags=["workers"], description="Retried by the job's policy unless retryable is "
-                                           "false; a zombie's token answers 409 lease_lost.",
+             tags=["workers"],
+             description="Retried by the job's policy unless retryable is false (or the "
+                         "type is PayloadTooLarge); a zombie's token answers 409 lease_lost; "
+                         "a repeat with the same token answers the job as recorded (200).",
              responses=answers(JobOut, 401, 403, 404, 409, 422))
 def fail_job(job_id: JobId, body: FailRequest) -> JobOut:
     _check_job(job_id)
@@ -191,4 +216,4 @@ def fail_job(job_id: JobId, body: FailRequest) -> JobOut:
                                retryable=body.retryable))
 
 
-__all__ = ["router"]
+__all__ = ["PROTOCOL", "TAG", "router"]
