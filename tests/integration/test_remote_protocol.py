@@ -395,3 +395,22 @@ def test_worker_answers_use_the_job_rows_timestamp_format(api: ApiClient, clock:
     for value in (job["lease"]["expires_at"], job["deadline_at"], job["timeout_at"],
                   beat["expires_at"], row["started_at"], row["created_at"]):
         assert stamp.fullmatch(value), value
+
+
+# -- workers are visible --------------------------------------------------------------------
+
+def test_a_remote_worker_is_listed_with_its_pool_last_lease_and_jobs(
+        remote: Leasehold, api: ApiClient, clock: Any) -> None:
+    job_id = submit(api)
+    lease(api, worker_id="go-1", max_jobs=5)
+    [worker] = [w for w in api.get("/workers", tenant="acme").body["workers"]
+                if w["worker_id"] == "go-1"]
+    assert (worker["kind"], worker["pool"], worker["current_jobs"], worker["processed"]) == \
+        ("remote", "images", [job_id], 1)
+    lease(api, worker_id="go-1")  # an empty poll: still listed, holding nothing new
+    [worker] = [w for w in api.get("/workers", tenant="acme").body["workers"]
+                if w["worker_id"] == "go-1"]
+    assert (worker["current_jobs"], worker["processed"]) == ([], 1)
+    clock.advance(4 * remote.settings.lease_seconds)  # quiet for three intervals: gone
+    assert [w for w in api.get("/workers", tenant="acme").body["workers"]
+            if w["worker_id"] == "go-1"] == []

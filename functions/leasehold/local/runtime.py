@@ -237,6 +237,9 @@ class Runtime:
         assert self.gateway is not None
         where = "embedded moto server" if self.emulator else "external endpoint"
         events = settings.event_bus or ""
+        external = settings.external_tasks
+        external_line = "; ".join(f"pool {pool}: {', '.join(names)}"
+                                  for pool, names in external.items())
         if events.startswith(FILE_PREFIX):
             path = events[len(FILE_PREFIX):]
             events = f"{path}   (leasehold events tail -f --log {path})"
@@ -251,8 +254,10 @@ class Runtime:
             "(--allow-host adds a name)",
             f"  AWS:       {settings.endpoint_url} ({where})",
             f"  workers:   {len(self.children)} process(es) x {self.options.concurrency} "
-            f"thread(s), pools {', '.join(settings.pools)}: "
+            f"thread(s), pools {', '.join(p for p in settings.pools if p not in external)}: "
             + " ".join(str(c.process.pid) for c in self.children),
+            *([f"  external:  {external_line}   (workers in any language: POST "
+               "/workers/lease, docs/protocol.md)"] if external else []),
             f"  tasks:     {', '.join(settings.task_modules)} -> "
             + ", ".join(self.app.registry.names() if self.app else []),
             f"  sweeper:   every {self.options.sweep_seconds:g}s; ticker every "

@@ -23,7 +23,7 @@ from leasehold.aws.queues import Message, Received
 from leasehold.core.jobs import Job
 from leasehold.core.states import JobState
 from leasehold.errors import LeaseLost, NotFound, StaleMessage, ValidationError
-from leasehold.lifecycle import handoff
+from leasehold.lifecycle import fleet, handoff
 from leasehold.lifecycle.app import Leasehold
 from leasehold.lifecycle.store import Change
 from leasehold.lifecycle.worker import Delivery, Worker
@@ -64,6 +64,12 @@ def lease(app: Leasehold, *, pool: str, tasks: Sequence[str] | None, max_jobs: i
         for item in leased:
             hand_back(app, item, worker_id)
         return []
+    try:  # seen: GET /workers lists it; never a reason to fail the lease
+        fleet.leased_by(app, worker_id=worker_id, pool=pool,
+                        jobs=[item.job.job_id for item in leased],
+                        interval_seconds=max(wait_seconds, app.settings.lease_seconds))
+    except Exception:
+        log.info("could not record remote worker %s", worker_id, exc_info=True)
     return leased
 
 
