@@ -59,3 +59,15 @@ def test_a_policy_s_values_are_checked_where_the_task_is_registered() -> None:
                 {"retry": {"min_backoff_seconds": -1}}):
         with pytest.raises(ValidationError):
             definition("resize", "images", bad)
+
+
+def test_an_external_pool_config_with_policies_deploys_them() -> None:
+    from leasehold.cdk.config import LeaseholdConfig, PoolConfig
+    config = LeaseholdConfig(pools=(PoolConfig(name="default"), PoolConfig(
+        name="images", kind="external",
+        tasks={"resize": {"timeout_seconds": 60, "max_attempts": 3}, "crop": {}})))
+    config.validate()
+    settings = config.settings()
+    assert settings.external_tasks == {"images": ("resize", "crop")}
+    assert settings.external_policies == {"resize": {"timeout_seconds": 60, "max_attempts": 3}}
+    assert "LEASEHOLD_EXTERNAL_POLICIES" in settings.to_env()
