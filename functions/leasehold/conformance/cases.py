@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from leasehold.conformance.proxy import LosingProxy
 from leasehold.conformance.server import UNASKED, CaseFailed, Server, check
 from leasehold.conformance.workers import Workers
 
@@ -227,6 +228,25 @@ def a_result_over_the_limit_ends_payload_too_large(run: Run) -> None:
           ("DEAD", 1, "PayloadTooLarge"), "state, attempts, error")
 
 
+def a_lost_finish_answer_is_sent_again(run: Run) -> None:
+    proxy = LosingProxy(run.server.url, lose="/complete")
+    try:
+        run.workers.start(url=proxy.url)
+        job_id = run.server.submit("conformance.echo", {"n": 1})
+        job = run.server.wait_for([job_id])[job_id]
+        equal((job["state"], job["attempts"]), ("SUCCEEDED", 1), "state, attempts")
+        # The first complete landed and its answer was lost: the worker sends it again, and
+        # is answered 200 with the job as recorded (nothing written twice).
+        path = f"/jobs/{job_id}/complete"
+        wait_until(lambda: proxy.answered.count((path, 200)) >= 1, 10,
+                   "the complete sent again after its answer was lost")
+        check(proxy.lost == [path], f"lost answers: {proxy.lost}")
+        after = run.server.submit("conformance.echo", {"n": 2})  # and it carries on
+        equal(run.server.wait_for([after])[after]["state"], "SUCCEEDED", "the next job")
+    finally:
+        proxy.close()
+
+
 CASES: tuple[Case, ...] = (
     Case("lease-and-finish", lease_and_finish, "an echo job leased and completed with its result"),
     Case("retry-to-dead", retries_to_dead_and_non_retryable,
@@ -249,6 +269,8 @@ CASES: tuple[Case, ...] = (
          "past timeout_seconds the attempt ends AttemptTimeout and the task stops"),
     Case("result-too-large", a_result_over_the_limit_ends_payload_too_large,
          "a result over 64 KiB ends the attempt PayloadTooLarge, not retried"),
+    Case("lost-finish", a_lost_finish_answer_is_sent_again,
+         "a complete whose answer was lost is sent again and answered 200; nothing twice"),
 )
 
 

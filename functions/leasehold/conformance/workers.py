@@ -50,9 +50,12 @@ class Workers:
         self.env = env or {}
         self.started: list[Worker] = []
 
-    def start(self, *, max_jobs: int = 4, wait_seconds: float = 1) -> Worker:
+    def start(self, *, max_jobs: int = 4, wait_seconds: float = 1,
+              url: str | None = None) -> Worker:
+        """A worker of the command, ready; ``url``: another address of the server (a
+        proxy)."""
         worker_id = f"{self.language}-{len(self.started) + 1}-{os.getpid()}"
-        env = {**os.environ, **self.env, "LEASEHOLD_URL": self.server.url,
+        env = {**os.environ, **self.env, "LEASEHOLD_URL": url or self.server.url,
                "LEASEHOLD_POOL": POOL, "LEASEHOLD_WORKER_ID": worker_id,
                "LEASEHOLD_MAX_JOBS": str(max_jobs),
                "LEASEHOLD_WAIT_SECONDS": f"{wait_seconds:g}"}
