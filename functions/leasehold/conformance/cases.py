@@ -247,6 +247,34 @@ def a_lost_finish_answer_is_sent_again(run: Run) -> None:
         proxy.close()
 
 
+def a_faulty_run_loses_nothing_and_commits_once(run: Run) -> None:
+    """Jepsen-style: jobs run while workers are killed, frozen past their leases and
+    stopped; then count. Lost (not SUCCEEDED) 0, duplicated commits (a second SUCCEEDED in
+    a job's history, or a result from a worker that did not run its last attempt) 0."""
+    server, log = run.server, run.log
+    ids = [server.submit("conformance.sleep", {"seconds": 0.4, "log": str(log)})
+           for _ in range(24)]
+    killed, frozen = run.workers.start(max_jobs=3), run.workers.start(max_jobs=3)
+    wait_until(lambda: len([line for line in lines(log) if line[0] == "start"]) >= 4, 15,
+               "the first starts")
+    killed.signal(signal.SIGKILL)
+    frozen.signal(signal.SIGSTOP)  # past its leases: taken over, a zombie when it wakes
+    run.workers.start(max_jobs=3)
+    time.sleep(3.5)
+    frozen.signal(signal.SIGCONT)
+    frozen.signal(signal.SIGTERM)
+    jobs = server.wait_for(ids, timeout=90)
+    lost = [j for j, job in jobs.items() if job["state"] != "SUCCEEDED"]
+    twice = [j for j, job in jobs.items()
+             if [h["to"] for h in job["history"]].count("SUCCEEDED") > 1]
+    last_start = {line[1]: line[3] for line in lines(log) if line[0] == "start"}
+    wrong = [j for j, job in jobs.items() if job["state"] == "SUCCEEDED"
+             and job["result"]["worker_id"] != last_start.get(j)]
+    check(not lost and not twice and not wrong,
+          f"lost {len(lost)} {lost}, duplicated commits {len(twice)} {twice}, results not "
+          f"from the last attempt's worker {len(wrong)} {wrong}")
+
+
 CASES: tuple[Case, ...] = (
     Case("lease-and-finish", lease_and_finish, "an echo job leased and completed with its result"),
     Case("retry-to-dead", retries_to_dead_and_non_retryable,
@@ -271,6 +299,8 @@ CASES: tuple[Case, ...] = (
          "a result over 64 KiB ends the attempt PayloadTooLarge, not retried"),
     Case("lost-finish", a_lost_finish_answer_is_sent_again,
          "a complete whose answer was lost is sent again and answered 200; nothing twice"),
+    Case("faulty-run", a_faulty_run_loses_nothing_and_commits_once,
+         "workers killed, frozen and stopped mid-run: lost 0, duplicated commits 0"),
 )
 
 
