@@ -414,3 +414,14 @@ def test_a_remote_worker_is_listed_with_its_pool_last_lease_and_jobs(
     clock.advance(4 * remote.settings.lease_seconds)  # quiet for three intervals: gone
     assert [w for w in api.get("/workers", tenant="acme").body["workers"]
             if w["worker_id"] == "go-1"] == []
+
+
+def test_the_leased_job_carries_the_trace_context_it_was_submitted_in(api: ApiClient) -> None:
+    parent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+    reply = api.post("/jobs", {"task": "resize", "payload": {}}, tenant="acme",
+                     headers={"traceparent": parent, "tracestate": "vendor=x"})
+    [job] = lease(api)
+    assert job["job_id"] == reply.body["job_id"] and job["traceparent"] == parent
+    submit(api)
+    [untraced] = lease(api)
+    assert untraced["traceparent"] is None

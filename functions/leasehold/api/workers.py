@@ -25,9 +25,11 @@ from leasehold.api.answers import answers, view
 from leasehold.api.models import JobOut
 from leasehold.api.principals import principal_of
 from leasehold.clock import iso
+from leasehold.core.jobs import Job
 from leasehold.core.spec import NAME_PATTERN, POOL_PATTERN
 from leasehold.errors import NotFound
 from leasehold.remote import finishing, hangup, leasing
+from leasehold.tracing.carrier import TRACE
 
 router = Router()
 
@@ -78,6 +80,10 @@ class LeasedJob(BaseModel):
         default=None, description="when this attempt must have ended (ISO-8601 UTC): its "
         "start plus the task's timeout_seconds, or the job's deadline if earlier; past it "
         "heartbeats and finishes answer 409 and the attempt fails AttemptTimeout")
+    traceparent: str | None = Field(
+        default=None, description="the W3C trace context the job was submitted in (None: "
+        "none): a worker that traces makes its span a child of it")
+    tracestate: str | None = Field(default=None, description="its W3C tracestate, if any")
     lease: LeaseOut
 
 
@@ -122,6 +128,13 @@ class WorkerForbidden(context.Forbidden):
     """The caller may not work on this pool's jobs (grant it with ``grant_lease``)."""
 
 
+
+
+def trace_of(job: Job) -> dict[str, str]:
+    """The job's trace context as the row keeps it (``tracing.carrier``: tp, ts)."""
+    found = job.extra.get(TRACE)
+    return {k: str(v) for k, v in found.items() if k in ("tp", "ts")} \
+        if isinstance(found, Mapping) else {}
 
 
 def allowed_pools(event: Mapping[str, Any], api: context.ApiConfig) -> frozenset[str] | None:
@@ -174,6 +187,7 @@ def lease_jobs(body: LeaseRequest) -> LeaseAnswer:
         attempt=item.job.attempt, tenant=item.job.tenant,
         deadline_at=iso(finishing.deadline_of(item.job)),
         timeout_at=iso(finishing.timeout_of(item.job)),
+        traceparent=trace_of(item.job).get("tp"), tracestate=trace_of(item.job).get("ts"),
         lease=LeaseOut(token=item.token, expires_at=iso(item.job.lease_expires_at) or ""))
         for item in leased])
 
