@@ -122,6 +122,10 @@ class Settings:
     tenant_max_live: int = DEFAULT_TENANT_MAX_LIVE
     max_backlog: int = DEFAULT_MAX_BACKLOG
     tenant_admission_shards: int = 0
+    #: Per-task policies of external tasks (``LEASEHOLD_EXTERNAL_POLICIES``, JSON: task ->
+    #: ``{"timeout_seconds", "max_attempts", "retry", "priority"}``), the defaults their jobs
+    #: get as a Python task's decorator gives them; a job's own values win.
+    external_policies: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
@@ -187,6 +191,11 @@ class Settings:
             values["pool_timeouts"] = _timeouts(env["LEASEHOLD_POOL_TIMEOUTS"])
         if env.get("LEASEHOLD_EXTERNAL_TASKS"):
             values["external_tasks"] = external_tasks(env["LEASEHOLD_EXTERNAL_TASKS"])
+        if env.get("LEASEHOLD_EXTERNAL_POLICIES"):
+            try:
+                values["external_policies"] = json.loads(env["LEASEHOLD_EXTERNAL_POLICIES"])
+            except ValueError as exc:
+                raise ValidationError("LEASEHOLD_EXTERNAL_POLICIES", f"not JSON: {exc}") from exc
         values.update(overrides)
         settings = cls(**values)
         settings.validate()
@@ -213,6 +222,7 @@ class Settings:
             raise ValidationError("tenant_max_live", "a tenant's cap is 0 (none) or more, the "
                                   "backlog limit at least 1, the admission shards 0 (as "
                                   "needed) or more")
+        check_external_policies(self.external_tasks, self.external_policies)
         if self.retention_days < 0:
             raise ValidationError("LEASEHOLD_RETENTION_DAYS", "must be 0 (keep finished jobs "
                                   "forever) or a number of days")
@@ -314,26 +324,70 @@ class Settings:
         if self.external_tasks:
             env["LEASEHOLD_EXTERNAL_TASKS"] = ";".join(
                 f"{pool}:{','.join(names)}" for pool, names in self.external_tasks.items())
+        if self.external_policies:
+            env["LEASEHOLD_EXTERNAL_POLICIES"] = json.dumps(
+                {k: dict(v) for k, v in self.external_policies.items()},
+                separators=(",", ":"), sort_keys=True)
         if self.pool_timeouts:
             env["LEASEHOLD_POOL_TIMEOUTS"] = ",".join(
                 f"{pool}={seconds:g}" for pool, seconds in self.pool_timeouts.items())
         return env
 
 
+#: What a policy of an external task may set (``Settings.external_policies``).
+EXTERNAL_POLICY_KEYS = ("timeout_seconds", "max_attempts", "retry", "priority")
+
+
 def external_tasks(value: str | list[str] | tuple[str, ...]) -> dict[str, tuple[str, ...]]:
     """``images:resize,crop;video:encode`` (or a list of ``POOL:TASK[,TASK]``) -> pool ->
     task names; a pool named twice gets the tasks of both."""
+    return external_declarations(value)[0]
+
+
+def external_declarations(value: str | list[str] | tuple[str, ...]
+                          ) -> tuple[dict[str, tuple[str, ...]], dict[str, dict[str, Any]]]:
+    """(pool -> task names, task -> policy) of ``POOL:TASK[,TASK]`` parts, or
+    ``POOL:{"TASK": {POLICY}, ...}`` (a JSON object: each task with its policy, e.g.
+    ``images:{"resize": {"timeout_seconds": 60, "max_attempts": 3}}``)."""
     parts = value.split(";") if isinstance(value, str) else list(value)
     out: dict[str, tuple[str, ...]] = {}
+    policies: dict[str, dict[str, Any]] = {}
     for part in (p.strip() for p in parts):
         if not part:
             continue
         pool, _, names = part.partition(":")
-        tasks = tuple(n.strip() for n in names.split(",") if n.strip())
+        if names.strip().startswith("{"):
+            try:
+                declared = json.loads(names)
+            except ValueError as exc:
+                raise ValidationError("external", f"{part!r}: not a JSON object: {exc}"
+                                      ) from exc
+            if not isinstance(declared, dict) or not all(
+                    isinstance(p, dict) for p in declared.values()):
+                raise ValidationError("external", f"{part!r}: expected "
+                                      '{"TASK": {"timeout_seconds": ...}, ...}')
+            tasks = tuple(str(name) for name in declared)
+            policies.update({str(name): dict(p) for name, p in declared.items() if p})
+        else:
+            tasks = tuple(n.strip() for n in names.split(",") if n.strip())
         if not pool.strip() or not tasks:
             raise ValidationError("external", f"expected POOL:TASK[,TASK], got {part!r}")
         out[pool.strip()] = (*out.get(pool.strip(), ()), *tasks)
-    return out
+    return out, policies
+
+
+def check_external_policies(tasks: Mapping[str, tuple[str, ...]],
+                            policies: Mapping[str, Mapping[str, Any]]) -> None:
+    """Each policy names an external task and only what a policy may set (the values are
+    checked where the tasks are registered, ``leasehold.remote.install``)."""
+    known = {name for names in tasks.values() for name in names}
+    for name, policy in policies.items():
+        if name not in known:
+            raise ValidationError("external_policies", f"{name!r} is not an external task")
+        unknown = sorted(set(policy) - set(EXTERNAL_POLICY_KEYS))
+        if unknown:
+            raise ValidationError("external_policies", f"{name!r}: unknown {unknown}; a "
+                                  f"policy sets {', '.join(EXTERNAL_POLICY_KEYS)}")
 
 
 def _timeouts(value: str) -> dict[str, float]:

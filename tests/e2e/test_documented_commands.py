@@ -236,6 +236,8 @@ def state_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def runtime(state_dir: Path) -> Iterator[Runtime]:
     started = start_runtime("--workers", "2", "--tasks",
                             "examples.tasks,examples.workflow_tasks",
+                            # README's and docs/protocol.md's external pool
+                            "--external", "images:resize,crop",
                             env={"LEASEHOLD_STATE_DIR": str(state_dir)})
     yield started
     assert started.stop() == 0, "".join(started.output[-30:])

@@ -26,6 +26,7 @@ from leasehold.core.policy import RetryPolicy
 from leasehold.core.spec import JobSpec
 from leasehold.core.states import JobState
 from leasehold.lifecycle import sweeper
+from leasehold.remote.finishing import FINISHED_BY, finisher
 from leasehold.remote.tokens import Token
 from tests.integration.api_client import ApiClient, Reply
 from tests.integration.helpers import submit_as_a_caller
@@ -134,8 +135,12 @@ class RemoteRules:
     def _report(self, job_id: str, token: str, action: str, delivery: str) -> None:
         owner = Token.decode(token, job_id).owner
         before = self._row(job_id)
-        zombie = before["lease_owner"] != owner
-        finished = not zombie and before["state"] != JobState.RUNNING.value
+        holding = before["lease_owner"] == owner and before["state"] == JobState.RUNNING.value
+        # This lease's finish is on the row (the record of which lease wrote it, never the
+        # owner field: the sweeper ends a job without clearing it).
+        finished = not holding and self.app.store.get(job_id).extra.get(
+            FINISHED_BY) == finisher(owner)
+        zombie = not holding and not finished
         lose = Fault(target="dynamodb.UpdateItem|dynamodb.TransactWriteItems",
                      kind="lose-raise", times=1)
         if delivery == "lost":
@@ -151,9 +156,13 @@ class RemoteRules:
         after = self._row(job_id)
         if zombie or finished:
             # Refused without a write, or (a finish of a finished lease) answered as it is.
-            repeat_ok = finished and action != "heartbeat"
+            # A heartbeat after this lease's cancel (a heartbeat wrote it) says so again.
+            repeat_ok = finished and (action != "heartbeat"
+                                      or before["state"] == JobState.CANCELLED.value)
             for reply in answers:
-                if repeat_ok:
+                if repeat_ok and action == "heartbeat":
+                    assert reply.status == 200 and reply.body["cancel_requested"], reply.body
+                elif repeat_ok:
                     assert reply.status == 200, (reply.status, reply.body, before)
                     assert reply.body["state"] == before["state"], (reply.body, before)
                 else:
@@ -174,7 +183,9 @@ class RemoteRules:
             if delivery == "repeated":  # sent again: answered, nothing written twice
                 again = self._send(job_id, token, action)
                 if again.status < 500:
-                    if action == "heartbeat":
+                    if action == "heartbeat" and after["state"] == JobState.CANCELLED.value:
+                        assert again.status == 200 and again.body["cancel_requested"]
+                    elif action == "heartbeat":
                         assert again.status == 200, again.body
                         after = {**after, "lease_expires_at": self._row(job_id)[
                             "lease_expires_at"]}

@@ -281,3 +281,30 @@ def test_a_sleeper_woken_while_its_key_is_paused_parks_and_starts_on_resume(
     deliver(app)
     assert app.store.get(nap.job_id).state is JobState.SUCCEEDED
     assert naps == ["run", "run", "after"]
+
+
+def test_a_paused_parked_job_passes_its_key_s_wake_up_to_the_next_that_can_start(
+        make_app: MakeApp, registry: TaskRegistry, clock: FakeClock) -> None:
+    """Limit 1, a holder and two parked jobs, the older one paused: the holder's end wakes
+    the younger one, not the paused one (whose lease the hold would refuse, leaving the key
+    free and the other job parked until the sweeper's recheck)."""
+    from leasehold.lifecycle import pausing
+
+    registry.task("one", concurrency={"key": "k", "limit": 1})(lambda payload, ctx: payload)
+    app = make_app()
+    ids = [submit(app, JobSpec(task="one", payload={"n": n})).job.job_id for n in range(3)]
+    for message in receive_all(app):  # one holder; the others park a second apart
+        lease_all(app, [message])
+        clock.advance(1)
+    jobs = app.store.batch_get(ids)
+    [holder] = [j for j in jobs if j.state is JobState.RUNNING]
+    older, younger = sorted((j for j in jobs if j.extra.get(waking.PARKED_KEY)),
+                            key=lambda j: int(j.extra[waking.PARKED_AT]))
+    pausing.pause(app, older.job_id)
+    app.store.transition(holder, Change(target=JobState.SUCCEEDED, actor="w", owner="w",
+                                        set={"finished_at": app.now()}), now=app.now())
+    woken = receive_all(app)
+    assert [Message.parse(m.body).job_id for m in woken] == [younger.job_id]
+    assert lease_all(app, woken) == {younger.job_id: Outcome.SUCCEEDED}
+    still = app.store.get(older.job_id)  # still parked, still paused: its resume wakes it
+    assert still.state is JobState.QUEUED and still.extra.get(waking.PARKED_KEY)

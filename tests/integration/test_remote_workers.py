@@ -167,7 +167,7 @@ def test_concurrency_key_holds_for_remote_workers(api: ApiClient) -> None:
 def test_the_long_poll_waits_then_answers_empty(api: ApiClient) -> None:
     started = time.monotonic()
     reply = api.post("/workers/lease", {"pool": "images", "wait_seconds": 1})
-    assert reply.status == 200 and reply.body == {"jobs": []}
+    assert reply.status == 200 and reply.body == {"jobs": [], "protocol": 1}
     assert 0.9 <= time.monotonic() - started < 5
 
 

@@ -1,7 +1,8 @@
 """The reference workers' own tests (issue 34): TypeScript's ``npm test`` and Java's ``test.sh``.
 
 Each runs its worker against a fake API in its own language (lease -> complete, heartbeats,
-cancel, 409 lease_lost reports nothing, errors -> fail, SIGTERM drains and exits 0); the
+cancel and 409 lease_lost report nothing, a 413 falls back to fail PayloadTooLarge,
+errors -> fail, SIGTERM drains and exits 0); the
 conformance suite (tests/conformance) runs the same workers against ``leasehold dev``. A
 missing toolchain or an unbuilt worker fails with how to fix it: these tests never skip.
 """
@@ -26,11 +27,11 @@ def test_typescript_worker_passes_its_tests() -> None:
         "workers/typescript has no node_modules: run `make workers` (npm ci)"
     done = run(["npm", "test", "--silent"], folder)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "# fail 0" in done.stdout and "# pass 7" in done.stdout, done.stdout
+    assert "# fail 0" in done.stdout and "# pass 8" in done.stdout, done.stdout
 
 
 def test_java_worker_passes_its_tests() -> None:
     assert shutil.which("javac"), "javac is not installed: `make workers` installs a JDK"
     done = run([str(WORKERS / "java" / "test.sh")], WORKERS / "java")
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "all 10 passed" in done.stdout, done.stdout
+    assert "all 11 passed" in done.stdout, done.stdout

@@ -5,11 +5,13 @@
  *   worker.task("resize", (payload, ctx) -> Map.of("ok", true));
  *   worker.run(null);   // until SIGTERM: stops leasing, in-flight jobs finish, then exits 0
  *
- * Each leased job heartbeats in the background at about a third of its lease. A heartbeat
- * answering cancel_requested sets ctx.isCancelled() and the job's end is reported as a
- * non-retryable "Cancelled" failure (the server turns it into CANCELLED); a heartbeat answering
- * 409 lease_lost sets ctx.isCancelled() too, and nothing is reported: another worker has the job.
- * A task that throws fails its attempt, retryable unless it throws a NonRetryableException.
+ * The protocol is docs/protocol.md (version 1). Each leased job heartbeats in the background at
+ * about a third of what is left of its lease. A heartbeat answering cancel_requested sets
+ * ctx.isCancelled() and nothing is reported: that heartbeat ended the job CANCELLED. A heartbeat
+ * answering 409 lease_lost (taken over, or past the attempt's timeout_at) sets ctx.isCancelled()
+ * too, and nothing is reported. A task that throws fails its attempt, retryable unless it throws
+ * a NonRetryableException; a result the server refuses as too large (413) is reported as a
+ * non-retryable "PayloadTooLarge" failure.
  *
  * Deployed: worker.sigv4(Worker.SigV4.fromEnv("execute-api")) signs requests (javax.crypto HMAC).
  *
@@ -55,6 +57,9 @@ import java.util.function.Consumer;
 
 @SuppressWarnings("unchecked")
 public class Worker {
+    /** The protocol version this worker speaks (docs/protocol.md), sent with each lease. */
+    public static final int PROTOCOL = 1;
+
     /** A task's code: the job's payload (parsed JSON) in, its result (JSON-able) out. */
     @FunctionalInterface
     public interface Task {
@@ -220,6 +225,7 @@ public class Worker {
                     body.put("max_jobs", Math.min(free, 10));
                     body.put("wait_seconds", waitSeconds);
                     body.put("worker_id", workerId);
+                    body.put("protocol", PROTOCOL);
                     // Never cut short on stop: jobs this poll leases are ours to run, not to leave leased.
                     leased = (List<Object>) ((Map<?, ?>) post("/workers/lease", body, waitSeconds + 30)).get("jobs");
                 } catch (IOException | RuntimeException e) {
@@ -292,14 +298,8 @@ public class Worker {
                 if (next[0] != null) next[0].cancel(false);
             }
         }
-        if ("lease lost".equals(ctx.reason())) return; // another worker has it: report nothing
-        if ("cancel requested".equals(ctx.reason())) {
-            path = "fail";
-            body.clear();
-            body.put("token", job.token);
-            body.put("error", Map.of("type", "Cancelled", "message", "cancel requested"));
-            body.put("retryable", false);
-        }
+        // Lost: another worker has it. Cancelled: the heartbeat that said so ended it. Report nothing.
+        if (ctx.isCancelled()) return;
         for (int tries = 0; tries < 5; tries++) {
             try {
                 post("/jobs/" + job.jobId + "/" + path, body, 30);
@@ -307,6 +307,17 @@ public class Worker {
             } catch (LeaseLostException e) {
                 return;
             } catch (HttpException e) {
+                if (e.status == 413 && "complete".equals(path)) {
+                    // The result is over the limits: the attempt ends PayloadTooLarge, never retried.
+                    path = "fail";
+                    body.clear();
+                    body.put("token", job.token);
+                    body.put("error", Map.of("type", "PayloadTooLarge",
+                            "message", "the result is over the server's limit (413)"));
+                    body.put("retryable", false);
+                    tries--;
+                    continue;
+                }
                 if (e.status < 500 && e.status != 429) {
                     log.accept("reporting " + job.jobId + " refused (" + e.getMessage() + ")");
                     return;

@@ -180,7 +180,8 @@ public final class WorkerTest {
             running.join(5000);
             check(!running.isAlive(), "run() returned after stop()");
             Map<String, Object> lease = fake.named("/workers/lease").get(0).body();
-            equal(lease, Map.of("pool", "p", "tasks", List.of("add"), "max_jobs", 2L, "wait_seconds", 1L, "worker_id", "w-java"));
+            equal(lease, Map.of("pool", "p", "tasks", List.of("add"), "max_jobs", 2L, "wait_seconds", 1L, "worker_id", "w-java",
+                    "protocol", 1L));
             equal(fake.named("/complete").get(0).path(), "/jobs/j1/complete");
             equal(fake.named("/complete").get(0).body(), Map.of("token", "tok-j1", "result", Map.of("sum", 5L, "attempt", 1L)));
             equal(fake.named("/fail").size(), 0);
@@ -210,20 +211,38 @@ public final class WorkerTest {
 
     static void cancelRequested() throws Exception {
         try (Fake fake = new Fake(leases(List.of(job("j3", "wait", null, 300)), 100, beats(true)))) {
+            AtomicBoolean returned = new AtomicBoolean();
             AtomicInteger sawCancel = new AtomicInteger();
             Worker worker = worker(fake).task("wait", (payload, ctx) -> {
                 while (!ctx.sleep(5000)) { /* until cancelled */ }
                 if ("cancel requested".equals(ctx.reason())) sawCancel.incrementAndGet();
+                returned.set(true);
                 return "finished anyway";
             });
             Thread running = start(worker);
-            until(() -> fake.named("/fail").size() == 1, "the fail");
+            until(returned::get, "the task to return");
+            Thread.sleep(300); // time for a wrongly sent finish to arrive
             worker.stop();
             running.join(5000);
             equal(sawCancel.get(), 1);
-            equal(fake.named("/fail").get(0).body(), Map.of("token", "tok-j3", "retryable", false,
-                    "error", Map.of("type", "Cancelled", "message", "cancel requested")));
-            equal(fake.named("/complete").size(), 0);
+            equal(fake.named("/heartbeat").size(), 1);
+            equal(fake.named("/complete").size() + fake.named("/fail").size(), 0);
+        }
+    }
+
+    static void resultTooLarge() throws Exception {
+        BiFunction<String, Map<String, Object>, Answer> refuse = (path, body) -> path.endsWith("/complete")
+                ? new Answer(413, Map.of("error", Map.of("code", "payload_too_large", "message", "too large")), 0)
+                : Answer.ok(Map.of("expires_at", Instant.now().plusMillis(30_000).toString(), "cancel_requested", false));
+        try (Fake fake = new Fake(leases(List.of(job("j9", "big", null, 30_000)), 100, refuse))) {
+            Worker worker = worker(fake).task("big", (payload, ctx) -> "x".repeat(1000));
+            Thread running = start(worker);
+            until(() -> fake.named("/fail").size() == 1, "the fallback fail");
+            worker.stop();
+            running.join(5000);
+            equal(fake.named("/complete").size(), 1);
+            equal(fake.named("/fail").get(0).body(), Map.of("token", "tok-j9", "retryable", false,
+                    "error", Map.of("type", "PayloadTooLarge", "message", "the result is over the server's limit (413)")));
         }
     }
 
@@ -367,7 +386,8 @@ public final class WorkerTest {
         cases.put("sigv4 signs what is sent", WorkerTest::signedRequests);
         cases.put("lease -> complete", WorkerTest::leaseThenComplete);
         cases.put("heartbeats with progress", WorkerTest::heartbeatsWithProgress);
-        cases.put("cancel requested -> Cancelled fail", WorkerTest::cancelRequested);
+        cases.put("cancel requested -> nothing reported", WorkerTest::cancelRequested);
+        cases.put("413 on complete -> PayloadTooLarge fail", WorkerTest::resultTooLarge);
         cases.put("409 lease_lost -> nothing reported", WorkerTest::leaseLostReportsNothing);
         cases.put("errors -> fail", WorkerTest::errorsFail);
         cases.put("SIGTERM drains, exit 0", WorkerTest::sigtermDrains);

@@ -39,7 +39,7 @@ def healthz() -> Health:
     return Health(status="ok", time=iso(context.leasehold(router).now()) or "")
 
 
-@router.get("/workers", summary="Live polling workers", tags=["admin"],
+@router.get("/workers", summary="Live workers: polling and remote", tags=["admin"],
             responses=answers(WorkersOut, 401, 422))
 def workers(pool: Annotated[str | None, Query(min_length=1, max_length=32)] = None) -> WorkersOut:
     app = context.leasehold(router)
@@ -47,7 +47,8 @@ def workers(pool: Annotated[str | None, Query(min_length=1, max_length=32)] = No
     return WorkersOut(workers=[
         WorkerOut(worker_id=w.worker_id, pool=w.pool, host=w.host, pid=w.pid,
                   started_at=iso(w.started_at) or "", last_heartbeat=iso(w.last_heartbeat) or "",
-                  current_jobs=list(w.current_jobs), processed=w.processed)
+                  current_jobs=list(w.current_jobs), processed=w.processed,
+                  kind="remote" if w.kind == "remote" else "python")
         for w in fleet.live_workers(app, pool=pool)])
 
 

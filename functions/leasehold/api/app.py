@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 import threading
 from collections.abc import Mapping
 from re import Match
@@ -15,6 +16,7 @@ from urllib.parse import unquote
 
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response, content_types
 from aws_lambda_powertools.event_handler.api_gateway import Router
+from aws_lambda_powertools.event_handler.openapi.models import Tag
 
 from leasehold import __version__
 from leasehold.api import (
@@ -63,8 +65,20 @@ MAX_BODY_BYTES = MAX_PAYLOAD_BYTES + 64 * 1024
 #: its own payload limit; the answer echoes every job (payload included), so a batch at its
 #: limit answers about as much, well under Lambda's 6 MB for a request and its answer.
 MAX_BATCH_BODY_BYTES = 1024 * 1024
+#: A remote worker's ``complete`` (docs/protocol.md, "Sizes"): any body that reaches the
+#: function (Lambda takes 6 MB a request) is read, so a result over its limit ends the
+#: attempt ``PayloadTooLarge`` rather than leaving the job RUNNING for a lease.
+MAX_COMPLETE_BODY_BYTES = 6 * 1024 * 1024
 #: Paths whose bodies may be larger than :data:`MAX_BODY_BYTES`.
 BODY_LIMITS = {"/jobs/batch": MAX_BATCH_BODY_BYTES}
+_COMPLETE = re.compile(r"/jobs/[0-9A-Za-z]+/complete")
+
+
+def body_limit(path: str) -> int:
+    """The largest body read on ``path``; larger ones are answered 413 unread."""
+    if _COMPLETE.fullmatch(path):
+        return MAX_COMPLETE_BODY_BYTES
+    return BODY_LIMITS.get(path, MAX_BODY_BYTES)
 
 
 class ConcurrentRestResolver(APIGatewayRestResolver):
@@ -155,7 +169,7 @@ def build() -> APIGatewayRestResolver:
     # Swagger UI over the same OpenAPI document: the page at /docs, the document at
     # /docs?format=json (both behind the same identity as every other route).
     resolver.enable_swagger(path="/docs", title=TITLE, version=__version__,
-                            description=DESCRIPTION)
+                            description=DESCRIPTION, tags=TAGS)
     resolver.build_middleware_stacks()
     return resolver
 
@@ -170,13 +184,15 @@ def _document_unreadable(resolver: APIGatewayRestResolver) -> None:
 
 
 DESCRIPTION = "Submit, inspect, cancel and retry jobs; see workers, dead letters, stats."
+#: Tags described in the document (the worker protocol's links to docs/protocol.md).
+TAGS: list[Tag | str] = [workers.TAG]
 resolver = build()
 
 
 def openapi_json() -> str:
     """The OpenAPI document, as served and as committed in ``docs/openapi.json``."""
     document = json.loads(resolver.get_openapi_json_schema(
-        title=TITLE, version=__version__, description=DESCRIPTION))
+        title=TITLE, version=__version__, description=DESCRIPTION, tags=TAGS))
     return json.dumps(document, indent=2, sort_keys=True) + "\n"
 
 
@@ -192,7 +208,7 @@ def _unreadable(event: Mapping[str, Any]) -> dict[str, Any] | None:
     included: they cannot be stored)."""
     body = event.get("body") or ""
     size = len(body) * 3 // 4 if event.get("isBase64Encoded") else len(body.encode())
-    limit = BODY_LIMITS.get(str(event.get("path") or ""), MAX_BODY_BYTES)
+    limit = body_limit(str(event.get("path") or ""))
     if size > limit:
         return _early(413, "payload_too_large",
                       f"the body is {size} bytes; the limit is {limit}")

@@ -36,8 +36,12 @@ class WorkerOut(BaseModel):
     pid: int
     started_at: str
     last_heartbeat: str
-    current_jobs: list[str] = Field(default_factory=list)
-    processed: int = 0
+    current_jobs: list[str] = Field(default_factory=list, description="the jobs it runs now "
+                                    "(a remote worker: those its last lease request got)")
+    processed: int = Field(default=0, description="jobs run (a remote worker: jobs leased)")
+    kind: Literal["python", "remote"] = Field(
+        default="python", description="python: a polling worker; remote: a worker in any "
+        "language (docs/protocol.md), last_heartbeat being its last lease request")
 
 
 class WorkersOut(BaseModel):

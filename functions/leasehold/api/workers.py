@@ -1,5 +1,8 @@
 """Routes for workers in any language (issue 34): lease, heartbeat, complete, fail.
 
+The normative protocol is docs/protocol.md (version :data:`PROTOCOL`); these routes' OpenAPI
+text (tag ``workers``, :data:`TAG`) agrees with it.
+
 Thin: the protocol is :mod:`leasehold.remote`. Who may call them is a worker, never a
 tenant's API caller: behind API Gateway an IAM principal granted a pool
 (``LEASEHOLD_WORKER_MAP``, written by ``jobs.pool(name).grant_lease(role)``); locally (the
@@ -10,10 +13,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from datetime import UTC, datetime
 from typing import Annotated, Any
 
 from aws_lambda_powertools.event_handler.api_gateway import Router
+from aws_lambda_powertools.event_handler.openapi.models import Tag
 from aws_lambda_powertools.event_handler.openapi.params import Path
 from pydantic import BaseModel, Field
 
@@ -21,11 +24,23 @@ from leasehold.api import context
 from leasehold.api.answers import answers, view
 from leasehold.api.models import JobOut
 from leasehold.api.principals import principal_of
+from leasehold.clock import iso
+from leasehold.core.jobs import Job
 from leasehold.core.spec import NAME_PATTERN, POOL_PATTERN
 from leasehold.errors import NotFound
-from leasehold.remote import finishing, leasing
+from leasehold.remote import finishing, hangup, leasing
+from leasehold.tracing.carrier import TRACE
 
 router = Router()
+
+#: The worker protocol's version (docs/protocol.md): sent by workers, answered by the server.
+PROTOCOL = 1
+#: The ``workers`` tag of the OpenAPI document.
+TAG = Tag(name="workers", description=(
+    "Workers in any language: lease, heartbeat, complete, fail. The normative specification "
+    f"is docs/protocol.md (protocol version {PROTOCOL}): lease length and heartbeat interval, "
+    "retries on 429/5xx/503 (Retry-After), cancellation, timeouts, sizes, shutdown and "
+    "idempotent finishes."))
 
 JobId = Annotated[str, Path(min_length=1, max_length=64, pattern=r"^[0-9A-Za-z]+$")]
 
@@ -41,11 +56,17 @@ class LeaseRequest(BaseModel):
         description="long poll: answer at the first job, or with none after this long")
     worker_id: str = Field(default="remote", min_length=1, max_length=128,
                            pattern=r"^[A-Za-z0-9._@/-]+$")
+    protocol: int = Field(
+        default=PROTOCOL, ge=1, le=PROTOCOL,
+        description=f"the protocol version the worker speaks (docs/protocol.md); this "
+                    f"server speaks {PROTOCOL} and refuses a later one (422). Optional: "
+                    "a worker that sends none is taken to speak version 1")
 
 
 class LeaseOut(BaseModel):
     token: str = Field(description="the fencing token: every heartbeat and finish carries it")
-    expires_at: str = Field(description="ISO-8601 UTC; heartbeat at about a third of it")
+    expires_at: str = Field(description="ISO-8601 UTC (milliseconds); heartbeat at a third "
+                                        "of the time left until it")
 
 
 class LeasedJob(BaseModel):
@@ -55,11 +76,21 @@ class LeasedJob(BaseModel):
     attempt: int = Field(description="1 for the first attempt")
     tenant: str
     deadline_at: str | None = Field(description="the job's deadline (ISO-8601 UTC), if any")
+    timeout_at: str | None = Field(
+        default=None, description="when this attempt must have ended (ISO-8601 UTC): its "
+        "start plus the task's timeout_seconds, or the job's deadline if earlier; past it "
+        "heartbeats and finishes answer 409 and the attempt fails AttemptTimeout")
+    traceparent: str | None = Field(
+        default=None, description="the W3C trace context the job was submitted in (None: "
+        "none): a worker that traces makes its span a child of it")
+    tracestate: str | None = Field(default=None, description="its W3C tracestate, if any")
     lease: LeaseOut
 
 
 class LeaseAnswer(BaseModel):
     jobs: list[LeasedJob] = Field(description="empty when wait_seconds passed with no job")
+    protocol: int = Field(default=PROTOCOL,
+                          description="the protocol version the server speaks")
 
 
 class HeartbeatRequest(BaseModel):
@@ -68,8 +99,12 @@ class HeartbeatRequest(BaseModel):
 
 
 class HeartbeatAnswer(BaseModel):
-    expires_at: str
-    cancel_requested: bool = Field(description="true: stop the job; report nothing more")
+    expires_at: str = Field(description="the lease's new end (never past the attempt's "
+                                        "timeout_at); heartbeat again at a third of what is left")
+    cancel_requested: bool = Field(
+        description="true: a cancel was requested and this heartbeat ended the job CANCELLED: "
+                    "stop the job and report nothing (a report is answered 200 with the "
+                    "CANCELLED job)")
 
 
 class CompleteRequest(BaseModel):
@@ -93,10 +128,13 @@ class WorkerForbidden(context.Forbidden):
     """The caller may not work on this pool's jobs (grant it with ``grant_lease``)."""
 
 
-def iso(ms: int | None) -> str | None:
-    if ms is None:
-        return None
-    return datetime.fromtimestamp(ms / 1000, UTC).isoformat().replace("+00:00", "Z")
+
+
+def trace_of(job: Job) -> dict[str, str]:
+    """The job's trace context as the row keeps it (``tracing.carrier``: tp, ts)."""
+    found = job.extra.get(TRACE)
+    return {k: str(v) for k, v in found.items() if k in ("tp", "ts")} \
+        if isinstance(found, Mapping) else {}
 
 
 def allowed_pools(event: Mapping[str, Any], api: context.ApiConfig) -> frozenset[str] | None:
@@ -133,24 +171,32 @@ def _check_job(job_id: str) -> None:
 
 
 @router.post("/workers/lease", summary="Lease jobs of a pool (long poll)", tags=["workers"],
-             description="Up to max_jobs of the pool's jobs, in priority order and fairly "
-                         "between tenants, with flow control applied as for Python workers.",
+             description="Up to max_jobs of an external pool's jobs (any other pool: 422), in "
+                         "priority order and fairly between tenants, with flow control "
+                         "applied as for Python workers. Do not abort the request: run or "
+                         "fail what it answers (docs/protocol.md, 'Stopping').",
              responses=answers(LeaseAnswer, 401, 403, 422))
 def lease_jobs(body: LeaseRequest) -> LeaseAnswer:
     app = context.leasehold(router)
     _check(body.pool)
     leased = leasing.lease(app, pool=body.pool, tasks=body.tasks, max_jobs=body.max_jobs,
-                           wait_seconds=body.wait_seconds, worker_id=body.worker_id)
+                           wait_seconds=body.wait_seconds, worker_id=body.worker_id,
+                           gone=hangup.client_gone())
     return LeaseAnswer(jobs=[LeasedJob(
         job_id=item.job.job_id, task=item.job.task, payload=json.loads(item.job.payload_json),
         attempt=item.job.attempt, tenant=item.job.tenant,
         deadline_at=iso(finishing.deadline_of(item.job)),
+        timeout_at=iso(finishing.timeout_of(item.job)),
+        traceparent=trace_of(item.job).get("tp"), tracestate=trace_of(item.job).get("ts"),
         lease=LeaseOut(token=item.token, expires_at=iso(item.job.lease_expires_at) or ""))
         for item in leased])
 
 
 @router.post("/jobs/<job_id>/heartbeat", summary="Extend a remote worker's lease",
-             tags=["workers"], description="409 lease_lost: stop the job, report nothing.",
+             tags=["workers"],
+             description="409 lease_lost: stop the job, report nothing (the lease was taken "
+                         "over, the job ended, or the attempt is past its timeout_at: the "
+                         "message says which). cancel_requested: the job is now CANCELLED.",
              responses=answers(HeartbeatAnswer, 401, 403, 404, 409, 422))
 def heartbeat_job(job_id: JobId, body: HeartbeatRequest) -> HeartbeatAnswer:
     _check_job(job_id)
@@ -160,8 +206,11 @@ def heartbeat_job(job_id: JobId, body: HeartbeatRequest) -> HeartbeatAnswer:
 
 
 @router.post("/jobs/<job_id>/complete", summary="Report a remote job's result (fenced)",
-             tags=["workers"], description="A zombie's token answers 409 lease_lost and "
-                                           "changes nothing; a repeat answers the job.",
+             tags=["workers"],
+             description="A zombie's token answers 409 lease_lost and changes nothing; a "
+                         "repeat with the same token answers the job as recorded (200). A "
+                         "result over 64 KiB ends the attempt PayloadTooLarge (never retried) "
+                         "and answers 413; on any 413 report fail PayloadTooLarge.",
              responses=answers(JobOut, 401, 403, 404, 409, 413, 422))
 def complete_job(job_id: JobId, body: CompleteRequest) -> JobOut:
     _check_job(job_id)
@@ -169,8 +218,10 @@ def complete_job(job_id: JobId, body: CompleteRequest) -> JobOut:
 
 
 @router.post("/jobs/<job_id>/fail", summary="Report a remote job's failure (fenced)",
-             tags=["workers"], description="Retried by the job's policy unless retryable is "
-                                           "false; a zombie's token answers 409 lease_lost.",
+             tags=["workers"],
+             description="Retried by the job's policy unless retryable is false (or the "
+                         "type is PayloadTooLarge); a zombie's token answers 409 lease_lost; "
+                         "a repeat with the same token answers the job as recorded (200).",
              responses=answers(JobOut, 401, 403, 404, 409, 422))
 def fail_job(job_id: JobId, body: FailRequest) -> JobOut:
     _check_job(job_id)
@@ -179,4 +230,4 @@ def fail_job(job_id: JobId, body: FailRequest) -> JobOut:
                                retryable=body.retryable))
 
 
-__all__ = ["router"]
+__all__ = ["PROTOCOL", "TAG", "router"]

@@ -100,8 +100,10 @@ class PoolConfig:
     layers: Sequence[lambda_.ILayerVersion] = ()
     #: ``kind="external"`` only: the tasks workers in any language lease from this pool over
     #: HTTP (``POST /workers/lease``, leasehold.remote). The pool gets its queues and DLQs,
-    #: and no consumer; ``POST /jobs`` accepts these names.
-    tasks: Sequence[str] = ()
+    #: and no consumer; ``POST /jobs`` accepts these names. A mapping gives each its policy
+    #: (``{"resize": {"timeout_seconds": 60, "max_attempts": 3, "retry": {...}}}``: what a
+    #: Python task's decorator sets; docs/protocol.md, "Timeouts").
+    tasks: Sequence[str] | Mapping[str, Mapping[str, Any]] = ()
 
     def validate(self) -> None:
         check_pool(self)
@@ -353,6 +355,9 @@ class LeaseholdConfig:
                             for pool in self.pools if pool.kind == "external"},
             tenant_rate=self.tenant_rate, tenant_burst=self.tenant_burst,
             tenant_max_live=self.tenant_max_live, max_backlog=self.max_backlog,
+            external_policies={name: dict(policy) for pool in self.pools
+                               if pool.kind == "external" and isinstance(pool.tasks, Mapping)
+                               for name, policy in pool.tasks.items() if policy},
         )
 
     def pool(self, name: str) -> PoolConfig:

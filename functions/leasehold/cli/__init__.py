@@ -16,6 +16,7 @@ from leasehold.cli import (
     admin,
     bulk,
     callbacks,
+    conformance,
     console,
     dev,
     events,
@@ -42,6 +43,7 @@ MODULES = (
     console,
     callbacks,
     replay,
+    conformance,
 )
 
 

@@ -14,7 +14,8 @@ from leasehold.cli.parsing import command, group
 def register(subparsers: Any) -> None:
     command(subparsers, "stats", "show your jobs by state, and queue depths",
             ["leasehold stats", "leasehold stats --json | jq .live"], run_stats)
-    workers = command(subparsers, "workers", "list live polling workers and their jobs",
+    workers = command(subparsers, "workers",
+                      "list live workers (polling and remote) and their jobs",
                       ["leasehold workers", "leasehold workers --pool default --json"],
                       run_workers)
     workers.add_argument("--pool", help="only this pool, e.g. --pool default")
@@ -63,7 +64,8 @@ def run_workers(args: argparse.Namespace) -> int:
     except ApiError as exc:
         return fail(exc)
     now = datetime.now().astimezone()
-    rows = [(w["worker_id"], w["pool"], f"{w['host']}:{w['pid']}",
+    rows = [(w["worker_id"], w["pool"],
+             "remote" if w.get("kind") == "remote" else f"{w['host']}:{w['pid']}",
              _age(w["last_heartbeat"], now), w["processed"],
              ", ".join(w["current_jobs"]) or "-") for w in reply["workers"]]
     text = table(rows, ["WORKER", "POOL", "HOST:PID", "HEARTBEAT", "PROCESSED", "RUNNING"])

@@ -50,7 +50,9 @@ def register(subparsers: Any) -> None:
     dev.add_argument("--external", action="append", default=[], metavar="POOL:TASK[,TASK]",
                      help="tasks run by workers in any language over HTTP (POST "
                           "/workers/lease); the pool gets queues and no Python worker; "
-                          "repeatable, e.g. --external images:resize,crop")
+                          "repeatable, e.g. --external images:resize,crop; with per-task "
+                          "policies, a JSON object: --external 'images:{\"resize\": "
+                          "{\"timeout_seconds\": 60, \"max_attempts\": 3}}'")
     dev.add_argument("--endpoint", default=os.environ.get("AWS_ENDPOINT_URL"),
                      help="use this AWS endpoint (real AWS or another emulator) instead of "
                           "the embedded one, e.g. --endpoint http://localhost:4566")
@@ -173,9 +175,10 @@ def run_dev(args: argparse.Namespace) -> int:
         os.environ.update(otlp_environment(args.otlp))
     configure_tracing("leasehold")
     from leasehold.errors import ValidationError
-    from leasehold.settings import external_tasks
+    from leasehold.settings import check_external_policies, external_declarations
     try:
-        external = external_tasks(args.external)
+        external, policies = external_declarations(args.external)
+        check_external_policies(external, policies)
     except ValidationError as exc:
         print(f"leasehold dev: --external: {exc}", file=sys.stderr)
         return 2
@@ -199,8 +202,9 @@ def run_dev(args: argparse.Namespace) -> int:
         event_log=args.event_log or str(Path(args.state_dir) / "events.jsonl"),
         state_dir=None if args.in_memory else args.state_dir, fresh=args.fresh,
         save_seconds=args.save_seconds, provision=args.provision, reload=args.reload,
-        external=external, tenant_rate=args.tenant_rate, tenant_burst=args.tenant_burst,
-        tenant_max_live=args.tenant_max_live, max_backlog=args.max_backlog)
+        external=external, external_policies=policies, tenant_rate=args.tenant_rate,
+        tenant_burst=args.tenant_burst, tenant_max_live=args.tenant_max_live,
+        max_backlog=args.max_backlog)
     if args.lookahead_seconds is not None:
         options.lookahead_seconds = args.lookahead_seconds
     runtime = Runtime(options)

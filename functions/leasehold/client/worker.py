@@ -12,12 +12,15 @@ It runs tasks of an external pool (``PoolConfig(kind="external")``, ``leasehold 
 
     worker.run()                              # until SIGTERM: in-flight jobs finish first
 
-Leases are long polls (``POST /workers/lease``); each job heartbeats in the background at a
-third of its lease; a heartbeat answering 409 ``lease_lost`` stops the job and nothing is
-reported; a cancel answered by a heartbeat sets ``ctx.cancelled`` and the job's end is
-reported as a failure the server turns into CANCELLED. A task that raises fails its attempt
-(retried by the job's policy; :class:`NonRetryable`, or an exception whose ``retryable``
-attribute is false, ends it DEAD).
+The protocol is docs/protocol.md (version 1). Leases are long polls (``POST
+/workers/lease``); each job heartbeats in the background at a third of what is left of its
+lease; a heartbeat answering 409 ``lease_lost`` (taken over, or past the attempt's
+``timeout_at``) stops the job and nothing is reported; a heartbeat answering
+``cancel_requested`` sets ``ctx.cancelled`` and nothing is reported either (that heartbeat
+ended the job CANCELLED). A task that raises fails its attempt (retried by the job's policy;
+:class:`NonRetryable`, or an exception whose ``retryable`` attribute is false, ends it DEAD);
+a result the server refuses as too large (413) is reported as a non-retryable
+``PayloadTooLarge`` failure.
 """
 
 from __future__ import annotations
@@ -39,6 +42,8 @@ from typing import Any
 log = logging.getLogger(__name__)
 
 Task = Callable[[Any, "RemoteContext"], Any]
+#: The protocol version this worker speaks (docs/protocol.md), sent with each lease.
+PROTOCOL = 1
 
 
 class NonRetryable(Exception):
@@ -143,7 +148,8 @@ class RemoteWorker:
             try:
                 answer = self.post("/workers/lease", {
                     "pool": self.pool, "tasks": sorted(self.tasks), "max_jobs": min(free, 10),
-                    "wait_seconds": self.wait_seconds, "worker_id": self.worker_id},
+                    "wait_seconds": self.wait_seconds, "worker_id": self.worker_id,
+                    "protocol": PROTOCOL},
                     timeout=self.wait_seconds + 30)
             except Exception:
                 log.warning("lease failed; trying again", exc_info=True)
@@ -178,11 +184,9 @@ class RemoteWorker:
                                 "error": {"type": type(exc).__name__, "message": str(exc)}})
         finally:
             done.set()
-        if ctx.reason == "lease lost":
-            return  # another worker has it: report nothing
-        if ctx.reason == "cancel requested":
-            outcome = ("fail", {"token": token, "retryable": False,
-                                "error": {"type": "Cancelled", "message": "cancel requested"}})
+        if ctx.cancelled:
+            # Lost: another worker has it. Cancelled: the heartbeat that said so ended it.
+            return
         path, body = outcome
         for tries in range(5):
             try:
@@ -190,6 +194,18 @@ class RemoteWorker:
                 return
             except LeaseLostError:
                 return
+            except urllib.error.HTTPError as exc:
+                if exc.code == 413 and path == "complete":
+                    # Over the limits: the attempt ends PayloadTooLarge, never retried.
+                    path, body = "fail", {"token": token, "retryable": False, "error": {
+                        "type": "PayloadTooLarge",
+                        "message": "the result is over the server's limit (413)"}}
+                    continue
+                if exc.code < 500 and exc.code != 429:
+                    log.warning("reporting %s refused (%s)", job_id, exc)
+                    return
+                log.warning("reporting %s failed (try %d)", job_id, tries + 1, exc_info=True)
+                time.sleep(0.2 * 2 ** tries)
             except Exception:
                 # A lost answer is safe to repeat: the server answers the finished job.
                 log.warning("reporting %s failed (try %d)", job_id, tries + 1, exc_info=True)

@@ -13,12 +13,14 @@ stranded for longer than one recheck period.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from itertools import islice
 from typing import Any
 
 from leasehold.aws.definitions import PARKED_INDEX
 from leasehold.aws.dynamo import Cancelled, query, to_av
 from leasehold.core.flowcontrol import GATE
+from leasehold.core.holds import held
 from leasehold.core.jobs import Job
 from leasehold.core.states import JobState
 from leasehold.errors import Conflict, NotFound
@@ -35,6 +37,9 @@ PARKED_KEY = "parked_key"
 PARKED_AT = "parked_at"
 #: Why a QUEUED job waits, for its view ("waiting for a slot of key K (2 of 2 in use)").
 WAITING = "waiting_for"
+#: The most parked jobs a wake-up looks through for one that can start (the ones before it
+#: paused); past them the sweeper's recheck hands the next one off.
+MAX_CANDIDATES = 100
 #: What a parked or delayed row carries only until its next change.
 CLEARED = (PARKED_KEY, PARKED_AT, WAITING)
 
@@ -75,17 +80,31 @@ def parked(app: Leasehold, slot: str, limit: int) -> list[str]:
         ExpressionAttributeValues=to_av({":k": slot}))]
 
 
+def candidates(app: Leasehold, slot: str, count: int) -> Iterator[Job]:
+    """The jobs parked on ``slot``, oldest first, read ``count + 2`` at a time (a few more
+    than slots: another waker may have taken the first ones), at most :data:`MAX_CANDIDATES`."""
+    step = count + 2
+    pages = query(app.clients.dynamodb, TableName=app.settings.jobs_table, Limit=step,
+                  IndexName=PARKED_INDEX.name, KeyConditionExpression="parked_key = :k",
+                  ExpressionAttributeValues=to_av({":k": slot}))  # read page by page
+    ids = (item["job_id"] for item in islice(pages, MAX_CANDIDATES))
+    while chunk := list(islice(ids, step)):
+        yield from app.store.batch_get(chunk)
+
+
 def wake(app: Leasehold, slot: str, count: int = 1) -> int:
-    """Hand off up to ``count`` of the oldest jobs parked on ``slot``; how many it woke."""
+    """Hand off up to ``count`` of the oldest jobs parked on ``slot`` that can start; how
+    many it woke. A held job (paused: ``core/holds.py``) is passed over: its lease would be
+    refused and the wake-up lost while the key is free; its resume hands it off."""
     if count <= 0:
         return 0
     now = app.now()
     woken = 0
-    # A few more candidates than slots: another waker may have taken the first ones.
-    for job in app.store.batch_get(parked(app, slot, count + 2)):
+    for job in candidates(app, slot, count):
         if woken >= count:
             break
-        if job.state is not JobState.QUEUED or job.extra.get(PARKED_KEY) != slot:
+        if job.state is not JobState.QUEUED or job.extra.get(PARKED_KEY) != slot or \
+                held(job.extra):
             continue
         try:
             new = app.store.transition(job, Change(

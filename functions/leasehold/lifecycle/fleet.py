@@ -1,4 +1,5 @@
-"""The registry of live polling workers (local runtime, ECS) in the ``coordination`` table.
+"""The registry of live workers in the ``coordination`` table: polling workers (local
+runtime, ECS), and remote workers as their lease requests show them (issue 45).
 
 Each worker puts one item (``pk="worker"``, ``sk=worker_id``) on every heartbeat. Liveness is
 decided by ``last_heartbeat`` against the reader's clock, never by the TTL attribute: DynamoDB
@@ -32,6 +33,9 @@ class WorkerInfo:
     heartbeat_seconds: float = 5.0
     current_jobs: tuple[str, ...] = ()
     processed: int = 0
+    #: "python" (a polling worker of this package) or "remote" (a worker in any language
+    #: leasing over HTTP: its ``last_heartbeat`` is its last lease request).
+    kind: str = "python"
 
 
 def heartbeat(app: Leasehold, info: WorkerInfo, *, current_jobs: Sequence[str] = (),
@@ -46,6 +50,31 @@ def heartbeat(app: Leasehold, info: WorkerInfo, *, current_jobs: Sequence[str] =
         "expires_at_s": now // 1000 + ttl_seconds,
     }
     app.clients.dynamodb.put_item(TableName=app.settings.coordination_table, Item=to_av(item))
+
+
+def leased_by(app: Leasehold, *, worker_id: str, pool: str, jobs: Sequence[str],
+              interval_seconds: float) -> None:
+    """A remote worker's lease request (``leasehold.remote``): it is seen now, holding
+    ``jobs`` from this request; listed while it asks again within ``MISSED_HEARTBEATS``
+    intervals. One small update per lease request, in place of a heartbeat of its own."""
+    now = app.now()
+    ttl_seconds = int(interval_seconds * MISSED_HEARTBEATS * 10) + 3600
+    app.clients.dynamodb.update_item(
+        TableName=app.settings.coordination_table,
+        Key={"pk": {"S": PARTITION}, "sk": {"S": worker_id}},
+        # Each name through a placeholder: some (pool, ...) are DynamoDB reserved words.
+        UpdateExpression=(
+            "SET #pool = :pool, #host = :host, #pid = :zero, #kind = :kind, "
+            "#started = if_not_exists(#started, :now), #last = :now, "
+            "#beat = :beat, #jobs = :jobs, #ttl = :ttl ADD #processed :count"),
+        ExpressionAttributeNames={
+            "#pool": "pool", "#host": "host", "#pid": "pid", "#kind": "kind",
+            "#started": "started_at", "#last": "last_heartbeat", "#beat": "heartbeat_ms",
+            "#jobs": "current_jobs", "#ttl": "expires_at_s", "#processed": "processed"},
+        ExpressionAttributeValues=to_av({
+            ":pool": pool, ":host": "remote", ":zero": 0, ":kind": "remote", ":now": now,
+            ":beat": int(interval_seconds * 1000), ":jobs": list(jobs)[:100],
+            ":ttl": now // 1000 + ttl_seconds, ":count": len(jobs)}))
 
 
 def deregister(app: Leasehold, worker_id: str) -> None:
@@ -71,5 +100,5 @@ def live_workers(app: Leasehold, *, pool: str | None = None) -> list[WorkerInfo]
             pid=int(item.get("pid", 0)), started_at=int(item.get("started_at", 0)),
             last_heartbeat=int(item["last_heartbeat"]), heartbeat_seconds=beat_ms / 1000,
             current_jobs=tuple(item.get("current_jobs", ())),
-            processed=int(item.get("processed", 0))))
+            processed=int(item.get("processed", 0)), kind=str(item.get("kind", "python"))))
     return sorted(found, key=lambda w: (w.started_at, w.worker_id))

@@ -12,6 +12,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import ExitStack
+from dataclasses import replace
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
@@ -50,9 +51,13 @@ FINISH_TRIES = 4
 
 
 class Worker:
-    def __init__(self, app: Leasehold, *, worker_id: str | None = None) -> None:
+    def __init__(self, app: Leasehold, *, worker_id: str | None = None,
+                 finish_marks: Mapping[str, Any] | None = None) -> None:
         self.app = app
         self.worker_id = worker_id or worker_identity()
+        #: Attributes every write that ends an attempt also sets (on the same write): a
+        #: remote worker's finish records which lease wrote it (``leasehold.remote``).
+        self.finish_marks: Mapping[str, Any] = dict(finish_marks or {})
         #: The jobs this worker is running now, each from its lease to its outcome (a batch's
         #: finished jobs are not kept until its slowest one ends): the registry shows these.
         self.running: set[str] = set()
@@ -293,7 +298,8 @@ class Worker:
         change = Change(
             target=JobState.SUCCEEDED, actor=self.worker_id, reason="ok", owner=owner,
             unless_cancel_requested=True,
-            set={"result": result_json, "finished_at": now}, remove=("error",),
+            set={"result": result_json, "finished_at": now, **self.finish_marks},
+            remove=("error",),
             also=tuple(effects),
         )
         try:
@@ -332,7 +338,8 @@ class Worker:
 
     def _cancel(self, job: Job, owner: str, now: int) -> Outcome:
         change = Change(target=JobState.CANCELLED, actor=self.worker_id,
-                        reason="cancel requested", owner=owner, set={"finished_at": now})
+                        reason="cancel requested", owner=owner,
+                        set={"finished_at": now, **self.finish_marks})
         self.app.store.transition(job, change, now=now, conflict=LeaseLost)
         return Outcome.CANCELLED
 
@@ -349,7 +356,8 @@ class Worker:
         if not decision.retry:
             change = Change(target=JobState.DEAD, actor=self.worker_id, reason=decision.reason,
                             owner=owner, unless_cancel_requested=True,
-                            set={**error_sets(job, error_item), "finished_at": now})
+                            set={**error_sets(job, error_item), "finished_at": now,
+                                 **self.finish_marks})
             try:
                 dead = app.store.transition(job, change, now=now, conflict=LeaseLost)
             except LeaseLost as exc:
@@ -357,11 +365,12 @@ class Worker:
             bury(app, dead, decision.reason)
             return Outcome.DEAD
         run_at = now + round(decision.delay_seconds * 1000)  # a Retry-After's time, exactly
+        retry = retry_change(app, job, run_at, now, self.worker_id, owner=owner,
+                             error_item=error_item, reason=decision.reason)
+        if self.finish_marks:
+            retry = replace(retry, set={**retry.set, **self.finish_marks})
         try:
-            new = app.store.transition(job, retry_change(app, job, run_at, now, self.worker_id,
-                                                         owner=owner, error_item=error_item,
-                                                         reason=decision.reason),
-                                       now=now, conflict=LeaseLost)
+            new = app.store.transition(job, retry, now=now, conflict=LeaseLost)
         except LeaseLost as exc:
             return self._cancelled_meanwhile(exc, job, owner, now)
         handoff.send(app.queues, new, now)

@@ -22,6 +22,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+from leasehold.remote.hangup import CLIENT_GONE, closed
+
 log = logging.getLogger(__name__)
 
 Handler = Callable[[dict[str, Any]], dict[str, Any]]
@@ -179,6 +181,9 @@ class _RequestHandler(AnyMethodHandler):
         body = self.rfile.read(length) if length else None
         event = proxy_event(self.command, self.path, dict(self.headers.items()), body,
                             source_ip=self.client_address[0])
+        # A long poll (POST /workers/lease) watches its caller: one that hung up gets
+        # nothing leased to it (leasehold.remote.hangup).
+        watch = CLIENT_GONE.set(lambda: closed(self.connection))
         try:
             # Concurrent: the api resolver keeps each request's state per thread.
             response = self.server.handler(event)
@@ -188,6 +193,8 @@ class _RequestHandler(AnyMethodHandler):
                         "body": json.dumps({"error": {"code": "internal",
                                                       "message": "internal error",
                                                       "field": None}})}
+        finally:
+            CLIENT_GONE.reset(watch)
         headers = dict(response.get("headers") or {})
         for name, values in (response.get("multiValueHeaders") or {}).items():
             headers[name] = ", ".join(str(v) for v in values)

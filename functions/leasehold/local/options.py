@@ -71,6 +71,9 @@ class RuntimeOptions:
     #: External tasks (``--external POOL:TASK[,TASK]``): pool -> task names, run by workers
     #: in any language over HTTP (leasehold.remote); no Python worker polls these pools.
     external: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    #: Their policies (``--external 'POOL:{"TASK": {"timeout_seconds": 60}}'``): task ->
+    #: policy (``Settings.external_policies``).
+    external_policies: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def limits(self) -> dict[str, Any]:
         """The tenant limits given, as ``Settings`` fields (the rest from the environment)."""

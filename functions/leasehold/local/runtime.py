@@ -139,7 +139,7 @@ class Runtime:
             **opts.limits(), endpoint_url=endpoint, task_modules=opts.tasks,
             # An external pool has queues and no Python worker (its workers lease over HTTP).
             pools=(*opts.pools, *(p for p in opts.external if p not in opts.pools)),
-            external_tasks=opts.external,
+            external_tasks=opts.external, external_policies=opts.external_policies,
             lease_seconds=opts.lease_seconds, event_bus=event_bus, publish=publish)
         # LEASEHOLD_PROVISION: the older, undocumented spelling of --provision.
         provisioning = bool(self.emulator is not None or opts.provision
@@ -235,6 +235,9 @@ class Runtime:
         assert self.gateway is not None
         where = "embedded moto server" if self.emulator else "external endpoint"
         events = settings.event_bus or ""
+        external = settings.external_tasks
+        external_line = "; ".join(f"pool {pool}: {', '.join(names)}"
+                                  for pool, names in external.items())
         if events.startswith(FILE_PREFIX):
             path = events[len(FILE_PREFIX):]
             events = f"{path}   (leasehold events tail -f --log {path})"
@@ -249,8 +252,10 @@ class Runtime:
             "(--allow-host adds a name)",
             f"  AWS:       {settings.endpoint_url} ({where})",
             f"  workers:   {len(self.children)} process(es) x {self.options.concurrency} "
-            f"thread(s), pools {', '.join(settings.pools)}: "
+            f"thread(s), pools {', '.join(p for p in settings.pools if p not in external)}: "
             + " ".join(str(c.process.pid) for c in self.children),
+            *([f"  external:  {external_line}   (workers in any language: POST "
+               "/workers/lease, docs/protocol.md)"] if external else []),
             f"  tasks:     {', '.join(settings.task_modules)} -> "
             + ", ".join(self.app.registry.names() if self.app else []),
             f"  sweeper:   every {self.options.sweep_seconds:g}s; ticker every "

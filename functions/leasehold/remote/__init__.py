@@ -16,9 +16,16 @@ Which tasks run on remote workers is the deployment's declaration
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from leasehold.core.policy import RetryPolicy
 from leasehold.core.registry import TaskDefinition
 from leasehold.errors import ValidationError
-from leasehold.lifecycle.app import Leasehold
+from leasehold.settings import PRIORITIES
+
+if TYPE_CHECKING:  # the local gateway imports remote.hangup: no AWS SDK at its import
+    from leasehold.lifecycle.app import Leasehold
 
 
 def run_elsewhere(payload: object, ctx: object) -> object:
@@ -27,11 +34,39 @@ def run_elsewhere(payload: object, ctx: object) -> object:
                                   "(POST /workers/lease), never on a Python worker")
 
 
+def definition(name: str, pool: str, policy: Mapping[str, Any]) -> TaskDefinition:
+    """An external task's definition, with its policy's defaults (timeout, attempts, retry,
+    priority) for its jobs, as a Python task's decorator gives them."""
+    options: dict[str, Any] = {}
+    try:
+        if "timeout_seconds" in policy:
+            options["timeout_seconds"] = float(policy["timeout_seconds"])
+            if not options["timeout_seconds"] > 0:
+                raise ValueError("timeout_seconds must be above 0")
+        if "max_attempts" in policy:
+            options["max_attempts"] = int(policy["max_attempts"])
+            if options["max_attempts"] < 1:
+                raise ValueError("max_attempts must be at least 1")
+        if "retry" in policy:
+            retry = dict(policy["retry"])
+            if "non_retryable" in retry:
+                retry["non_retryable"] = tuple(retry["non_retryable"])
+            options["retry"] = RetryPolicy(**retry)
+        if "priority" in policy:
+            if policy["priority"] not in PRIORITIES:
+                raise ValueError(f"priority must be one of {', '.join(PRIORITIES)}")
+            options["priority"] = str(policy["priority"])
+    except (TypeError, ValueError) as exc:
+        raise ValidationError("external_policies", f"{name!r}: {exc}") from exc
+    return TaskDefinition(name=name, fn=run_elsewhere, pool=pool, **options)
+
+
 def install(app: Leasehold) -> None:
-    """Register the deployment's external tasks, each in its pool."""
+    """Register the deployment's external tasks, each in its pool with its policy."""
+    policies = app.settings.external_policies
     for pool, names in app.settings.external_tasks.items():
         for name in names:
-            app.registry.register(TaskDefinition(name=name, fn=run_elsewhere, pool=pool))
+            app.registry.register(definition(name, pool, policies.get(name, {})))
 
 
-__all__ = ["install", "run_elsewhere"]
+__all__ = ["definition", "install", "run_elsewhere"]

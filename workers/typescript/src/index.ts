@@ -5,16 +5,21 @@
  *   worker.task("resize", async (payload, ctx) => { ... return { ok: true }; });
  *   await worker.run();   // until SIGTERM: stops leasing, in-flight jobs finish, then resolves
  *
- * Each leased job heartbeats in the background at about a third of its lease. A heartbeat
- * answering `cancel_requested` aborts `ctx.signal` and the job's end is reported as a
- * non-retryable `Cancelled` failure (the server turns it into CANCELLED); a heartbeat answering
- * 409 `lease_lost` aborts `ctx.signal` and nothing is reported: another worker has the job.
- * A task that throws fails its attempt (`retryable` unless it throws a `NonRetryableError` or an
- * error whose `retryable` is false). No runtime dependencies: the platform's `fetch` only;
+ * The protocol is docs/protocol.md (version 1). Each leased job heartbeats in the background at
+ * about a third of what is left of its lease. A heartbeat answering `cancel_requested` aborts
+ * `ctx.signal` and nothing is reported: that heartbeat ended the job CANCELLED. A heartbeat
+ * answering 409 `lease_lost` (taken over, or past the attempt's `timeout_at`) aborts
+ * `ctx.signal` and nothing is reported either. A task that throws fails its attempt
+ * (`retryable` unless it throws a `NonRetryableError` or an error whose `retryable` is false); a
+ * result the server refuses as too large (413) is reported as a non-retryable
+ * `PayloadTooLarge` failure. No runtime dependencies: the platform's `fetch` only;
  * `sigv4: true` signs requests with `@smithy/signature-v4`, an optional peer dependency.
  */
 import { createHash, createHmac, randomUUID } from "node:crypto";
 import { hostname } from "node:os";
+
+/** The protocol version this worker speaks (docs/protocol.md), sent with each lease. */
+export const PROTOCOL = 1;
 
 /** A failure that must not be retried: the job goes straight to its dead end. */
 export class NonRetryableError extends Error {
@@ -151,7 +156,7 @@ export class Worker {
           // Never aborted on stop: jobs leased by this poll are ours and must run, not be left leased.
           const answer = await this.post("/workers/lease", {
             pool: this.pool, tasks: [...this.tasks.keys()].sort(), max_jobs: Math.min(free, 10),
-            wait_seconds: this.waitSeconds, worker_id: this.workerId,
+            wait_seconds: this.waitSeconds, worker_id: this.workerId, protocol: PROTOCOL,
           }, (this.waitSeconds + 30) * 1000);
           jobs = answer.jobs;
         } catch (err) {
@@ -238,17 +243,21 @@ export class Worker {
       finished = true;
       clearTimeout(timer);
     }
-    if (controller.signal.reason === "lease lost") return; // another worker has it: report nothing
-    if (controller.signal.reason === "cancel requested") {
-      path = "fail";
-      body = { token, retryable: false, error: { type: "Cancelled", message: "cancel requested" } };
-    }
+    // Lost: another worker has it. Cancelled: the heartbeat that said so ended it. Report nothing.
+    if (controller.signal.aborted) return;
     for (let tries = 0; tries < 5; tries++) {
       try {
         await this.post(`/jobs/${encodeURIComponent(job.job_id)}/${path}`, body, 30_000);
         return;
       } catch (err) {
         if (err instanceof LeaseLostError) return;
+        if (err instanceof HttpError && err.status === 413 && path === "complete") {
+          // The result is over the limits: the attempt ends PayloadTooLarge, never retried.
+          path = "fail";
+          body = { token, retryable: false,
+            error: { type: "PayloadTooLarge", message: "the result is over the server's limit (413)" } };
+          continue;
+        }
         // A lost answer is safe to repeat: the server answers the finished job.
         if (err instanceof HttpError && err.status < 500 && err.status !== 429) {
           this.log(`reporting ${job.job_id} refused (${String(err)})`);

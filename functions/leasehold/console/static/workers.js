@@ -6,7 +6,9 @@ import { ago, h, link, notify, replace, table } from "./dom.js";
 export function workersTable(workers, now = Date.now()) {
   return table(
     ["worker", "pool", "host", "started", "last heartbeat", "running now", "processed"],
-    workers.map((w) => [h("span", { class: "mono" }, w.worker_id), w.pool, `${w.host} (pid ${w.pid})`,
+    workers.map((w) => [h("span", { class: "mono" }, w.worker_id), w.pool,
+      w.kind === "remote" ? h("span", { title: "a worker in any language, leasing over HTTP" }, "remote (HTTP lease)")
+        : `${w.host} (pid ${w.pid})`,
       h("span", { title: w.started_at }, ago(w.started_at, now)),
       h("span", { title: w.last_heartbeat }, ago(w.last_heartbeat, now)),
       w.current_jobs.length
@@ -27,7 +29,8 @@ export async function render(main) {
   });
   replace(main, h("h1", {}, "Workers"),
     h("p", { class: "muted" }, "Worker processes with a recent heartbeat, and the jobs each holds "
-      + "a lease on now. A worker that stops heartbeating drops off this list."),
+      + "a lease on now; remote workers (any language) as of their last lease request. A worker "
+      + "that goes quiet drops off this list."),
     form, list);
 
   async function load() {

@@ -22,7 +22,7 @@ test("a leased job runs and completes with its result and the lease's token", as
   await running;
   await server.stop();
   const [first] = server.named("/workers/lease");
-  assert.deepEqual(first.body, { pool: "p", tasks: ["add"], max_jobs: 2, wait_seconds: 1, worker_id: "w-ts" });
+  assert.deepEqual(first.body, { pool: "p", tasks: ["add"], max_jobs: 2, wait_seconds: 1, worker_id: "w-ts", protocol: 1 });
   assert.equal(server.named("/complete")[0].path, "/jobs/j1/complete");
   assert.deepEqual(server.named("/complete")[0].body, { token: "tok-j1-1", result: { sum: 5, attempt: 1 } });
   assert.equal(server.named("/fail").length, 0);
@@ -55,7 +55,7 @@ test("a job longer than its lease heartbeats at about a third of it, with progre
   assert.deepEqual(server.named("/complete")[0].body, { token: "tok-j2-1", result: "done" });
 });
 
-test("cancel_requested aborts ctx.signal and the end is reported as a non-retryable Cancelled failure", async () => {
+test("cancel_requested aborts ctx.signal and nothing is reported (the heartbeat ended the job)", async () => {
   const lease = onceThenEmpty([leasedJob("j3", "wait", {}, 300)]);
   const server = await new FakeServer((path, body) => {
     if (path === "/workers/lease") return lease(body);
@@ -63,20 +63,41 @@ test("cancel_requested aborts ctx.signal and the end is reported as a non-retrya
     return ok();
   }).start();
   let reason: unknown;
+  let returned = false;
   const w = worker(server).task("wait", async (_p, ctx) => {
     await new Promise((r) => ctx.signal.addEventListener("abort", r));
     reason = ctx.signal.reason;
+    returned = true;
     return "finished anyway";
   });
+  const running = w.run();
+  await server.until(() => returned);
+  // Give a wrongly sent finish time to arrive before looking.
+  await new Promise((r) => setTimeout(r, 300));
+  w.stop();
+  await running;
+  await server.stop();
+  assert.equal(reason, "cancel requested");
+  assert.equal(server.named("/heartbeat").length, 1, "no heartbeat after the cancel");
+  assert.equal(server.named("/complete").length + server.named("/fail").length, 0);
+});
+
+test("a result refused as too large (413) is reported as a non-retryable PayloadTooLarge failure", async () => {
+  const lease = onceThenEmpty([leasedJob("j9", "big", {})]);
+  const server = await new FakeServer((path, body) => {
+    if (path === "/workers/lease") return lease(body);
+    if (path.endsWith("/complete")) return { status: 413, body: { error: { code: "payload_too_large", message: "too large", field: null } } };
+    return ok();
+  }).start();
+  const w = worker(server).task("big", async () => "x".repeat(1000));
   const running = w.run();
   await server.until((s) => s.named("/fail").length === 1);
   w.stop();
   await running;
   await server.stop();
-  assert.equal(reason, "cancel requested");
-  assert.deepEqual(server.named("/fail")[0].body,
-    { token: "tok-j3-1", retryable: false, error: { type: "Cancelled", message: "cancel requested" } });
-  assert.equal(server.named("/complete").length, 0);
+  assert.equal(server.named("/complete").length, 1, "the complete is not repeated");
+  assert.deepEqual(server.named("/fail")[0].body, { token: "tok-j9-1", retryable: false,
+    error: { type: "PayloadTooLarge", message: "the result is over the server's limit (413)" } });
 });
 
 test("409 lease_lost on a heartbeat aborts the job and nothing is reported", async () => {

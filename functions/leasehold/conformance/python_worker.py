@@ -1,8 +1,10 @@
-"""The conformance task set (``/work/wt/shared/PROTOCOL.md``) on the Python remote worker.
+"""The conformance task set (docs/protocol.md, "The conformance task set") on the Python
+reference worker (``leasehold.client.worker``).
 
-Run from the repository root: ``python -m tests.conformance.python_worker`` with
-``LEASEHOLD_URL``, ``LEASEHOLD_POOL``, ``LEASEHOLD_WORKER_ID``, ``LEASEHOLD_MAX_JOBS``,
+Run it as ``python -m leasehold.conformance.python_worker`` with ``LEASEHOLD_URL``,
+``LEASEHOLD_POOL``, ``LEASEHOLD_WORKER_ID``, ``LEASEHOLD_MAX_JOBS``,
 ``LEASEHOLD_WAIT_SECONDS``. Prints ``ready`` once it polls; SIGTERM drains and exits 0.
+``leasehold conformance --worker "python -m leasehold.conformance.python_worker"``.
 """
 
 from __future__ import annotations
