@@ -71,3 +71,16 @@ def test_an_external_pool_config_with_policies_deploys_them() -> None:
     assert settings.external_tasks == {"images": ("resize", "crop")}
     assert settings.external_policies == {"resize": {"timeout_seconds": 60, "max_attempts": 3}}
     assert "LEASEHOLD_EXTERNAL_POLICIES" in settings.to_env()
+
+
+def test_an_external_pool_from_cdk_context_keeps_each_task_s_policy() -> None:
+    """``-c pools='[...]'`` is JSON: a pool's tasks given as a mapping keep their policies
+    (a tuple of the mapping would keep only the names)."""
+    from leasehold.cdk.config import LeaseholdConfig, PoolConfig
+    images = PoolConfig.from_json({"name": "images", "kind": "external",
+                                   "tasks": {"resize": {"timeout_seconds": 60}, "crop": {}}})
+    settings = LeaseholdConfig(pools=(PoolConfig(name="default"), images)).settings()
+    assert settings.external_tasks == {"images": ("resize", "crop")}
+    assert settings.external_policies == {"resize": {"timeout_seconds": 60}}
+    listed = PoolConfig.from_json({"name": "images", "kind": "external", "tasks": ["resize"]})
+    assert listed.tasks == ("resize",)

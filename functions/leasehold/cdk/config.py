@@ -15,15 +15,14 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from leasehold.api.principals import parse_mapping
 from leasehold.aws.definitions import TABLES
-from leasehold.cdk.environment import check_network, check_pool
+from leasehold.cdk.environment import check_network
+from leasehold.cdk.pool_config import PoolConfig
 from leasehold.core.retention import DEFAULT_RETENTION_DAYS, MAX_RETENTION_DAYS
 from leasehold.settings import (
     DEFAULT_MAX_BACKLOG,
     DEFAULT_TENANT_BURST,
     DEFAULT_TENANT_MAX_LIVE,
     DEFAULT_TENANT_RATE,
-    FUNCTION_TIMEOUT_RESERVE_SECONDS,
-    PRIORITIES,
     PUBLISH_CHOICES,
     Settings,
 )
@@ -32,9 +31,7 @@ from leasehold.targets.credentials import check_policy_room
 
 if TYPE_CHECKING:
     from aws_cdk import aws_ec2 as ec2
-    from aws_cdk import aws_lambda as lambda_
 
-PoolKind = Literal["lambda", "ecs", "external"]
 #: ``pip``: the real bundle (a local pip install for Python 3.12 on arm64, no Docker).
 #: ``source``: the bundle without its pip-installed dependencies; only for tests, where the
 #: code is never run but synth must be fast and offline. Never deploy a ``source`` build.
@@ -45,106 +42,10 @@ TableEncryption = Literal["aws-owned", "customer-managed"]
 #: The API Gateway flavour in front of the API function (see ``LeaseholdConfig.api``).
 ApiKind = Literal["rest", "http"]
 
-#: Lambda event source mappings accept a maximum concurrency between 2 and 1000.
-MIN_MAX_CONCURRENCY = 2
-#: AWS guidance for SQS-triggered Lambdas: visibility >= 6 x the function timeout, so a
-#: message is not redelivered while throttled retries of the same batch are still pending.
-VISIBILITY_TIMEOUT_FACTOR = 6
 #: Lambda allows 4 KB of environment per function and the settings take under 2 KB
 #: (tests/infra/test_real_aws.py), so the tenant mapping may take this much as JSON. More
 #: principals than that fit (about 25 to 40) call for an authorizer that returns the tenant.
 TENANT_MAP_LIMIT = 2048
-
-
-@dataclass(frozen=True, kw_only=True)
-class PoolConfig:
-    """One worker pool: its queues (one per priority) and what consumes them."""
-
-    name: str
-    kind: PoolKind = "lambda"
-    memory_mb: int = 1024
-    #: Lambda: the function timeout. ECS: the longest attempt a worker expects to run.
-    timeout_seconds: int = 300
-    #: Lambda: maximum concurrent invocations per priority queue. High gets the most so that
-    #: urgent work is not starved by a backlog of low-priority jobs sharing the pool.
-    concurrency: Mapping[str, int] = field(
-        default_factory=lambda: {"high": 20, "normal": 10, "low": 5})
-    batch_size: int = 10
-    #: ECS only: a worker image of your own (it must run ``leasehold worker`` with the task
-    #: modules importable). ``None``: an image built from the Lambda bundle at deploy.
-    image: str | None = None
-    cpu: int = 512
-    min_tasks: int = 0
-    max_tasks: int = 10
-    #: Plain settings for the pool's task code, as environment variables. Names Leasehold
-    #: sets (``LEASEHOLD_*``, Powertools') or AWS and Lambda reserve are refused. Never a
-    #: secret: the template holds these values.
-    environment: Mapping[str, str] = field(default_factory=dict)
-    #: Environment variable -> where its value is kept: a Secrets Manager secret's name or
-    #: ARN, or ``ssm:/parameter/name`` (or an SSM parameter ARN) for a SecureString. Read
-    #: when the worker starts (leasehold.aws.secrets); only the reference is in the
-    #: template. The pool's role may read exactly these.
-    secrets: Mapping[str, str] = field(default_factory=dict)
-    #: ARNs of the customer-managed KMS keys those secrets are encrypted with (none for the
-    #: AWS managed ``aws/secretsmanager`` and ``aws/ssm`` keys): ``kms:Decrypt`` on them,
-    #: through Secrets Manager or SSM only.
-    secrets_keys: Sequence[str] = ()
-    #: This pool's network, instead of the deployment's (LeaseholdConfig.vpc, ...): a
-    #: pool's own ``vpc`` brings its own ``subnets`` and ``security_groups`` (or CDK's
-    #: defaults: the private subnets, a new group); without one, ``subnets`` and
-    #: ``security_groups`` select in the deployment's VPC.
-    vpc: ec2.IVpc | None = None
-    subnets: ec2.SubnetSelection | None = None
-    security_groups: Sequence[ec2.ISecurityGroup] | None = None
-    #: Lambda pools only: layers added to the worker function.
-    layers: Sequence[lambda_.ILayerVersion] = ()
-    #: ``kind="external"`` only: the tasks workers in any language lease from this pool over
-    #: HTTP (``POST /workers/lease``, leasehold.remote). The pool gets its queues and DLQs,
-    #: and no consumer; ``POST /jobs`` accepts these names. A mapping gives each its policy
-    #: (``{"resize": {"timeout_seconds": 60, "max_attempts": 3, "retry": {...}}}``: what a
-    #: Python task's decorator sets; docs/protocol.md, "Timeouts").
-    tasks: Sequence[str] | Mapping[str, Mapping[str, Any]] = ()
-
-    def validate(self) -> None:
-        check_pool(self)
-        if self.kind not in ("lambda", "ecs", "external"):
-            raise ValueError(f"pool {self.name!r}: kind must be 'lambda', 'ecs' or 'external'")
-        if (self.kind == "external") != bool(self.tasks):
-            raise ValueError(f"pool {self.name!r}: an external pool names its tasks "
-                             "(tasks=[...]), and only an external pool does")
-        missing = set(PRIORITIES) - set(self.concurrency)
-        if missing:
-            raise ValueError(f"pool {self.name!r}: concurrency missing for {sorted(missing)}")
-        if any(value < MIN_MAX_CONCURRENCY for value in self.concurrency.values()):
-            raise ValueError(f"pool {self.name!r}: concurrency must be >= {MIN_MAX_CONCURRENCY}")
-        low = int(FUNCTION_TIMEOUT_RESERVE_SECONDS) + 1
-        if self.kind == "lambda" and not low <= self.timeout_seconds <= 900:
-            # Up to 900 s is Lambda's limit; a worker keeps a reserve back to record outcomes.
-            raise ValueError(f"pool {self.name!r}: a Lambda timeout is {low}..900 seconds")
-
-    @property
-    def visibility_timeout_seconds(self) -> int:
-        return VISIBILITY_TIMEOUT_FACTOR * self.timeout_seconds
-
-    @classmethod
-    def from_json(cls, value: Mapping[str, Any]) -> PoolConfig:
-        names = {
-            "name": "name", "kind": "kind", "memory": "memory_mb", "memoryMb": "memory_mb",
-            "timeout": "timeout_seconds", "timeoutSeconds": "timeout_seconds",
-            "concurrency": "concurrency", "batchSize": "batch_size", "image": "image",
-            "cpu": "cpu", "minTasks": "min_tasks", "maxTasks": "max_tasks",
-            "environment": "environment", "secrets": "secrets", "secretsKeys": "secrets_keys",
-            "tasks": "tasks",
-        }
-        unknown = set(value) - set(names)
-        if unknown:
-            raise ValueError(f"unknown pool settings: {sorted(unknown)}")
-        values = {names[key]: item for key, item in value.items()}
-        if "secrets_keys" in values:
-            values["secrets_keys"] = tuple(values["secrets_keys"])
-        if "tasks" in values:
-            values["tasks"] = tuple(values["tasks"])
-        return cls(**values)
 
 
 @dataclass(frozen=True, kw_only=True)
