@@ -12,14 +12,19 @@ requirements make a new one), and ``PIP_FIND_LINKS`` adds its folders.
 from __future__ import annotations
 
 import hashlib
+import http.server
+import json
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
+import boto3
 import pytest
 
 from leasehold.client import Client
@@ -93,11 +98,11 @@ def project(tmp_path_factory: pytest.TempPathFactory, wheels: Path) -> Iterator[
     yield folder
 
 
-def start_dev(project: Path) -> Runtime:
+def start_dev(project: Path, env: dict[str, str] | None = None) -> Runtime:
     process = subprocess.Popen(
         ["leasehold", "dev", "--tasks", "myapp.tasks", "--port", "0", "--workers", "1"],
         cwd=project, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        env=in_venv(project / ".venv"))
+        env={**in_venv(project / ".venv"), **(env or {})})
     runtime = Runtime(process)
     assert process.stdout is not None
     deadline = time.monotonic() + 60
@@ -134,6 +139,65 @@ def test_a_new_project_runs_its_tests_and_its_runtime_from_its_own_virtualenv(
                                              {"name": "report.pdf", "bytes": 1_500_000})
         assert job.result(timeout=60) == {"name": "report.pdf", "size": "1.5 MB"}
     finally:
+        assert runtime.stop() == 0, "".join(runtime.output[-30:])
+
+
+class _Recorder(http.server.BaseHTTPRequestHandler):
+    """A partner's API on loopback: answers 200 and keeps each request's headers."""
+
+    seen: list[dict[str, str]]
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        type(self).seen.append(dict(self.headers))
+        self.send_response(200)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+def serve() -> tuple[http.server.ThreadingHTTPServer, list[dict[str, str]]]:
+    handler = type("Partner", (_Recorder,), {"seen": []})
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, handler.seen
+
+
+def test_a_secret_bound_to_one_origin_is_sent_there_and_refused_elsewhere(
+        project: Path) -> None:
+    """Issue 43, as a user would: a deployment secret names the one origin it may go to;
+    a target there gets the header, a target at any other host is a 422 naming the secret
+    (never its value), from the user's own virtualenv."""
+    partner, seen = serve()
+    attacker, stolen = serve()
+    origin = f"http://127.0.0.1:{partner.server_address[1]}"
+    runtime = start_dev(project, {"LEASEHOLD_TARGETS": json.dumps({"http_secrets": {
+        "partner-api-key": {"secret": "secretsmanager:partner-api-key", "origins": [origin]}}})})
+    try:
+        endpoint = next(line.split()[1] for line in runtime.output
+                        if line.strip().startswith("AWS:"))
+        boto3.client("secretsmanager", endpoint_url=endpoint, region_name="us-east-1",
+                     aws_access_key_id="leasehold-local", aws_secret_access_key="leasehold-local"
+                     ).create_secret(Name="partner-api-key", SecretString="s3cr3t-value")
+        auth = {"secret_header": {"name": "X-Token", "secret": "partner-api-key"}}
+        sent = runtime.call("POST", "/jobs", {"target": {"http": {
+            "url": f"{origin}/hook", "method": "POST", "body": {"n": 1}, "auth": auth}}})
+        assert sent.status == 201, sent.body
+        done = runtime.wait_for([sent.body["job_id"]])
+        assert done[sent.body["job_id"]]["state"] == "SUCCEEDED", done
+        assert [h.get("X-Token") for h in seen] == ["s3cr3t-value"]
+        refused = runtime.call("POST", "/jobs", {"target": {"http": {
+            "url": f"http://127.0.0.1:{attacker.server_address[1]}/collect", "method": "POST",
+            "auth": auth}}})
+        assert refused.status == 422, refused.body
+        said = json.dumps(refused.body)
+        assert "partner-api-key" in said and "s3cr3t-value" not in said
+        assert stolen == []
+    finally:
+        partner.shutdown()
+        attacker.shutdown()
         assert runtime.stop() == 0, "".join(runtime.output[-30:])
 
 
