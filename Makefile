@@ -10,7 +10,7 @@ PYTEST_WORKERS ?= 2
 PORT ?= 8080
 ARGS ?=
 
-.PHONY: dev test lint typecheck unit soak chromium ddblocal workers bench bench-quick bench-cost bench-remote bench-peer synth clean
+.PHONY: dev test lint typecheck unit soak mutants chromium ddblocal workers bench bench-quick bench-cost bench-remote bench-peer synth clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Leasehold needs Python 3.11+"'
@@ -117,6 +117,14 @@ soak: $(STAMP)
 		tests/e2e/test_time.py -k two_second_schedule
 	LEASEHOLD_TRACE_JOBS=$(SOAK_TRACE_JOBS) \
 		$(PY) -m pytest -p no:cacheprovider -q -o timeout=0 tests/integration/test_tracing_faults.py
+
+# The mutant set (tests/mutants): each fixed bug put back in a scratch copy of functions/, then
+# the state machine at a fixed seed and make test's budget, and the bug's own regression test;
+# a table of what killed each, non-zero if one survives both. MUTANTS_ARGS="--only name,..."
+# picks mutants (python -m tests.mutants.run --help lists the options).
+MUTANTS_ARGS ?=
+mutants: $(STAMP)
+	$(PY) -m tests.mutants.run $(MUTANTS_ARGS)
 
 clean:
 	rm -rf $(VENV) cdk.out .pytest_cache .mypy_cache .ruff_cache .hypothesis
