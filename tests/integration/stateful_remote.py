@@ -5,9 +5,12 @@ write lands and its answer is dropped: a ``lose-raise`` fault, so the worker sen
 again), REPEATED (sent twice), or sent by a ZOMBIE (a token whose lease the sweeper took
 over once the machine's clock passed it), among the machine's other rules and faults.
 
-Checked at each request, from the row read just before it: a zombie's heartbeat, complete
-or fail is answered 409 ``lease_lost`` and changes nothing; a finish repeated with the token
-that finished the job answers 200 and changes nothing more; the holder's request lands once.
+Checked at each request: a zombie's heartbeat, complete or fail is answered 409
+``lease_lost`` and changes nothing; a finish repeated with the token that finished the job
+answers 200 and changes nothing more; the holder's request lands once. Which lease finished a
+job comes from the machine's own record of which finish it was answered 200 for, never from
+the row's ``lease_owner`` (the field the product answers from: a check that read it would
+accept the product's wrong answer).
 The machine's own invariants cover the rest (no job SUCCEEDED twice, every attempt within
 its job's limit), and its drain leases and completes every remote job left.
 """
@@ -29,6 +32,7 @@ from leasehold.lifecycle import sweeper
 from leasehold.remote.tokens import Token
 from tests.integration.api_client import ApiClient, Reply
 from tests.integration.helpers import submit_as_a_caller
+from tests.integration.stateful_fired import fire
 
 POOL = "remote"
 TASK = "remote.work"
@@ -60,6 +64,9 @@ class RemoteRules:
         self.remote_leases: list[tuple[str, str]] = []
         #: Their owners (the seams check's live holders).
         self.remote_owners: set[str] = set()
+        #: Job -> (the token whose finish was answered 200, the job's manual re-runs then):
+        #: the machine's own record of which lease finished it (a re-run since ends that).
+        self.remote_finished: dict[str, tuple[str, int]] = {}
         for n in attempts:
             self.submit_a_remote_job(n)
 
@@ -134,8 +141,10 @@ class RemoteRules:
     def _report(self, job_id: str, token: str, action: str, delivery: str) -> None:
         owner = Token.decode(token, job_id).owner
         before = self._row(job_id)
-        zombie = before["lease_owner"] != owner
-        finished = not zombie and before["state"] != JobState.RUNNING.value
+        # Finished by this lease: the machine's own record, not the row's lease_owner.
+        finished = self.remote_finished.get(job_id) == (token, self._reruns(job_id))
+        zombie = not finished and (before["lease_owner"] != owner
+                                   or before["state"] != JobState.RUNNING.value)
         lose = Fault(target="dynamodb.UpdateItem|dynamodb.TransactWriteItems",
                      kind="lose-raise", times=1)
         if delivery == "lost":
@@ -162,6 +171,8 @@ class RemoteRules:
             assert self._fields(after) == self._fields(before), (action, before, after)
             event(f"remote {action} by a {'zombie' if zombie else 'finished lease'}: "
                   f"{answers[-1].status}")
+            fire("a remote zombie's request changes nothing" if zombie else
+                 "a remote lease's repeated finish answers as it was")
         elif answers[-1].status >= 500:
             event(f"remote {action} failed")  # the weather: the worker tries again later
             return
@@ -171,6 +182,8 @@ class RemoteRules:
             if action != "heartbeat":
                 assert after["state"] != JobState.RUNNING.value, after
                 assert answers[-1].body["state"] == after["state"], (answers[-1].body, after)
+                if JobState(after["state"]).terminal:
+                    self.remote_finished[job_id] = (token, self._reruns(job_id))
             if delivery == "repeated":  # sent again: answered, nothing written twice
                 again = self._send(job_id, token, action)
                 if again.status < 500:
@@ -182,6 +195,9 @@ class RemoteRules:
                         assert again.status == 200, again.body
                         assert again.body["state"] == after["state"], (again.body, after)
                     assert self._fields(self._row(job_id)) == self._fields(after), action
+
+    def _reruns(self, job_id: str) -> int:
+        return int(getattr(self, "manual_retries", {}).get(job_id, 0))
 
     def _send(self, job_id: str, token: str, action: str) -> Reply:
         body: dict[str, Any] = {"token": token}
@@ -212,4 +228,5 @@ class RemoteRules:
             for job_id, token in got:
                 reply = self._send(job_id, token, "complete")
                 assert reply.status == 200, reply.body
+                self.remote_finished[job_id] = (token, self._reruns(job_id))
         super().drain_round()  # type: ignore[misc]

@@ -1,7 +1,8 @@
 """``make mutants``: how strong the suite is, measured on bugs it once let through.
 
-For each mutant of :mod:`tests.mutants.catalogue`, a scratch copy of ``functions/`` gets its
-edits, and against it (first on ``PYTHONPATH``, ahead of the editable install) run:
+For each mutant of :mod:`tests.mutants.catalogue`, a scratch copy of the tree (its tracked and
+new files, as they are now: edits made while it runs do not reach it) gets the mutant's edits,
+and in it (its ``functions/`` first on ``PYTHONPATH``, ahead of the editable install) run:
 
 1. the state machine (``tests/integration/test_stateful.py::TestLifecycle``) at a fixed
    Hypothesis seed and a bounded budget (examples x steps, and a wall-clock limit);
@@ -77,13 +78,26 @@ class Result:
         return f"{self.outcome} ({self.seconds:.0f} s)"
 
 
-def pytest(args: Sequence[str], *, functions: Path, scratch: Path, budget: float,
+def tree_files(root: Path = ROOT) -> list[str]:
+    """The tree's files as git sees them: tracked, and new ones not ignored."""
+    listed = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=root,
+                            check=True, capture_output=True).stdout.decode()
+    return [name for name in listed.split("\0") if name and (root / name).is_file()]
+
+
+def copy_tree(files: Sequence[str], to: Path, root: Path = ROOT) -> None:
+    for name in files:
+        (to / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(root / name, to / name)
+
+
+def pytest(args: Sequence[str], *, tree: Path, scratch: Path, budget: float,
            env: dict[str, str] | None = None, log: Path) -> Result:
-    """Run pytest on ``args`` with ``functions`` first on the path; killed (its whole process
-    group) past ``budget`` seconds."""
+    """Run pytest on ``args`` in ``tree`` (its ``functions`` first on the path); killed (its
+    whole process group) past ``budget`` seconds."""
     environ = {**os.environ, **(env or {}),
                "PYTHONPATH": os.pathsep.join(filter(None, [
-                   str(functions), os.environ.get("PYTHONPATH", "")])),
+                   str(tree / "functions"), os.environ.get("PYTHONPATH", "")])),
                # The Hypothesis database of this run alone: an example another mutant
                # failed on is not replayed here.
                "HYPOTHESIS_STORAGE_DIRECTORY": str(scratch / ".hypothesis")}
@@ -91,7 +105,7 @@ def pytest(args: Sequence[str], *, functions: Path, scratch: Path, budget: float
                "-o", f"timeout={int(budget) + 60}", *args]
     start = time.monotonic()
     with log.open("w") as out:
-        process = subprocess.Popen(command, cwd=ROOT, env=environ, stdout=out,
+        process = subprocess.Popen(command, cwd=tree, env=environ, stdout=out,
                                    stderr=subprocess.STDOUT, start_new_session=True)
         try:
             code = process.wait(timeout=budget)
@@ -113,24 +127,25 @@ class Budget:
     regression_seconds: float
 
 
-def machine(functions: Path, scratch: Path, budget: Budget, log: Path) -> Result:
-    return pytest([MACHINE, f"--hypothesis-seed={budget.seed}"], functions=functions,
+def machine(tree: Path, scratch: Path, budget: Budget, log: Path) -> Result:
+    return pytest([MACHINE, f"--hypothesis-seed={budget.seed}"], tree=tree,
                   scratch=scratch, budget=budget.seconds, log=log, env={
+                      "LEASEHOLD_MACHINE_SHRINK": "0",
                       "LEASEHOLD_SOAK_EXAMPLES": str(budget.examples),
                       "LEASEHOLD_SOAK_STEPS": str(budget.steps)})
 
 
-def run_mutant(mutant: Mutant, budget: Budget, logs: Path, *, with_machine: bool,
-               with_regression: bool) -> tuple[Result, Result]:
+def run_mutant(mutant: Mutant, files: Sequence[str], snapshot: Path, budget: Budget,
+               logs: Path, *, with_machine: bool, with_regression: bool
+               ) -> tuple[Result, Result]:
     with tempfile.TemporaryDirectory(prefix=f"mutant-{mutant.name}-") as tmp:
         scratch = Path(tmp)
-        shutil.copytree(ROOT / "functions", scratch / "functions",
-                        ignore=shutil.ignore_patterns("__pycache__"))
-        apply(mutant, scratch)
-        functions = scratch / "functions"
-        by_machine = machine(functions, scratch, budget, logs / f"{mutant.name}.machine.log") \
+        tree = scratch / "tree"
+        copy_tree(files, tree, snapshot)
+        apply(mutant, tree)
+        by_machine = machine(tree, scratch, budget, logs / f"{mutant.name}.machine.log") \
             if with_machine else Result("skipped")
-        by_test = pytest([mutant.regression], functions=functions, scratch=scratch,
+        by_test = pytest([mutant.regression], tree=tree, scratch=scratch,
                          budget=budget.regression_seconds,
                          log=logs / f"{mutant.name}.regression.log") \
             if with_regression else Result("skipped")
@@ -145,20 +160,22 @@ def verdict(by_machine: Result, by_test: Result) -> str:
     return "SURVIVED"
 
 
-def baseline(mutants: Sequence[Mutant], budget: Budget, logs: Path, *, with_machine: bool,
-             with_regression: bool) -> list[str]:
+def baseline(mutants: Sequence[Mutant], files: Sequence[str], snapshot: Path, budget: Budget,
+             logs: Path, *, with_machine: bool, with_regression: bool) -> list[str]:
     """What fails on the unmutated tree (each failure makes every kill meaningless)."""
     problems = []
     with tempfile.TemporaryDirectory(prefix="mutant-baseline-") as tmp:
         scratch = Path(tmp)
+        tree = scratch / "tree"
+        copy_tree(files, tree, snapshot)
         if with_machine:
-            result = machine(ROOT / "functions", scratch, budget, logs / "baseline.machine.log")
+            result = machine(tree, scratch, budget, logs / "baseline.machine.log")
             if result.outcome != "survived":
                 problems.append(f"the state machine on the unmutated tree: {result.outcome} "
                                 f"(see {logs / 'baseline.machine.log'})")
         if with_regression:
             tests = sorted({m.regression for m in mutants})
-            result = pytest(tests, functions=ROOT / "functions", scratch=scratch,
+            result = pytest(tests, tree=tree, scratch=scratch,
                             budget=budget.regression_seconds * len(tests),
                             log=logs / "baseline.regression.log")
             if result.outcome != "survived":
@@ -207,8 +224,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"{len(chosen)} mutants; the machine at seed {budget.seed}, {budget.examples} "
           f"examples x {budget.steps} steps, at most {budget.seconds:.0f} s each; logs in "
           f"{logs}", flush=True)
-    if not args.no_baseline:
-        problems = baseline(chosen, budget, logs, with_machine=with_machine,
+    # The tree as it is now: every run below reads this copy, whatever is edited meanwhile.
+    files = tree_files()
+    snapshot = Path(tempfile.mkdtemp(prefix="mutants-tree-"))
+    try:
+        copy_tree(files, snapshot)
+        return _run(chosen, files, snapshot, budget, logs, args.no_baseline, with_machine,
+                    with_regression)
+    finally:
+        shutil.rmtree(snapshot, ignore_errors=True)
+
+
+def _run(chosen: Sequence[Mutant], files: Sequence[str], snapshot: Path, budget: Budget,
+         logs: Path, no_baseline: bool, with_machine: bool, with_regression: bool) -> int:
+    if not no_baseline:
+        problems = baseline(chosen, files, snapshot, budget, logs, with_machine=with_machine,
                             with_regression=with_regression)
         if problems:
             print("the unmutated tree fails:", *problems, sep="\n", file=sys.stderr)
@@ -219,7 +249,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     header = f"{'mutant':<{width}}  {'state machine':<18}  {'regression test':<18}  verdict"
     print(header, flush=True)
     for mutant in chosen:
-        by_machine, by_test = run_mutant(mutant, budget, logs, with_machine=with_machine,
+        by_machine, by_test = run_mutant(mutant, files, snapshot, budget, logs,
+                                         with_machine=with_machine,
                                          with_regression=with_regression)
         row = (f"{mutant.name:<{width}}  {by_machine.shown():<18}  {by_test.shown():<18}  "
                f"{verdict(by_machine, by_test)}")
