@@ -310,8 +310,8 @@ MUTANTS: tuple[Mutant, ...] = (
         "A QUEUED row's hand-off deadline is not bounded by its deadline_at: the sweeper "
         "looks at a job held past its deadline only at the hand-off deadline (15 min).",
         "43df5bf (issue 29, F6: deadline x sweep)",
-        "tests/integration/test_combinations_flow.py::"
-        "test_a_job_held_by_its_key_past_its_deadline_ends_dead_at_the_next_sweep",
+        "tests/integration/test_deadline_sweep.py::"
+        "test_a_job_whose_message_was_lost_ends_dead_at_the_first_sweep_past_its_deadline",
         (Edit(F + "lifecycle/store_index.py",
               "                for bound in (start_by, deadline):\n",
               "                for bound in (start_by,):\n"),
