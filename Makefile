@@ -96,7 +96,8 @@ unit: $(STAMP)
 	$(PY) -m pytest -q tests/unit
 
 # The fault-injecting state machine with a larger budget than `make test` gives it
-# (SOAK_EXAMPLES examples of SOAK_STEPS steps; about 15 s per example on 2 cores), and
+# (SOAK_EXAMPLES examples of SOAK_STEPS steps; about 15 s per example on 2 cores; it fails if
+# one of its checks never met the path it checks: LEASEHOLD_REQUIRE_FIRED), and
 # Schemathesis against the local API (tests/e2e/test_schema.py) for SOAK_SCHEMA_SECONDS
 # (stateless phases) plus as long again for its stateful links, SOAK_SCHEMA_EXAMPLES cases
 # an operation (`make test` gives it 40 + 30 s and 8).
@@ -108,6 +109,7 @@ SOAK_SCHEMA_SECONDS ?= 600
 SOAK_SCHEMA_EXAMPLES ?= 100
 soak: $(STAMP)
 	LEASEHOLD_SOAK_EXAMPLES=$(SOAK_EXAMPLES) LEASEHOLD_SOAK_STEPS=$(SOAK_STEPS) \
+		LEASEHOLD_REQUIRE_FIRED=1 \
 		$(PY) -m pytest -p no:cacheprovider -q -o timeout=0 tests/integration/test_stateful.py
 	LEASEHOLD_SCHEMA_SECONDS=$(SOAK_SCHEMA_SECONDS) \
 		LEASEHOLD_SCHEMA_STATEFUL_SECONDS=$(SOAK_SCHEMA_SECONDS) \

@@ -181,9 +181,6 @@ class SeamsRules:
         self.faults_seen = 0
         #: Seam jobs the drain re-ran after their callback timed out (once each).
         self.drain_retried: set[str] = set()
-        for check in ("a remote zombie's request changes nothing",
-                      "a remote lease's repeated finish answers as it was"):
-            fire(check, 0)  # checked in stateful_remote.py's rules
         self._seam_tasks()
         self.app.store.observers.append(self._seam_observe)
 
@@ -451,8 +448,8 @@ class SeamsRules:
         for violation in [v for v in self.excused if v not in found]:
             del self.excused[violation]  # repaired: a later one counts again
         excused = [v for v in found if self.excused.get(v) == version(v)]
-        fire("a fault excused a violation (of the job it touched, until its repair)",
-             len(excused))
+        if excused:
+            event("a fault excused a violation (of the job it touched, until its repair)")
         return [v for v in found if v not in excused]
 
     @invariant()
