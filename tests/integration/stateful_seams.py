@@ -371,10 +371,14 @@ class SeamsRules:
     @precondition(lambda self: self.seams)
     @rule(action=st.sampled_from(["retry", "cancel", "delete", "delete steps"]),
           tenant=st.sampled_from([BULK_TENANT, BULK_TENANT, TENANT]))
-    def a_bulk_action(self, action: str, tenant: str = BULK_TENANT) -> int:
+    def a_bulk_action(self, action: str, tenant: str = BULK_TENANT) -> None:
         """``POST /jobs/bulk`` on the seam jobs (or the seam workflows' steps), after its dry
         run; one at a time, so what a bulk job changes is its request's. Mostly on the bulk
-        tenant's, whose cap has room for the bulk job; its answer's status is returned."""
+        tenant's, whose cap has room for the bulk job."""
+        self._bulk(action, tenant)
+
+    def _bulk(self, action: str, tenant: str) -> int:
+        """The bulk action's request, and its answer's status (0: one is still running)."""
         if self._bulk_live():
             return 0
         tenant = "default" if action == "delete steps" else tenant
@@ -679,7 +683,7 @@ class SeamsRules:
             key_usage.resume(self.app, TENANT, KEY)
             # The seam workflows have failed by now: a bulk delete of their steps (its job
             # runs in this round), then their retry (the next round).
-            self.a_bulk_action("delete steps")
+            self._bulk("delete steps", "default")
         if round_ == 2:
             for workflow_id in self.seam_workflows:
                 self.api.post(f"/workflows/{workflow_id}/retry", tenant="default")
@@ -688,6 +692,6 @@ class SeamsRules:
                     if j.task == SEAM):
                 live = sum(1 for j in self.latest.values() if j.tenant == BULK_TENANT
                            and j.state.live and j.extra.get(COUNTED))
-                status = self.a_bulk_action("retry", BULK_TENANT)
+                status = self._bulk("retry", BULK_TENANT)
                 if live < self.limits.max_live:  # room for the bulk job: it is admitted
                     assert status == 202, ("a bulk retry refused with room", status, live)

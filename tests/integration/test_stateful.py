@@ -413,7 +413,7 @@ class Lifecycle(Snapshots, RemoteRules, PauseResetRules, SeamsRules, EffectsRule
         except FAILED:
             event("a batch failed")  # Lambda retries it once its messages show again
 
-    def _crash_after_lease(self, message: Received) -> None:
+    def _crash_after_lease(self, message: Received) -> tuple[Job, str] | None:
         body = json.loads(message.body)
         now = self.app.now()
         owner = "crashed:" + uuid.uuid4().hex[:6]
@@ -422,8 +422,41 @@ class Lifecycle(Snapshots, RemoteRules, PauseResetRules, SeamsRules, EffectsRule
                                        expires_at=now + int(LEASE_S * 1000), now=now,
                                        actor="crashed")
         except FAILED:
-            return
+            return None
         self.zombies.append((job, owner))
+        return job, owner
+
+    @rule()
+    def a_zombie_wakes_beside_its_successor(self) -> None:
+        """A worker leases a job and goes quiet past its lease; the sweeper takes the job
+        over and another worker leases it, and is still running it when the first wakes up:
+        the first's heartbeat and finish are refused, the successor's lease stands. (The
+        chain the zombie rules need, in one step: at random it is rare.)"""
+        batch = self.app.queues.receive(self.url, max_messages=10)
+        self.seen_bodies += [m.body for m in batch]
+        first = self._crash_after_lease(batch[0]) if batch else None
+        try:
+            consume(Worker(self.app), batch[1:])
+        except FAILED:
+            event("a batch failed")
+        if first is None:
+            return
+        self.leases_expire_and_the_sweeper_runs()
+        job_id = first[0].job_id
+        batch = self.app.queues.receive(self.url, max_messages=10)
+        self.seen_bodies += [m.body for m in batch]
+        mine = [m for m in batch if json.loads(m.body)["job_id"] == job_id]
+        successor = self._crash_after_lease(mine[0]) if mine else None
+        try:
+            consume(Worker(self.app), [m for m in batch if m not in mine])
+        except FAILED:
+            event("a batch failed")
+        if successor is None:
+            return
+        event("a zombie woke beside its successor")
+        self.zombies.remove(first)
+        self._zombie_heartbeat(*first)
+        self._zombie_finish(*first)
 
     @precondition(lambda self: self.seen_bodies)
     @rule(data=st.data())
@@ -445,6 +478,9 @@ class Lifecycle(Snapshots, RemoteRules, PauseResetRules, SeamsRules, EffectsRule
         pool = (superseded and self._superseded()) or self.zombies
         job, owner = data.draw(st.sampled_from(pool))
         self.zombies.remove((job, owner))
+        self._zombie_finish(job, owner)
+
+    def _zombie_finish(self, job: Job, owner: str) -> None:
         now = self.app.now()
         try:
             self.app.store.transition(
@@ -468,7 +504,9 @@ class Lifecycle(Snapshots, RemoteRules, PauseResetRules, SeamsRules, EffectsRule
     def zombie_heartbeats(self, data: st.DataObject, superseded: bool) -> None:
         """A worker presumed dead tries to extend its lease."""
         pool = (superseded and self._superseded()) or self.zombies
-        job, owner = data.draw(st.sampled_from(pool))
+        self._zombie_heartbeat(*data.draw(st.sampled_from(pool)))
+
+    def _zombie_heartbeat(self, job: Job, owner: str) -> None:
         try:
             self.app.store.update_running(
                 job, owner=owner, set={"lease_expires_at": self.app.now() + 30_000},
