@@ -8,8 +8,11 @@ throttle, a ``deadline_seconds``, an effect through ``ctx.transact`` inside a ``
 another outside it, then short or long sleeps, a callback that may time out, and children
 (one of a task with a ``unique`` default) that it waits for; sometimes an effect whose own
 condition fails. Its jobs are admitted against a capped tenant, cancelled (parents),
-retried by hand and in bulk (``POST /jobs/bulk``: retry, cancel, delete), and workflows whose
-first step always fails are bulk-deleted and retried (``POST /workflows/{id}/retry``).
+retried by hand and in bulk (``POST /jobs/bulk``: retry, cancel, delete; mostly on a tenant of
+their own, :data:`BULK_TENANT`, whose cap has room for the bulk job), and workflows whose
+first step always fails are bulk-deleted and retried (``POST /workflows/{id}/retry``). Every
+example starts with one seam job with every option at once, and the drain finishes the chains
+the checks need (:meth:`SeamsRules.seams_before_drain`).
 
 After every step:
 
