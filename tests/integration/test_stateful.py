@@ -61,11 +61,11 @@ from leasehold.core.registry import TaskRegistry
 from leasehold.core.spec import JobSpec
 from leasehold.core.states import JobState
 from leasehold.errors import LeaseholdError, LeaseLost, RateLimited
-from leasehold.lifecycle import control, deadletters, sweep_frontier, sweeper
+from leasehold.lifecycle import control, deadletters, leasing, sweep_frontier, sweeper
 from leasehold.lifecycle.consumer import consume
 from leasehold.lifecycle.store import Change
 from leasehold.lifecycle.submission import COUNTED, DEADLINE, submit
-from leasehold.lifecycle.worker import Delivery, Worker
+from leasehold.lifecycle.worker import Delivery, Outcome, Worker
 from leasehold.settings import Settings
 from leasehold.tenancy.admission import Limits, retry_admitted, submit_admitted
 from leasehold.tenancy.counters import slot_item
@@ -414,15 +414,16 @@ class Lifecycle(Snapshots, RemoteRules, PauseResetRules, SeamsRules, EffectsRule
             event("a batch failed")  # Lambda retries it once its messages show again
 
     def _crash_after_lease(self, message: Received) -> tuple[Job, str] | None:
-        body = json.loads(message.body)
-        now = self.app.now()
-        owner = "crashed:" + uuid.uuid4().hex[:6]
+        """A worker leases the message's job as every worker does (waiting out a delay
+        SQS rounded down, through the job's gate) and dies: its lease stays, its owner
+        ``crashed:...`` (a zombie, if it comes back)."""
         try:
-            job = self.app.store.lease(body["job_id"], body["epoch"], owner=owner,
-                                       expires_at=now + int(LEASE_S * 1000), now=now,
-                                       actor="crashed")
+            leased = leasing.lease(self.app, "crashed", Delivery(message.body))
         except FAILED:
             return None
+        if isinstance(leased, Outcome):
+            return None  # stale, or gated: nothing leased
+        job, owner, _ = leased
         self.zombies.append((job, owner))
         return job, owner
 
