@@ -51,7 +51,7 @@ from leasehold.aws.clients import Clients
 from leasehold.aws.dynamo import from_av
 from leasehold.aws.faults import Fault, FaultInjector
 from leasehold.aws.provision import create_all
-from leasehold.aws.queues import Received
+from leasehold.aws.queues import Message, Received
 from leasehold.clock import FakeClock
 from leasehold.compose import compose
 from leasehold.core.context import JobContext
@@ -416,7 +416,20 @@ class Lifecycle(Snapshots, RemoteRules, PauseResetRules, SeamsRules, EffectsRule
     def _crash_after_lease(self, message: Received) -> tuple[Job, str] | None:
         """A worker leases the message's job as every worker does (waiting out a delay
         SQS rounded down, through the job's gate) and dies: its lease stays, its owner
-        ``crashed:...`` (a zombie, if it comes back)."""
+        ``crashed:...`` (a zombie, if it comes back).
+
+        moto's SQS delays run on the real clock, the machine's on its fake one: a delayed
+        message may show before its job is due by the fake clock (a step takes real
+        seconds). A worker never sees a message before its delay ends, so the clock is
+        moved to the job's time first, as the delay would have (a healthy worker leases and
+        finishes at once; a crashed one would otherwise hold a lease that ends before the
+        row's sweep time, which no real worker could take)."""
+        try:
+            run_at = Message.parse(message.body).run_at
+        except LeaseholdError:
+            return None
+        if run_at is not None and run_at > self.app.now():
+            self.clock.advance((run_at - self.app.now()) / 1000)
         try:
             leased = leasing.lease(self.app, "crashed", Delivery(message.body))
         except FAILED:
