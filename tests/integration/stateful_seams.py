@@ -674,6 +674,8 @@ class SeamsRules:
             if parents:
                 with contextlib.suppress(LeaseholdError):  # it finished meanwhile
                     control.cancel(self.app, parents[0])
+                    # At once, before any worker runs the children: none is left to run.
+                    self._children_follow_their_parents(self._rows(), False)
         for job_id in sorted(self.timed_out - self.drain_retried):
             job = self.latest.get(job_id)
             if job is None or not job.state.terminal:
