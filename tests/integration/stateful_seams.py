@@ -59,11 +59,13 @@ from leasehold.core.policy import RetryPolicy
 from leasehold.core.spec import JobSpec
 from leasehold.core.states import JobState
 from leasehold.durable import callbacks
-from leasehold.durable.children import HAS_CHILDREN, PARENT
+from leasehold.durable.children import PARENT
 from leasehold.errors import LeaseholdError, RateLimited
 from leasehold.flow import key_usage, slots
 from leasehold.lifecycle import control, sweep_frontier
+from leasehold.lifecycle.consumer import consume
 from leasehold.lifecycle.submission import COUNTED, DEADLINE
+from leasehold.lifecycle.worker import Worker
 from leasehold.streams.relay import event_id
 from leasehold.tenancy.admission import retry_admitted, submit_admitted
 from leasehold.workflows import parse_workflow, start_workflow
@@ -653,6 +655,31 @@ class SeamsRules:
                 assert job.finished_at >= retried + CALLBACK_S * 1000, (job_id, retried, job)
                 fire("a retry re-arms a timed-out callback (one that timed out again)")
 
+    def _cancel_a_parent_waiting_for_its_children(self) -> None:
+        """A seam parent that waits for its children is cancelled, and its children are
+        checked at once, before any worker runs them (checked after the round, they have
+        finished). When no parent waits for live children, one is made: a parent on the
+        bulk tenant runs up to its spawn (its children's messages not yet received)."""
+        rows = self._rows()
+        parents = sorted(job_id for job_id, row in rows.items()
+                         if row["task"] == SEAM and JobState(row["state"]).live
+                         and any(child.get(PARENT) == job_id
+                                 and JobState(child["state"]).live for child in rows.values()))
+        if not parents:
+            self.submit_a_seam_job(["children"], 0, False, False, False, False, BULK_TENANT)
+            while batch := self.app.queues.receive(self.url, max_messages=10):
+                consume(Worker(self.app), batch)  # the children are sent by this round
+                rows = self._rows()
+                parents = sorted(job_id for job_id, row in rows.items()
+                                 if row["task"] == SEAM and row["state"] == "SLEEPING"
+                                 and row.get("waiting") == "children")
+                if parents:
+                    break
+        if parents:
+            with contextlib.suppress(LeaseholdError):  # it finished meanwhile
+                control.cancel(self.app, parents[0])
+                self._children_follow_their_parents(self._rows(), False)
+
     def seams_before_drain(self, round_: int) -> None:
         """The drain finishes every chain a check depends on (the weather is clear):
 
@@ -669,13 +696,14 @@ class SeamsRules:
         if not self.seams:
             return
         if round_ == 0:
-            parents = sorted(j.job_id for j in self.latest.values()
-                             if j.task == SEAM and j.state.live and j.extra.get(HAS_CHILDREN))
-            if parents:
-                with contextlib.suppress(LeaseholdError):  # it finished meanwhile
-                    control.cancel(self.app, parents[0])
-                    # At once, before any worker runs the children: none is left to run.
-                    self._children_follow_their_parents(self._rows(), False)
+            self._cancel_a_parent_waiting_for_its_children()
+            # A counted job cancelled while live gives its slot back (the tenants' counters
+            # are checked after every round).
+            counted = sorted(j.job_id for j in self.latest.values()
+                             if j.state.live and j.extra.get(COUNTED))
+            if counted:
+                with contextlib.suppress(LeaseholdError):
+                    control.cancel(self.app, counted[0])
         for job_id in sorted(self.timed_out - self.drain_retried):
             job = self.latest.get(job_id)
             if job is None or not job.state.terminal:
