@@ -23,9 +23,11 @@ $(STAMP): pyproject.toml
 dev: $(STAMP)
 	$(VENV)/bin/leasehold dev --port $(PORT) $(ARGS)
 
+# `make test` ends with its 20 slowest tests and its 10 slowest modules (tests/conftest.py sums
+# each module's setup, call and teardown, and starts the longest modules first).
 test: $(STAMP) lint typecheck chromium ddblocal workers
 	JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION=1 LEASEHOLD_DDBLOCAL_DIR=$(DDBLOCAL_DIR) $(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadscope \
-		--durations=40 tests
+		--durations=20 tests
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check functions infra tests examples bench

@@ -113,6 +113,12 @@ PROFILES = {
 DURABLE_RESUMES = {"full": 20, "quick": 5, "tiny": 0}
 #: Jobs whose stream records the relay's cost is measured over (bench.relay_cost).
 RELAY_JOBS = {"full": 300, "quick": 50, "tiny": 5}
+#: Wake-ups on a key of limit 1 timed by bench.flow, jobs run through a throttle of 10/s
+#: (bench.flow.throttle_accuracy: beyond its burst of 10 in the tiny profile too) and HTTP
+#: target calls held against a host limit (bench.targets.limit_accuracy).
+FLOW_WAKES = {"full": 40, "quick": 10, "tiny": 3}
+THROTTLE_JOBS = {"full": 60, "quick": 30, "tiny": 16}
+TARGET_LIMIT_JOBS = {"full": 40, "quick": 20, "tiny": 10}
 #: Jobs one big tenant submits per layout (bench.tenant_shards), within each profile's budget.
 TENANT_JOBS = {"full": 400, "quick": 20, "tiny": 0}
 
@@ -231,13 +237,13 @@ def main(argv: list[str] | None = None) -> int:
     results["per_job"] = run.section("requests per job", lambda: per_job.measure_all(
         batch=profile.metered, timed=profile.timed))
     results["flow"] = run.section("flow control", lambda: flow.measure_all(
-        wakes=40 if profile.name == "full" else 10))
+        wakes=FLOW_WAKES[profile.name]))
     if results["flow"]:
         results["flow"]["throttle"] = run.section("throttle accuracy", lambda: (
-            flow.throttle_accuracy(jobs=60 if profile.name == "full" else 30)))
+            flow.throttle_accuracy(jobs=THROTTLE_JOBS[profile.name])))
     results["targets"] = run.section("HTTP targets", lambda: {
         "per_job": targets.per_job(), "limit": targets.limit_accuracy(
-            jobs=40 if profile.name == "full" else 20)})
+            jobs=TARGET_LIMIT_JOBS[profile.name])})
     results["sweep_index"] = run.section("sweep index", lambda: sweep_index.long_jobs(
         profile.heartbeats, batch=3 if profile.name == "full" else 2))
     results["relay_cost"] = run.section("relay cost", lambda: relay_cost.measure(

@@ -43,13 +43,39 @@ def pytest_configure(config: pytest.Config) -> None:
 #: modules in collection order (``--dist loadscope``), and a long module collected late is the
 #: whole suite's tail (the state machine alone runs for minutes, on one worker, while the
 #: other has nothing left to do).
+#: The order is the measured one (the summary below prints it at the end of every run).
 LONGEST_FIRST = ("tests/integration/test_stateful.py", "tests/e2e/test_init_venv.py",
-                 "tests/e2e/test_bench.py", "tests/e2e/test_schema.py")
+                 "tests/infra/test_adoption.py", "tests/e2e/test_bench.py",
+                 "tests/integration/test_tracing_faults.py", "tests/e2e/test_dev_state_dir.py",
+                 "tests/integration/test_combinations_flow.py", "tests/e2e/test_walkthrough.py",
+                 "tests/e2e/test_schema.py")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     rank = {path: i for i, path in enumerate(LONGEST_FIRST)}
     items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(LONGEST_FIRST)))
+
+
+#: How many modules the end-of-run summary names (``make test`` prints them, slowest first).
+SLOWEST_MODULES = 10
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """The slowest modules by the time their tests took (setup, call and teardown summed, so
+    a module's shared fixtures count): where the suite's minutes go, module by module. Under
+    xdist the controller sees every worker's reports, so the sum is the whole run's."""
+    per_module: dict[str, float] = {}
+    for reports in terminalreporter.stats.values():
+        for report in reports:
+            if isinstance(report, pytest.TestReport):
+                module = report.nodeid.split("::")[0]
+                per_module[module] = per_module.get(module, 0.0) + report.duration
+    if not per_module:
+        return
+    slowest = sorted(per_module.items(), key=lambda item: item[1], reverse=True)
+    terminalreporter.write_sep("=", f"slowest {min(SLOWEST_MODULES, len(slowest))} modules")
+    for module, seconds in slowest[:SLOWEST_MODULES]:
+        terminalreporter.write_line(f"{seconds:8.1f}s {module}")
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

@@ -27,6 +27,13 @@ FUNCTION_TIMEOUT_RESERVE_SECONDS = 10.0
 #: change (:func:`leasehold.events.publishing.published`). ``none`` is the old name of ``off``.
 PUBLISH_CHOICES = ("terminal", "all", "off")
 EVENT_SOURCES = ("inline", "stream")
+#: A tenant's admission limits as the deployment sets them (``LeaseholdConfig``'s
+#: ``tenant_*``, ``leasehold dev --tenant-*``), the same on every function; a tenant's plan
+#: row in the tenants table overrides its rate, burst and cap (``leasehold.tenancy.plans``).
+DEFAULT_TENANT_RATE = 50.0
+DEFAULT_TENANT_BURST = 200.0
+DEFAULT_TENANT_MAX_LIVE = 10_000
+DEFAULT_MAX_BACKLOG = 100_000
 
 
 def _split(value: str) -> tuple[str, ...]:
@@ -87,6 +94,11 @@ class Settings:
     #: (``LEASEHOLD_TARGETS``, JSON): ``http_allow``, ``http_hosts``, ``http_secrets``,
     #: ``aws_targets``, ``redact_headers``; read by ``leasehold.targets.config``.
     targets: Mapping[str, Any] = field(default_factory=dict)
+    #: The role outbound calls run under (``LEASEHOLD_TARGETS_ROLE_ARN``; the construct's
+    #: targets role, or the one ``leasehold dev`` makes in its emulator): ``sigv4`` and AWS
+    #: targets assume it per job, never using this process's own credentials. None: such
+    #: targets are refused (``leasehold.targets.credentials``).
+    targets_role_arn: str | None = None
     #: The version of the task code this process runs (``LEASEHOLD_CODE_VERSION``): the
     #: bundle's content hash, set by the CDK construct; the task modules' source hash under
     #: ``leasehold dev``. Each job keeps the version of its first attempt, and each lease's
@@ -96,6 +108,20 @@ class Settings:
     #: (``LEASEHOLD_EXTERNAL_TASKS``, ``pool:task,task;pool:task``). Their pools have queues
     #: and no Python consumer; submissions accept their names.
     external_tasks: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    #: The pool built-in target tasks (``leasehold.http``, ``leasehold.aws``) run on
+    #: (``LEASEHOLD_TARGETS_POOL``): a Python pool, never an external one. "": the first
+    #: Python pool (:meth:`targets_runner`).
+    targets_pool: str = ""
+    #: Every tenant's admission limits unless its plan says otherwise (read by the API's
+    #: admission and by a worker's ``ctx.spawn`` and ``enqueue_item`` alike, through
+    #: ``leasehold.tenancy.plans.limits_for``): submissions per second and at once, live
+    #: jobs (0: no cap), the pool backlog past which every submission gets 503, and the
+    #: admission items a tenant is spread over (0: as many as its limits call for).
+    tenant_rate: float = DEFAULT_TENANT_RATE
+    tenant_burst: float = DEFAULT_TENANT_BURST
+    tenant_max_live: int = DEFAULT_TENANT_MAX_LIVE
+    max_backlog: int = DEFAULT_MAX_BACKLOG
+    tenant_admission_shards: int = 0
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
@@ -116,6 +142,8 @@ class Settings:
             "event_source_mappings": "LEASEHOLD_EVENT_SOURCE_MAPPINGS",
             "events_from": "LEASEHOLD_EVENTS_FROM",
             "code_version": "LEASEHOLD_CODE_VERSION",
+            "targets_role_arn": "LEASEHOLD_TARGETS_ROLE_ARN",
+            "targets_pool": "LEASEHOLD_TARGETS_POOL",
         }
         for name, var in text.items():
             if env.get(var):
@@ -132,6 +160,11 @@ class Settings:
             "max_crash_recoveries": ("LEASEHOLD_MAX_CRASH_RECOVERIES", int),
             "history_limit": ("LEASEHOLD_HISTORY_LIMIT", int),
             "retention_days": ("LEASEHOLD_RETENTION_DAYS", int),
+            "tenant_rate": ("LEASEHOLD_TENANT_RATE", float),
+            "tenant_burst": ("LEASEHOLD_TENANT_BURST", float),
+            "tenant_max_live": ("LEASEHOLD_TENANT_MAX_LIVE", int),
+            "max_backlog": ("LEASEHOLD_MAX_BACKLOG", int),
+            "tenant_admission_shards": ("LEASEHOLD_TENANT_ADMISSION_SHARDS", int),
         }
         for name, (var, kind) in numbers.items():
             if env.get(var):
@@ -172,6 +205,14 @@ class Settings:
             if pool not in self.pools:
                 raise ValidationError("external_tasks", f"pool {pool!r} is not one of the "
                                                         f"pools {', '.join(self.pools)}")
+        self._validate_targets_pool()
+        if self.tenant_rate <= 0 or self.tenant_burst < 1:
+            raise ValidationError("tenant_rate", "a tenant's rate must be above 0 and its "
+                                  "burst at least 1")
+        if self.tenant_max_live < 0 or self.max_backlog < 1 or self.tenant_admission_shards < 0:
+            raise ValidationError("tenant_max_live", "a tenant's cap is 0 (none) or more, the "
+                                  "backlog limit at least 1, the admission shards 0 (as "
+                                  "needed) or more")
         if self.retention_days < 0:
             raise ValidationError("LEASEHOLD_RETENTION_DAYS", "must be 0 (keep finished jobs "
                                   "forever) or a number of days")
@@ -188,6 +229,27 @@ class Settings:
                 raise ValidationError(
                     "pool_timeouts", f"pool {pool!r}: a function timeout of {seconds:g}s leaves "
                     f"no time for a job after the {FUNCTION_TIMEOUT_RESERVE_SECONDS:g}s reserve")
+
+    def python_pools(self) -> tuple[str, ...]:
+        """The pools a Python worker consumes (every pool but the external ones)."""
+        return tuple(pool for pool in self.pools if pool not in self.external_tasks)
+
+    def targets_runner(self) -> str | None:
+        """The pool target tasks run on: ``targets_pool``, else the first Python pool; None
+        when there is no Python pool (targets are then off)."""
+        return self.targets_pool or next(iter(self.python_pools()), None)
+
+    def _validate_targets_pool(self) -> None:
+        if self.targets_pool and self.targets_pool not in self.pools:
+            raise ValidationError("targets_pool", f"{self.targets_pool!r} is not one of the "
+                                                  f"pools {', '.join(self.pools)}")
+        if self.targets_pool in self.external_tasks:
+            raise ValidationError("targets_pool", f"{self.targets_pool!r} is an external pool: "
+                                  "target tasks run on a Python worker; name a Python pool")
+        if self.targets and not self.python_pools():
+            raise ValidationError("targets", "jobs with no code (targets) run on a Python "
+                                  f"pool, and every pool ({', '.join(self.pools)}) is external: "
+                                  "add a Python pool, or remove the targets settings")
 
     def job_timeout_limit(self, pool: str) -> float | None:
         """The longest ``timeout_seconds`` a job of ``pool`` may ask for (None: no limit)."""
@@ -225,11 +287,19 @@ class Settings:
             "LEASEHOLD_PUBLISH": self.publish,
             "LEASEHOLD_RETENTION_DAYS": str(self.retention_days),
             "LEASEHOLD_EVENTS_FROM": self.events_from,
+            "LEASEHOLD_TENANT_RATE": f"{self.tenant_rate:g}",
+            "LEASEHOLD_TENANT_BURST": f"{self.tenant_burst:g}",
+            "LEASEHOLD_TENANT_MAX_LIVE": str(self.tenant_max_live),
+            "LEASEHOLD_MAX_BACKLOG": str(self.max_backlog),
         }
+        if self.tenant_admission_shards:
+            env["LEASEHOLD_TENANT_ADMISSION_SHARDS"] = str(self.tenant_admission_shards)
         if self.endpoint_url:
             env["AWS_ENDPOINT_URL"] = self.endpoint_url
         if self.code_version:
             env["LEASEHOLD_CODE_VERSION"] = self.code_version
+        if self.targets_role_arn:
+            env["LEASEHOLD_TARGETS_ROLE_ARN"] = self.targets_role_arn
         if self.queue_urls:
             env["LEASEHOLD_QUEUE_URLS"] = json.dumps(dict(self.queue_urls))
         if self.event_bus:
@@ -239,6 +309,8 @@ class Settings:
         if self.targets:
             env["LEASEHOLD_TARGETS"] = json.dumps(dict(self.targets), separators=(",", ":"),
                                                   sort_keys=True)
+        if self.targets_pool:
+            env["LEASEHOLD_TARGETS_POOL"] = self.targets_pool
         if self.external_tasks:
             env["LEASEHOLD_EXTERNAL_TASKS"] = ";".join(
                 f"{pool}:{','.join(names)}" for pool, names in self.external_tasks.items())

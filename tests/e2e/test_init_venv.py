@@ -26,7 +26,11 @@ from leasehold.client import Client
 
 from .conftest import ROOT, Runtime
 
-pytestmark = pytest.mark.e2e
+#: The fixtures build the wheels (first run only) and install a whole virtualenv with pip
+#: (tens of wheels, aws-cdk-lib's among them), which on a loaded machine outlasts pytest's
+#: default 300 s although each pip is given 900 s below: the first test's limit is the sum
+#: of its pips' and its own, so a slow install is never cut short and reported as a hang.
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(2 * 900 + 300)]
 
 CACHE = Path.home() / ".cache" / "leasehold" / "wheels"
 

@@ -47,6 +47,8 @@ CONFIG = LeaseholdConfig(
     code=(str(ROOT / "examples"),),
     alarm_email="oncall@example.com",
     bundling="source",
+    # Not the defaults: every function and worker must carry these (test_config.py).
+    tenant_rate=20.0, tenant_burst=40.0, tenant_max_live=250, max_backlog=5_000,
 )
 
 

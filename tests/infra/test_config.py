@@ -13,6 +13,8 @@ import pytest
 from infra.app import FLAGS_LEFT_OFF
 from leasehold.cdk.config import LeaseholdConfig, PoolConfig
 
+from .conftest import Synthesized
+
 pytestmark = pytest.mark.infra
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -43,8 +45,12 @@ def test_command_line_strings_are_parsed() -> None:
         "pools": json.dumps([{"name": "default"},
                              {"name": "gpu", "kind": "ecs", "image": "repo/img:1", "cpu": 2048,
                               "memory": 8192, "maxTasks": 3}]),
+        "tenantRate": "5", "tenantBurst": "10", "tenantMaxLive": "0", "maxBacklog": "900",
     })
     assert config.shards == 16
+    assert (config.tenant_rate, config.tenant_burst, config.tenant_max_live,
+            config.max_backlog) == (5.0, 10.0, 0, 900)
+    assert config.settings().tenant_max_live == 0  # no cap
     assert config.lease_seconds == 90.0
     assert config.alarm_email == "ops@example.com"
     assert config.retain_data is False
@@ -116,3 +122,33 @@ def test_events_off_reaches_the_functions_as_no_publishing() -> None:
     assert LeaseholdConfig(events="off").settings().to_env()["LEASEHOLD_PUBLISH"] == "off"
     assert _context({"events": "off"}).settings().to_env()["LEASEHOLD_PUBLISH"] == "off"
     assert LeaseholdConfig().events == "terminal"  # the default, $1.00 per million jobs
+
+
+def test_every_function_and_worker_gets_the_same_tenant_limits(
+        synthesized: Synthesized) -> None:
+    """Issue 44: the cap was set on the API function alone, and each function read it from
+    its own environment; a worker without it spawned children under no cap. The limits are
+    settings of the deployment now, written alike on every function and worker container,
+    and they read back as the limits the configuration gave."""
+    from leasehold.settings import Settings
+    from leasehold.tenancy.limits import Limits
+
+    expected = Limits(rate=20.0, burst=40.0, max_live=250, max_backlog=5_000)
+    environments: dict[str, dict[str, str]] = {}
+    for logical, function in synthesized.resources("AWS::Lambda::Function").items():
+        variables = function["Properties"].get("Environment", {}).get("Variables", {})
+        if "LEASEHOLD_JOBS_TABLE" in variables:  # one of Leasehold's (not a CDK helper)
+            environments[function["Properties"]["Handler"] + " " + logical] = variables
+    for logical, task in synthesized.resources("AWS::ECS::TaskDefinition").items():
+        for container in task["Properties"]["ContainerDefinitions"]:
+            variables = {entry["Name"]: entry["Value"]
+                         for entry in container.get("Environment", [])}
+            if "LEASEHOLD_JOBS_TABLE" in variables:
+                environments[f"ecs {logical}"] = variables
+    handlers = " ".join(environments)
+    for role in ("api", "worker", "sweeper", "ticker", "relay"):
+        assert f"handlers.{role}." in handlers, (role, sorted(environments))
+    assert any(name.startswith("ecs ") for name in environments)
+    for name, variables in environments.items():
+        plain = {key: value for key, value in variables.items() if isinstance(value, str)}
+        assert Limits.from_settings(Settings.from_env(plain)) == expected, name

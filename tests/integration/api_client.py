@@ -57,5 +57,7 @@ class ApiClient:
 
 
 def api_for(app: Leasehold, **limits: Any) -> ApiClient:
-    """A client trusting the tenant header, under these admission limits."""
-    return ApiClient(app, ApiConfig(trust_tenant_header=True, limits=Limits(**limits)))
+    """A client trusting the tenant header, under these admission limits (none given: the
+    app's settings, the ones its workers apply too)."""
+    return ApiClient(app, ApiConfig(trust_tenant_header=True,
+                                    limits=Limits(**limits) if limits else None))

@@ -16,6 +16,7 @@ from leasehold.core.registry import TaskRegistry
 from leasehold.core.states import JobState
 from leasehold.lifecycle import sweeper
 from leasehold.lifecycle.app import Leasehold
+from leasehold.tenancy.plans import set_plan
 from leasehold.time import ticker
 
 from .api_client import ApiClient, api_for
@@ -94,12 +95,11 @@ def test_an_admission_refusal_pauses_the_bulk_job_and_it_resumes_from_its_checkp
     app = api.app
     dead = [submit(api, f"timeout-{i}") for i in range(4)]
     deliver(app)
-    # The tenant may have 3 live jobs: the bulk job itself holds one, so 2 retries fit. The
-    # API that admits the bulk job and the worker that admits its retries share the limits,
-    # as deployed (one admission item: the bulk job's slot is on the item its retries use).
-    monkeypatch.setenv("LEASEHOLD_TENANT_MAX_LIVE", "3")
-    monkeypatch.setenv("LEASEHOLD_TENANT_ADMISSION_SHARDS", "1")
-    capped = api_for(app, max_live=3, shards=1)
+    # The tenant's plan lets it have 3 live jobs: the bulk job itself holds one, so 2
+    # retries fit. The API that admits the bulk job and the worker that admits its retries
+    # read the same plan.
+    set_plan(app, "acme", max_live=3)
+    capped = api_for(app)
     bulk_id = capped.post("/jobs/bulk", {"action": "redrive"}, tenant="acme").body["bulk_id"]
     deliver(app, once=True)
     paused = app.store.get(bulk_id)
@@ -107,8 +107,7 @@ def test_an_admission_refusal_pauses_the_bulk_job_and_it_resumes_from_its_checkp
     progress = api.get(f"/jobs/bulk/{bulk_id}", tenant="acme").body["progress"]
     assert progress["done"] == 2 and "admission" in progress["paused"]
     assert states(app, dead).count(JobState.QUEUED) == 2
-    monkeypatch.delenv("LEASEHOLD_TENANT_MAX_LIVE")
-    monkeypatch.delenv("LEASEHOLD_TENANT_ADMISSION_SHARDS")
+    set_plan(app, "acme", max_live=10_000)  # the deployment's cap again
     for _ in range(10):  # the retry comes back after its backoff and resumes
         clock.advance(150)
         if app.store.get(bulk_id).state is JobState.SUCCEEDED:

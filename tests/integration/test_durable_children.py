@@ -26,6 +26,7 @@ from leasehold.lifecycle.app import Leasehold
 from leasehold.lifecycle.submission import submit
 from leasehold.lifecycle.worker import Delivery, Worker
 from leasehold.time.ticker import promote_due
+from tests.conftest import MakeApp
 
 from .api_client import api_for
 from .helpers import deliver, inject, live_counted_jobs, tenant_live
@@ -219,10 +220,10 @@ def test_children_of_a_parent_whose_process_died_after_its_end_are_cancelled_by_
 # -- defect 6: the tenant's cap ------------------------------------------------------------
 
 def test_children_take_slots_under_the_tenant_cap_and_a_spawn_over_it_waits(
-    app: Leasehold, tasks: TaskRegistry, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+    make_app: MakeApp, tasks: TaskRegistry, clock: FakeClock
 ) -> None:
-    monkeypatch.setenv("LEASEHOLD_TENANT_MAX_LIVE", "3")
-    api = api_for(app, max_live=3)
+    app = make_app(tenant_max_live=3)  # the API's admission and the workers' spawn alike
+    api = api_for(app)
     # Throttled spawn transactions are retried; none takes a slot twice.
     injector = inject(app, Fault(target="dynamodb.TransactWriteItems", kind="throttle",
                                  times=3, when=spawning))
@@ -251,10 +252,10 @@ def test_children_take_slots_under_the_tenant_cap_and_a_spawn_over_it_waits(
 
 
 def test_a_spawn_the_cap_can_never_admit_fails_at_once(
-    app: Leasehold, tasks: TaskRegistry, monkeypatch: pytest.MonkeyPatch
+    make_app: MakeApp, tasks: TaskRegistry
 ) -> None:
-    monkeypatch.setenv("LEASEHOLD_TENANT_MAX_LIVE", "1")
-    api = api_for(app, max_live=1)
+    app = make_app(tenant_max_live=1)
+    api = api_for(app)
     parent = api.post("/jobs", {"task": "fan_out", "payload": {"n": 1}},
                       tenant="default").body["job_id"]
     deliver(app)
@@ -278,3 +279,69 @@ def test_a_job_spawns_at_most_its_bound_of_children(
     assert len(jobs_of(app, "kid")) == 3
     # Its children end with it.
     assert all(job.state is JobState.CANCELLED for job in jobs_of(app, "kid"))
+
+
+def test_a_cap_in_the_runtimes_settings_holds_a_workers_spawn_as_it_holds_the_api(
+    app: Leasehold, tasks: TaskRegistry, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 44: the cap was an environment variable each function read for itself, so a
+    runtime whose API was capped at 1 and whose workers were not let one admitted parent run
+    25 live children. The runtime's settings carry the cap (the construct and ``leasehold
+    dev`` set them alike on every function); the worker process's own environment, which
+    has no cap, no longer decides."""
+    from leasehold.api.context import ApiConfig
+    from leasehold.compose import compose
+    from leasehold.settings import Settings
+
+    from .api_client import ApiClient
+
+    monkeypatch.delenv("LEASEHOLD_TENANT_MAX_LIVE", raising=False)  # the worker's own env
+    runtime_env = {**app.settings.to_env(), "LEASEHOLD_TENANT_MAX_LIVE": "1"}
+    capped = compose(Settings.from_env(runtime_env), clock=clock, registry=tasks,
+                     clients=app.clients)
+    api = ApiClient(capped, ApiConfig.from_env({**runtime_env,
+                                                "LEASEHOLD_TRUST_TENANT_HEADER": "1"}))
+    reply = api.post("/jobs", {"task": "fan_out", "payload": {"n": 25}}, tenant="default")
+    assert reply.status == 201, reply
+    assert api.post("/jobs", {"task": "kid", "payload": 0}, tenant="default").status == 429
+    deliver(capped)
+    parent = capped.store.get(reply.body["job_id"])
+    assert jobs_of(capped, "kid") == []  # not one child, let alone 25 live ones
+    assert parent.state is JobState.DEAD and parent.error is not None
+    assert parent.error.type == "CapTooSmall"
+    assert tenant_live(capped) == live_counted_jobs(capped) == 0
+
+
+def test_a_tenants_plan_caps_its_admission_and_its_workers_spawns_alike(
+    app: Leasehold, tasks: TaskRegistry, clock: FakeClock
+) -> None:
+    """The deployment lets every tenant have 10,000 live jobs; tenant ``small``'s plan, a
+    row of the tenants table, caps it at 3. The API admits under the plan's cap, a worker's
+    ``ctx.spawn`` waits under it, ``/stats`` shows it, and another tenant keeps the
+    deployment's."""
+    from leasehold.tenancy.plans import set_plan
+
+    set_plan(app, "small", max_live=3, rate=100, burst=100)
+    api = api_for(app)
+    parent = api.post("/jobs", {"task": "fan_out", "payload": {"n": 4}},
+                      tenant="small").body["job_id"]
+    deliver(app, once=True)
+    asleep = app.store.get(parent)
+    assert (asleep.state, asleep.extra["waiting"]) == (JobState.SLEEPING, "admission")
+    assert tenant_live(app, "small") == live_counted_jobs(app, "small") == 3
+    assert api.post("/jobs", {"task": "kid", "payload": 0}, tenant="small").status == 429
+    stats = api.get("/stats", tenant="small").body
+    assert stats["live"] == 3
+    assert stats["limits"]["max_live"] == 3 and stats["limits"]["rate"] == 100
+    assert stats["limits"]["plan"] is True
+    other = api.get("/stats", tenant="default").body["limits"]
+    assert (other["max_live"], other["plan"]) == (10_000, False)
+    assert api.post("/jobs", {"task": "kid", "payload": 0}, tenant="default").status == 201
+    for _ in range(12):
+        deliver(app)
+        clock.advance(children.ADMISSION_POLL_SECONDS)
+        promote_due(app)
+        assert tenant_live(app, "small") <= 3
+        if app.store.get(parent).state is JobState.SUCCEEDED:
+            break
+    assert app.store.get(parent).result == [0, 10, 20, 30]

@@ -27,6 +27,7 @@ from leasehold.lifecycle import sweeper
 from leasehold.lifecycle.app import Leasehold
 from leasehold.streams.enqueue import enqueue_item, hand_off, refusal
 from leasehold.streams.poller import Checkpoint, poll
+from leasehold.tenancy.plans import set_plan
 from tests.conftest import MakeApp
 from tests.integration.helpers import deliver
 
@@ -43,7 +44,6 @@ def app(endpoint: str, monkeypatch: pytest.MonkeyPatch, make_app: MakeApp,
         registry: TaskRegistry, runs: Counter[str]) -> Leasehold:
     for service in ("DYNAMODB", "DYNAMODB_STREAMS", "DYNAMODBSTREAMS"):
         monkeypatch.setenv(f"AWS_ENDPOINT_URL_{service}", endpoint)
-    monkeypatch.setenv("LEASEHOLD_TENANT_ADMISSION_SHARDS", "1")
 
     @registry.task("ship")
     def ship(payload: Any, ctx: JobContext) -> Any:
@@ -54,7 +54,7 @@ def app(endpoint: str, monkeypatch: pytest.MonkeyPatch, make_app: MakeApp,
     def once(payload: Any, ctx: JobContext) -> Any:
         return payload
 
-    app = make_app(events_from="stream")
+    app = make_app(events_from="stream", tenant_admission_shards=1)
     ddb = app.clients.dynamodb
     with contextlib.suppress(ddb.exceptions.ResourceInUseException):
         ddb.create_table(TableName=ORDERS, BillingMode="PAY_PER_REQUEST",
@@ -149,7 +149,7 @@ def test_a_lost_hand_off_is_repaired_by_the_sweeper(
 def test_the_tenants_live_cap_cancels_the_transaction_and_says_so(
         app: Leasehold, runs: Counter[str], monkeypatch: pytest.MonkeyPatch,
         tmp_path: Path) -> None:
-    monkeypatch.setenv("LEASEHOLD_TENANT_MAX_LIVE", "1")
+    set_plan(app, "small", max_live=1)
     place_order(app, "first", tenant="small")
     ddb = app.clients.dynamodb
     with pytest.raises(ddb.exceptions.TransactionCanceledException) as refused:

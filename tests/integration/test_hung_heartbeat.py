@@ -1,7 +1,7 @@
 """A heartbeat hung on its socket: the attempt stops by its own clock, before the sweeper's cutoff.
 
 Against a real moto server process (the emulator), with the wall clock and a scaled-down lease
-(3 s, skew grace 1 s). The first worker's heartbeats go to a socket that accepts and
+(5 s, skew grace 1 s). The first worker's heartbeats go to a socket that accepts and
 never answers (``hang`` in ``aws/faults.py``), so botocore would wait 30 s a try, 9 tries. The
 sweeper and a second worker run beside it as they would in production.
 """
@@ -35,7 +35,10 @@ from leasehold.settings import Settings
 
 from .helpers import deliver, receive_all
 
-LEASE_S = 3.0
+#: Long enough that the lease's own round trip to the emulator fits in it on a loaded machine:
+#: at 3 s a lease under load came back already expired ("ran out before it was granted"),
+#: so the first attempt never ran and the test saw only the second.
+LEASE_S = 5.0
 GRACE_S = 1.0
 
 
@@ -122,7 +125,7 @@ def test_a_hung_heartbeat_stops_the_handler_before_the_sweepers_cutoff(
     [message] = receive_all(first)
     returned, _ = _first_worker(first, message.body, injector)
     # The sweeper re-drives the job as soon as its cutoff passes; a second worker takes it.
-    give_up = time.monotonic() + 10
+    give_up = time.monotonic() + LEASE_S + GRACE_S + 10
     while not sweeper.sweep(second).recovered and time.monotonic() < give_up:
         time.sleep(0.05)
     deliver(second, Worker(second, worker_id="second"))
@@ -192,7 +195,7 @@ def test_a_hung_outcome_write_is_given_up_when_the_lease_runs_out(setup: Setup) 
     assert deadline <= returned["at"] < cutoff
     assert returned["hanging"] >= 1  # the write was still hung: it was cut short
     # The job is the sweeper's: re-driven past the cutoff and run by a healthy worker.
-    give_up = time.monotonic() + 10
+    give_up = time.monotonic() + LEASE_S + GRACE_S + 10
     while not sweeper.sweep(second).recovered and time.monotonic() < give_up:
         time.sleep(0.05)
     deliver(second, Worker(second, worker_id="second"))

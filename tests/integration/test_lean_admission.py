@@ -184,6 +184,9 @@ def test_a_cap_lifted_while_counted_jobs_are_live_still_gives_their_slots_back(
 
 
 def test_the_cap_setting_zero_means_no_cap() -> None:
-    assert Limits.from_env({"LEASEHOLD_TENANT_MAX_LIVE": "0"}).max_live is None
-    assert not Limits.from_env({"LEASEHOLD_TENANT_MAX_LIVE": "0"}).capped
-    assert Limits.from_env({}).max_live == 10_000
+    from leasehold.settings import Settings
+
+    settings = Settings.from_env({"LEASEHOLD_TENANT_MAX_LIVE": "0"})
+    assert Limits.from_settings(settings).max_live is None
+    assert not Limits.from_settings(settings).capped
+    assert Limits.from_settings(Settings.from_env({})).max_live == 10_000

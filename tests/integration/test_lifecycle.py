@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import threading
 from typing import Any
 
 import pytest
 from botocore.exceptions import ClientError
 
 from leasehold.clock import FakeClock
+from leasehold.compose import compose
 from leasehold.core.context import JobContext
 from leasehold.core.policy import RetryPolicy
 from leasehold.core.registry import TaskRegistry
@@ -21,6 +23,9 @@ from leasehold.lifecycle.submission import submit
 from leasehold.lifecycle.worker import Delivery, Outcome, Worker
 
 from .helpers import deliver, dlq_bodies, receive_all
+
+#: How long a test waits for a handler it knows is about to end (a hang would fail it).
+HANDLER_GUARD_SECONDS = 300
 
 FAST_RETRY = RetryPolicy(min_backoff_seconds=0, max_backoff_seconds=0.4)
 
@@ -85,13 +90,29 @@ def test_the_same_message_delivered_twice_runs_the_handler_once(
 def test_a_zombie_worker_can_neither_heartbeat_nor_finish_and_the_new_owners_result_stands(
     app: Leasehold, registry: TaskRegistry, clock: FakeClock
 ) -> None:
+    """The zombie is a worker stalled past its lease that does not know it: its own clock
+    (a second app on the same tables) never moves, so its heartbeats go to DynamoDB and are
+    refused there by the lease's fence, not by its clock.
+
+    Its worker loop also heartbeats on its own, every third of the lease in real time, and
+    gives up on a handler whose lease it finds lost; the handler runs on, abandoned. Under
+    load the take-over below (a sweep and the new owner's whole run) outlasted that third
+    (10 s), the loop gave up first and ``process`` returned while the handler was still
+    running: the test read what the handler had not written yet (issue 44). Either way the
+    zombie's heartbeat is refused and its result never recorded; the test waits for the
+    handler to end before it looks."""
     seen: dict[str, Any] = {}
+    handler_done = threading.Event()
+    zombie_app = compose(app.settings, clock=FakeClock(clock.now_ms()), registry=registry,
+                         clients=app.clients)
 
     @registry.task("slow")
     def slow(payload: Any, ctx: JobContext) -> Any:
-        if ctx.attempt == 1:
-            # While the first worker is stalled its lease expires; the sweeper re-drives and a
-            # second worker runs the job to the end. Then the first one wakes up.
+        if ctx.attempt > 1:
+            return "new owner's result"
+        try:
+            # While the first worker is stalled its lease expires; the sweeper re-drives and
+            # a second worker runs the job to the end. Then the first one wakes up.
             clock.advance(app.settings.lease_seconds + app.settings.skew_grace_seconds + 1)
             assert sweeper.sweep(app).recovered == 1
             assert deliver(app, Worker(app, worker_id="second")) == 1
@@ -99,17 +120,24 @@ def test_a_zombie_worker_can_neither_heartbeat_nor_finish_and_the_new_owners_res
             seen["zombie_cancelled"] = ctx.cancelled
             seen["reason"] = ctx.cancel_reason
             return "zombie result"
-        return "new owner's result"
+        except BaseException as exc:
+            seen["failed"] = repr(exc)  # shown by the comparison below
+            raise
+        finally:
+            handler_done.set()
 
     job = submit(app, JobSpec(task="slow")).job
     [message] = receive_all(app)
-    outcome = Worker(app, worker_id="first").process(Delivery(message.body))
+    outcome = Worker(zombie_app, worker_id="first").process(Delivery(message.body))
     assert outcome is Outcome.LEASE_LOST
+    # A guard against a hang, not a timing: the handler ends as soon as its steps have run.
+    assert handler_done.wait(HANDLER_GUARD_SECONDS)
     assert seen == {"zombie_cancelled": True, "reason": "lease lost"}
     done = app.store.get(job.job_id)
     assert done.state is JobState.SUCCEEDED
     assert done.result == "new owner's result"
     assert done.progress_json is None  # the zombie's heartbeat wrote nothing
+    assert [c.actor for c in done.history].count("second") >= 1
 
 
 @pytest.mark.ddblocal

@@ -87,6 +87,7 @@ from tests.integration.stateful_remote import EXTERNAL, RemoteRules
 from tests.integration.stateful_retention import RetentionRules
 from tests.integration.stateful_seams import BULK_TENANT, SeamsRules
 from tests.integration.stateful_snapshot import Snapshots
+from tests.integration.stateful_targets import TargetsRules
 
 # The whole state machine is one pytest test: under a loaded CI machine it can pass the
 # suite's per-test timeout, which would fail it for time alone.
@@ -126,25 +127,21 @@ GROUPS: dict[str, tuple[type, ...]] = {
     "remote": (RemoteRules,), "pausereset": (PauseResetRules,), "seams": (SeamsRules,),
     "effects": (EffectsRules,), "admission": (AdmissionContention,),
     "flowkeys": (FlowKeysRules,), "flow": (FlowRules,), "durable": (DurableRules,),
-    "enqueue": (EnqueueRules,), "leanadmit": (LeanAdmissionRules,), "faults": (),
+    "enqueue": (EnqueueRules,), "leanadmit": (LeanAdmissionRules,),
+    "targets": (TargetsRules,), "faults": (),
 }
 #: The machine's own rules in a group (the others are the core, always on).
 OWN_GROUPS = {"weather": "faults", "next_write_fails_past_its_retries": "faults"}
 
 
-class Lifecycle(Snapshots, RemoteRules, PauseResetRules, SeamsRules, EffectsRules,
+class Lifecycle(TargetsRules, Snapshots, RemoteRules, PauseResetRules, SeamsRules, EffectsRules,
                 AdmissionContention, FlowKeysRules, FlowRules, RetentionRules, DurableRules,
                 DurverRules, EnqueueRules, LeanAdmissionRules,
                 RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
-        # The bulk job admits its retries under the stack's limits (read from the
-        # environment): the machine's, so that its counters are the ones checked.
-        self.limits_env = pytest.MonkeyPatch()
-        for var, value in (("LEASEHOLD_TENANT_RATE", LIMITS.rate),
-                           ("LEASEHOLD_TENANT_BURST", LIMITS.burst),
-                           ("LEASEHOLD_TENANT_MAX_LIVE", LIMITS.max_live)):
-            self.limits_env.setenv(var, str(value))
+        # The bulk job and a durable parent's spawns admit under the runtime's limits (its
+        # settings): the machine's, so that its counters are the ones checked.
         self.mock = mock_aws()
         self.mock.start()
         prefix = "s" + uuid.uuid4().hex[:8]
@@ -155,6 +152,9 @@ class Lifecycle(Snapshots, RemoteRules, PauseResetRules, SeamsRules, EffectsRule
             queue_prefix=prefix, shards=2, lease_seconds=LEASE_S, handoff_seconds=120,
             skew_grace_seconds=2, max_crash_recoveries=3,
             pools=("default", *EXTERNAL), external_tasks=EXTERNAL,
+            targets=self.targets_settings(),
+            tenant_rate=LIMITS.rate, tenant_burst=LIMITS.burst,
+            tenant_max_live=LIMITS.max_live or 0,
         )
         # Faults on every client (throttles retried at once: same path, no real backoff).
         self.injector = FaultInjector([], seed=0, throttle_delay=0)
@@ -241,7 +241,6 @@ class Lifecycle(Snapshots, RemoteRules, PauseResetRules, SeamsRules, EffectsRule
             self._drain()
         finally:
             self.mock.stop()
-            self.limits_env.undo()
 
     # -- rules --------------------------------------------------------------------------
 

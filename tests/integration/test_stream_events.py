@@ -127,3 +127,36 @@ def test_an_event_is_timed_by_its_change_not_by_the_relay(
     poll(app, FileSink(log), Checkpoint(tmp_path / "relay.json"))
     [event] = [e for e in tail(log) if e["detail"]["job_id"] == job]
     assert event["time"] == iso(finished)
+
+
+def test_an_admission_refused_and_retried_under_a_new_id_is_one_job_queued_event(
+        endpoint: str, monkeypatch: pytest.MonkeyPatch, make_app: MakeApp,
+        registry: TaskRegistry, tmp_path: Path) -> None:
+    """Issue 44: a capped tenant's admission item whose ``tat`` fell behind, unknown to this
+    API instance (as after ``leasehold dev`` restarts on its saved state), refuses the first
+    transaction; admission catches the item up and writes a new row under a new id. The
+    embedded emulator put the refused row back but kept its stream record, so the relay
+    published ``Job Queued`` for a job that never existed (its id answered 404), beside the
+    real one's."""
+    import json
+
+    from leasehold.aws.dynamo import to_av
+    from leasehold.core.spec import JobSpec
+    from leasehold.tenancy.admission import Gcra, Limits, submit_admitted
+
+    for service in ("DYNAMODB", "DYNAMODB_STREAMS", "DYNAMODBSTREAMS"):
+        monkeypatch.setenv(f"AWS_ENDPOINT_URL_{service}", endpoint)
+    app = _app(make_app, registry, events_from="stream", publish="all")
+    limits = Limits(shards=1)
+    behind = app.now() - int(Gcra.of(limits).lag) - 60_000
+    app.clients.dynamodb.put_item(TableName=app.settings.tenants_table,
+                                  Item=to_av({"tenant": "acme", "tat": behind}))
+    made = submit_admitted(app, JobSpec(task="echo", tenant="acme"), "default", limits,
+                           buckets={})
+    assert made.created
+    log = tmp_path / "events.jsonl"
+    poll(app, FileSink(log), Checkpoint(tmp_path / "relay.json"))
+    queued = [event["detail"]["job_id"] for event in map(json.loads, log.read_text().splitlines())
+              if event["detail-type"] == "Job Queued"]
+    assert queued == [made.job.job_id]  # one event, and it names the job that exists
+    assert app.store.get(made.job.job_id).state is JobState.QUEUED

@@ -1,6 +1,6 @@
-"""AWS targets: an allowed action called with boto3 from the worker, served locally by moto
-(the embedded emulator is moto's server); an action the deployment does not list is refused
-at submission."""
+"""AWS targets: an allowed action called with boto3 under the targets role, served locally
+by moto (the embedded emulator is moto's server); an action the deployment does not list is
+refused at submission."""
 
 from __future__ import annotations
 
@@ -16,10 +16,13 @@ from leasehold.lifecycle.submission import submit
 from tests.conftest import MakeApp
 from tests.integration.helpers import deliver
 
+ROLE = "arn:aws:iam::123456789012:role/lh-targets"
+
 
 @pytest.fixture
 def app(make_app: MakeApp) -> Leasehold:
-    return make_app(targets={"aws_targets": [
+    # moto's STS answers AssumeRole on the targets role (as ``leasehold dev``'s does).
+    return make_app(targets_role_arn=ROLE, targets={"aws_targets": [
         {"action": "sqs:SendMessage", "resources": ["*"]},
         {"action": "sns:Publish", "resources": ["*"]}]})
 

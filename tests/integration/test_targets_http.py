@@ -13,7 +13,6 @@ from collections.abc import Iterator
 from email.utils import format_datetime
 from typing import Any
 
-import boto3
 import pytest
 
 from leasehold.aws.faults import Fault
@@ -33,9 +32,15 @@ from tests.integration.test_client_operations import client_for
 from tests.unit.test_target_specs import BAD_TARGETS
 
 SECRET = "s3cr3t-value-7d1f0c"
-LOOPBACK = {"http_allow": ["127.0.0.0/8", "::1"],
-            "http_secrets": {"partner-api-key": "secretsmanager:partner-api-key",
-                             "ssm-key": "ssm:/partner/key"}}
+
+
+def loopback(*servers: Server) -> dict[str, Any]:
+    """The test deployment: loopback allowed, and two secrets bound to ``servers``."""
+    origins = [server.url for server in servers]
+    return {"http_allow": ["127.0.0.0/8", "::1"],
+            "http_secrets": {"partner-api-key": {"secret": "secretsmanager:partner-api-key",
+                                                 "origins": origins},
+                             "ssm-key": {"secret": "ssm:/partner/key", "origins": origins}}}
 
 
 @pytest.fixture
@@ -44,8 +49,8 @@ def server() -> Iterator[Server]:
 
 
 @pytest.fixture
-def app(make_app: MakeApp, tmp_path: Any) -> Leasehold:
-    made = make_app(targets=LOOPBACK, event_bus=f"file:{tmp_path / 'events.jsonl'}",
+def app(make_app: MakeApp, tmp_path: Any, server: Server) -> Leasehold:
+    made = make_app(targets=loopback(server), event_bus=f"file:{tmp_path / 'events.jsonl'}",
                     publish="all")
     made.clients.client("secretsmanager").create_secret(Name="partner-api-key",
                                                         SecretString=SECRET)
@@ -354,20 +359,3 @@ def test_a_retry_after_survives_a_lost_response_on_the_retry_s_write(
     assert job.state is JobState.QUEUED and job.run_at == failed_at + 2000
     run_until(app, job_id, JobState.SUCCEEDED)
     assert len(server.requests) == 2  # one retry, whatever messages the lost write left
-
-
-def test_a_sigv4_target_is_signed_with_the_worker_s_credentials_at_run_time(
-        app: Leasehold, server: Server) -> None:
-    job_id = http_job(app, {"url": f"{server.url}/prod/orders?x=1", "method": "POST",
-                            "body": {"id": 7},
-                            "auth": {"sigv4": {"service": "execute-api",
-                                               "region": "eu-west-1"}}})
-    run(app)
-    assert app.store.get(job_id).state is JobState.SUCCEEDED
-    headers = server.requests[0].headers
-    worker_key = boto3.session.Session().get_credentials().access_key
-    assert headers["Authorization"].startswith(f"AWS4-HMAC-SHA256 Credential={worker_key}/")
-    assert "/eu-west-1/execute-api/aws4_request" in headers["Authorization"]
-    assert "X-Amz-Date" in headers
-    rows = app.clients.dynamodb.scan(TableName=app.settings.jobs_table)["Items"]
-    assert "AWS4-HMAC-SHA256" not in json.dumps(rows)

@@ -82,3 +82,21 @@ def test_the_fixture_runs_submitted_jobs_through_the_real_client(
     later.cancel()
     with pytest.raises(Cancelled):
         later.result(timeout=10)
+
+
+def test_an_aws_target_in_the_fixture_runs_as_a_session_of_a_targets_role(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from moto import mock_aws
+    for name, value in (("AWS_ACCESS_KEY_ID", "testing"), ("AWS_SECRET_ACCESS_KEY", "testing"),
+                        ("AWS_DEFAULT_REGION", "us-east-1")):
+        monkeypatch.setenv(name, value)
+    with mock_aws():
+        local = LocalLeasehold(registry=TaskRegistry(), targets={"aws_targets": [
+            {"action": "sts:GetCallerIdentity", "resources": ["*"]}]})
+        try:
+            handle = local.client.submit_target({"aws": {"service": "sts",
+                                                         "action": "GetCallerIdentity"}})
+            arn = handle.result(timeout=10)["Arn"]
+        finally:
+            local.close()
+    assert ":assumed-role/" in arn and arn.endswith(f"@{handle.job_id}")

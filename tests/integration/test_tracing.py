@@ -284,3 +284,56 @@ def test_a_malformed_traceparent_is_ignored_and_the_job_starts_its_own_trace(
     assert reply.status == 201, reply
     [submitted] = named(finished(provider), "leasehold submit echo")
     assert submitted.parent is None
+
+
+def test_an_admission_refused_and_retried_under_a_new_id_reports_one_submit_span(
+        app: Leasehold, tasks: TaskRegistry, provider: TracerProvider) -> None:
+    """Issue 44: a capped tenant's admission item whose ``tat`` fell behind, unknown to this
+    API instance (as after a restart), refuses the first transaction; admission catches it
+    up and writes again, as a new row with a new id. The refused row was never a job: its
+    submit span must not be reported (it was, ended before the write)."""
+    from leasehold.aws.dynamo import to_av
+    from leasehold.tenancy.admission import Gcra, Limits, submit_admitted
+
+    limits = Limits(shards=1)
+    behind = app.now() - int(Gcra.of(limits).lag) - 60_000
+    app.clients.dynamodb.put_item(TableName=app.settings.tenants_table,
+                                  Item=to_av({"tenant": "acme", "tat": behind}))
+    made = submit_admitted(app, JobSpec(task="echo", tenant="acme"), "default", limits,
+                           buckets={})
+    assert made.created
+    submits = named(finished(provider), "leasehold submit")
+    assert [(span.attributes or {}).get("leasehold.job_id") for span in submits] == \
+        [made.job.job_id]
+    deliver(app)
+    assert app.store.get(made.job.job_id).state is JobState.SUCCEEDED
+
+
+def test_a_submission_refused_at_its_tenants_cap_reports_no_submit_span(
+        app: Leasehold, tasks: TaskRegistry, provider: TracerProvider) -> None:
+    from leasehold.errors import RateLimited
+    from leasehold.tenancy.admission import Limits, submit_admitted
+
+    limits = Limits(max_live=1)
+    first = submit_admitted(app, JobSpec(task="echo", tenant="acme"), "default", limits).job
+    with pytest.raises(RateLimited):
+        submit_admitted(app, JobSpec(task="echo", tenant="acme"), "default", limits)
+    submits = named(finished(provider), "leasehold submit")
+    assert [(span.attributes or {}).get("leasehold.job_id") for span in submits] == \
+        [first.job_id]
+
+
+def test_a_submission_whose_write_landed_but_failed_past_its_retries_is_an_unknown_error_span(
+        app: Leasehold, tasks: TaskRegistry, provider: TracerProvider) -> None:
+    """The admission's transaction lands and its caller sees an error past botocore's
+    retries: the caller cannot know whether the job was made (it was), so its span is
+    reported as an ERROR marked ``leasehold.committed=unknown``, never as a plain success."""
+    from leasehold.tenancy.admission import Limits, submit_admitted
+    from tests.integration.helpers import lost_past_retries
+
+    lost_past_retries(app, "dynamodb.TransactWriteItems")
+    with pytest.raises(Exception):  # noqa: B017 - whatever botocore raised past its retries
+        submit_admitted(app, JobSpec(task="echo", tenant="acme"), "default", Limits())
+    [submitted] = named(finished(provider), "leasehold submit")
+    assert submitted.status.status_code is StatusCode.ERROR
+    assert (submitted.attributes or {}).get("leasehold.committed") == "unknown"

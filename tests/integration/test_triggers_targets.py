@@ -17,7 +17,7 @@ from tests.conftest import MakeApp
 from tests.integration.api_client import api_for
 from tests.integration.target_server import Server, serve
 from tests.integration.test_client_operations import client_for
-from tests.integration.test_targets_http import LOOPBACK, run
+from tests.integration.test_targets_http import loopback, run
 from tests.unit.test_target_specs import BAD_TARGETS
 
 
@@ -27,8 +27,8 @@ def server() -> Iterator[Server]:
 
 
 @pytest.fixture
-def app(make_app: MakeApp) -> Leasehold:
-    return make_app(targets=LOOPBACK)
+def app(make_app: MakeApp, server: Server) -> Leasehold:
+    return make_app(targets=loopback(server))
 
 
 def test_a_matching_event_is_the_http_targets_body(app: Leasehold, server: Server) -> None:

@@ -56,10 +56,16 @@ SPELLINGS = [
     ("[fd00:ec2::254]", "fd00:ec2::254", "private"),
     ("[fc00::1]", "fc00::1", "private"),
     ("[ff02::1]", "ff02::1", "multicast"),
+    ("[fec0::1]", "fec0::1", "site-local"),
+    ("[feff:ffff::1]", "feff:ffff::1", "site-local"),
+    ("[3fff::1]", "3fff::1", "documentation"),
+    ("[3fff:fff:ffff::1]", "3fff:fff:ffff::1", "documentation"),
+    ("[2001:db8::1]", "2001:db8::1", "private"),
     ("93.184.216.34", "93.184.216.34", None),
     ("1572395042", "93.184.216.34", None),
     ("[2606:2800:220:1:248:1893:25c8:1946]", "2606:2800:220:1:248:1893:25c8:1946", None),
     ("[::ffff:93.184.216.34]", "::ffff:5db8:d822", None),
+    ("[3fff:1000::1]", "3fff:1000::1", None),  # just past the documentation /20
 ]
 
 

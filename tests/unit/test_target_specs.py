@@ -4,6 +4,7 @@ per-host flow control and timeout it implies under the job's own values."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
@@ -15,11 +16,14 @@ from leasehold.targets import register
 from leasehold.targets.config import TargetConfig
 
 CONFIG = TargetConfig.parse({
-    "http_secrets": {"partner-api-key": "secretsmanager:partner"},
+    "http_secrets": {"partner-api-key": {"secret": "secretsmanager:partner",
+                                         "origins": ["https://api.partner.example"]}},
     "http_hosts": {"api.partner.example": {"concurrency": 4, "rate_per_second": 10},
                    "slow.example": {"concurrency": 1, "rate_per_second": 0.5}},
     "aws_targets": [{"action": "sns:Publish", "resources": ["*"]}],
 })
+# AWS targets run only where a targets role is configured (leasehold.targets.credentials).
+CONFIG = dataclasses.replace(CONFIG, role_arn="arn:aws:iam::123456789012:role/targets")
 
 BAD_TARGETS: list[tuple[dict[str, Any], str]] = [
     ({"http": {"url": "ftp://example.com/x"}}, "target.http.url"),
@@ -144,7 +148,7 @@ def test_an_aws_target_names_an_allowed_action_and_valid_parameters(
 def test_leasehold_dev_allows_loopback_only_over_the_user_s_own_settings() -> None:
     import json
 
-    from leasehold.local.runtime import dev_targets
+    from leasehold.local.dev_targets import dev_targets
     mine = json.loads(dev_targets(json.dumps({"http_hosts": {"a.example": {"concurrency": 1}},
                                               "http_allow": ["hooks.internal"]})))
     assert mine["http_allow"] == ["127.0.0.0/8", "::1", "hooks.internal"]

@@ -13,6 +13,7 @@ from leasehold.api.flow import key_out
 from leasehold.api.models import JobPage
 from leasehold.api.ops_models import (
     Health,
+    LimitsOut,
     QueueStats,
     RedriveIn,
     RedriveOut,
@@ -28,6 +29,7 @@ from leasehold.lifecycle import deadletters, fleet
 from leasehold.tenancy import stats
 from leasehold.tenancy.admission import retry_admitted
 from leasehold.tenancy.listing import JobFilter, list_jobs
+from leasehold.tenancy.plans import read_plan
 
 router = Router()
 
@@ -80,7 +82,8 @@ def redrive(body: RedriveIn) -> RedriveOut:
     pool = _known_pool(body.pool, app.settings.pools)
 
     def retry(job_id: str) -> object:
-        return retry_admitted(app, job_id, tenant, api.limits, api.backlog, api.buckets,
+        return retry_admitted(app, job_id, tenant, api.limits_for(app, tenant), api.backlog,
+                              api.buckets,
                               actor=deadletters.ACTOR, reason=deadletters.REASON)
 
     report = deadletters.redrive(app, tenant, pool=pool, task=body.task, limit=body.limit,
@@ -95,11 +98,12 @@ def redrive(body: RedriveIn) -> RedriveOut:
 def get_stats() -> StatsOut:
     app = context.leasehold(router)
     tenant = context.tenant(router)
-    by_state, live = stats.counts(
-        app, tenant, context.config(router).limits.shard_count())
+    limits = context.config(router).limits_for(app, tenant)
+    by_state, live = stats.counts(app, tenant, limits.shard_count())
     return StatsOut(tenant=tenant, jobs=by_state, live=live, queues=[
         QueueStats(pool=q.pool, priority=q.priority, queue=q.queue,  # type: ignore[arg-type]
                    visible=q.visible, in_flight=q.in_flight, delayed=q.delayed,
                    dead_letters=q.dead_letters, oldest_age_seconds=q.oldest_age_seconds)
         for q in stats.queue_depths(app)],
-        keys=[key_out(k) for k in flow_keys.keys(app, tenant)])
+        keys=[key_out(k) for k in flow_keys.keys(app, tenant)],
+        limits=LimitsOut(**limits.shown(), plan=bool(read_plan(app, tenant))))

@@ -109,7 +109,7 @@ def submit_batch(
     items = [_prepared(app, tenant, index, item,
                        None if idempotency_key is None else f"{idempotency_key}/{index}")
              for index, item in enumerate(body.jobs)]
-    prepaid = not api.limits.capped
+    prepaid = not api.limits_for(app, tenant).capped
     if prepaid:
         items = _paid(app, api, tenant, items)
     pending: list[handoff.Pending] = []
@@ -168,20 +168,21 @@ def _paid(app: Leasehold, api: ApiConfig, tenant: str,
     job), in order: the first items the rate admits go on, the rest are answered 429 as
     single submissions over the rate would be. A pool over its backlog answers 503 first."""
     out = list(items)
+    limits = api.limits_for(app, tenant)
     if api.backlog is not None:
         for pool in {item.pool for item in out if isinstance(item, Prepared)}:
             try:
-                api.backlog.check(app, pool, api.limits)
+                api.backlog.check(app, pool, limits)
             except Overloaded as exc:
                 out = [_refused(i, exc) if isinstance(item, Prepared) and item.pool == pool
                        else item for i, item in enumerate(out)]
     ready = [i for i, item in enumerate(out) if isinstance(item, Prepared)]
-    granted = tokens.take(app, tenant, api.limits, len(ready), api.buckets)
+    granted = tokens.take(app, tenant, limits, len(ready), api.buckets)
     refusal: LeaseholdError = Overloaded(
         f"tenant {tenant!r}'s admission items did not answer; send these items again",
         retry_after=1) if granted.unanswered else RateLimited(
-        f"tenant {tenant!r} is over its rate of {api.limits.rate:g} submissions/s (burst "
-        f"{api.limits.burst:g})", retry_after=granted.retry_after)
+        f"tenant {tenant!r} is over its rate of {limits.rate:g} submissions/s (burst "
+        f"{limits.burst:g})", retry_after=granted.retry_after)
     for i in ready[granted.count:]:
         out[i] = _refused(i, refusal)
     return out

@@ -14,6 +14,7 @@ from leasehold.core.spec import check_tenant
 from leasehold.errors import LeaseholdError, ValidationError
 from leasehold.lifecycle.app import Leasehold
 from leasehold.tenancy.admission import Backlog, Buckets, Limits
+from leasehold.tenancy.plans import limits_for
 
 TENANT_HEADER = "x-leasehold-tenant"
 DEFAULT_TENANT = "default"
@@ -40,7 +41,10 @@ class ApiConfig:
     #: Take the tenant from the ``X-Leasehold-Tenant`` header. Only the local runtime sets
     #: this: behind API Gateway the tenant comes from the verified identity, never the client.
     trust_tenant_header: bool = False
-    limits: Limits = field(default_factory=Limits)
+    #: Admission limits for every tenant; None (as deployed): the app's settings, the same
+    #: on every function (``LeaseholdConfig``'s ``tenant_*``). A tenant's plan overrides
+    #: either (:meth:`limits_for`).
+    limits: Limits | None = None
     backlog: Backlog = field(default_factory=Backlog)
     #: This instance's last view of each tenant's token bucket (saves a read per submission).
     buckets: Buckets = field(default_factory=dict)
@@ -63,9 +67,15 @@ class ApiConfig:
         tenants = parse_mapping(env.get("LEASEHOLD_TENANT_MAP", ""))
         operators = frozenset(t.strip() for t in env.get("LEASEHOLD_OPERATORS", "").split(",")
                               if t.strip())
-        return cls(trust_tenant_header=trust, limits=Limits.from_env(env), tenants=tenants,
+        return cls(trust_tenant_header=trust, tenants=tenants,
                    operators=operators,
                    workers=parse_workers(env.get("LEASEHOLD_WORKER_MAP", "")))
+
+
+    def limits_for(self, app: Leasehold, tenant: str) -> Limits:
+        """The limits in force for ``tenant``'s admission (see :mod:`leasehold.tenancy.plans`):
+        the ones a worker's ``ctx.spawn`` applies too."""
+        return limits_for(app, tenant, self.limits)
 
 
 def leasehold(router: BaseRouter) -> Leasehold:

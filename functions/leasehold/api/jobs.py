@@ -202,7 +202,8 @@ def cancel_job(job_id: JobId) -> JobOut:
              responses=answers(JobOut, 400, 401, 404, 409, 422, 429, 503))
 def retry_job(job_id: JobId) -> JobOut:
     app, api = context.leasehold(router), context.config(router)
-    return view(retry_admitted(app, job_id, context.tenant(router), api.limits, api.backlog,
+    tenant = context.tenant(router)
+    return view(retry_admitted(app, job_id, tenant, api.limits_for(app, tenant), api.backlog,
                                api.buckets))
 
 
@@ -243,8 +244,9 @@ def reset_job(job_id: JobId, body: ResetJob) -> JobOut:
     tenant = context.tenant(router)
 
     def rerun(job: Job, writes: Any, remove: Any, reason: str) -> Job:
-        return retry_admitted(app, job.job_id, tenant, api.limits, api.backlog, api.buckets,
-                              job=job, writes=writes, remove=remove, reason=reason)
+        return retry_admitted(app, job.job_id, tenant, api.limits_for(app, tenant),
+                              api.backlog, api.buckets, job=job, writes=writes,
+                              remove=remove, reason=reason)
 
     return view(reset(app, job_id, tenant, body.from_step, rerun), app.now())
 

@@ -74,6 +74,22 @@ class FlowKeysOut(BaseModel):
     keys: list[FlowKeyOut]
 
 
+class LimitsOut(BaseModel):
+    """The admission limits in force for the caller: the deployment's, with the tenant's
+    plan over them."""
+
+    rate: float = Field(description="submissions per second the tenant earns")
+    burst: float = Field(description="submissions it may make at once")
+    max_live: int | None = Field(description="live jobs it may have (null: no cap), API "
+                                             "submissions and their children alike")
+    max_backlog: int = Field(description="visible messages in a pool's queues past which "
+                                         "every submission gets 503")
+    admission_items: int = Field(description="admission items its rate and cap are spread "
+                                             "over")
+    plan: bool = Field(description="whether a plan of the tenant's own overrides the "
+                                   "deployment's limits")
+
+
 class StatsOut(BaseModel):
     tenant: str
     jobs: dict[str, int] = Field(description=(
@@ -88,6 +104,8 @@ class StatsOut(BaseModel):
     queues: list[QueueStats]
     #: Concurrency keys in use (leasehold.flow).
     keys: list[FlowKeyOut] = Field(default_factory=list)
+    limits: LimitsOut | None = Field(default=None, description=(
+        "the admission limits in force for you (rate, burst, live-job cap, backlog)"))
 
 
 class Health(BaseModel):

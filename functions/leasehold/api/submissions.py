@@ -72,7 +72,8 @@ def admit(app: Leasehold, api: ApiConfig, prepared: Prepared, *, prepaid: bool =
     made, or 200 and the job that answered for it (an idempotent replay, a unique
     duplicate, a debounced submission coalesced). ``prepaid``: its token (and the backlog
     check) was taken by a batch already; ``handoffs``: the batch sends its hand-off."""
-    result = submit_admitted(app, prepared.spec, prepared.pool, api.limits, api.backlog,
+    limits = api.limits_for(app, prepared.spec.tenant)
+    result = submit_admitted(app, prepared.spec, prepared.pool, limits, api.backlog,
                              api.buckets, prepaid=prepaid, handoffs=handoffs)
     shown = SubmittedJob(**view(result.job, app.now()).model_dump(by_alias=True),
                          warnings=list(prepared.warnings), duplicate=result.duplicate,

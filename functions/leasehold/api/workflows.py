@@ -135,7 +135,8 @@ def start_workflow(body: WorkflowIn) -> Response[WorkflowOut]:
     prepared = prepare(spec, app.registry, pools=app.settings.pools, now=app.now(),
                        timeout_limits=app.settings.job_timeout_limits())
     first_pool = prepared.steps[spec.steps[0].id].pool
-    admission.check(app, tenant, first_pool, api.limits, api.backlog, api.buckets)
+    admission.check(app, tenant, first_pool, api.limits_for(app, tenant), api.backlog,
+                    api.buckets)
     started = workflows.start_workflow(app, spec)
     detail = workflows.get_workflow(app, started.workflow.workflow_id)
     return Response(status_code=201 if started.created else 200,
@@ -182,5 +183,5 @@ def retry_workflow(workflow_id: WorkflowId) -> WorkflowOut:
     app, api, tenant = context.leasehold(router), context.config(router), context.tenant(router)
     current = workflows.get_workflow(app, workflow_id, tenant)  # another tenant's: 404
     pool = current.steps[0].pool if current.steps else app.settings.pools[0]
-    admission.check(app, tenant, pool, api.limits, api.backlog, api.buckets)
+    admission.check(app, tenant, pool, api.limits_for(app, tenant), api.backlog, api.buckets)
     return detail_out(rerun_workflow(app, workflow_id, tenant))

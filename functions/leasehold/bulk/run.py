@@ -37,8 +37,9 @@ from leasehold.core.states import JobState
 from leasehold.errors import InvalidPayload, RateLimited, ValidationError
 from leasehold.lifecycle import deletion
 from leasehold.lifecycle.app import Leasehold
-from leasehold.tenancy.admission import Backlog, Limits, retry_admitted
+from leasehold.tenancy.admission import Backlog, retry_admitted
 from leasehold.tenancy.listing import JobFilter, list_jobs
+from leasehold.tenancy.plans import limits_for
 
 TASK = "leasehold.bulk"
 #: Jobs handled between two checkpoints.
@@ -152,7 +153,7 @@ def handler(app: Leasehold, payload: Mapping[str, Any], ctx: JobContext) -> dict
     progress: dict[str, Any] = json.loads(row.progress_json) if row.progress_json else {}
     tally = Tally.of(progress)
     after = progress.get("cursor")
-    limits, backlog = Limits.from_env(), Backlog()
+    limits, backlog = limits_for(app, tenant), Backlog()
     bound = {"action": action, "created_before": iso(where.created_before)}
 
     def admit(job_id: str, owner: str, reason: str) -> Job:

@@ -18,12 +18,17 @@ from leasehold.aws.definitions import TABLES
 from leasehold.cdk.environment import check_network, check_pool
 from leasehold.core.retention import DEFAULT_RETENTION_DAYS, MAX_RETENTION_DAYS
 from leasehold.settings import (
+    DEFAULT_MAX_BACKLOG,
+    DEFAULT_TENANT_BURST,
+    DEFAULT_TENANT_MAX_LIVE,
+    DEFAULT_TENANT_RATE,
     FUNCTION_TIMEOUT_RESERVE_SECONDS,
     PRIORITIES,
     PUBLISH_CHOICES,
     Settings,
 )
 from leasehold.targets.config import TargetConfig
+from leasehold.targets.credentials import check_policy_room
 
 if TYPE_CHECKING:
     from aws_cdk import aws_ec2 as ec2
@@ -197,16 +202,26 @@ class LeaseholdConfig:
     #: Jobs with no code (README, "Jobs with no code"; ``leasehold.targets.config``): hosts
     #: or networks HTTP targets may reach beyond public addresses, per-host limits
     #: (``{"api.partner.example": {"concurrency": 4, "rate_per_second": 10}}``), the secrets
-    #: a ``secret_header`` may name (``{"partner-api-key": "secretsmanager:<ARN>"}`` or
-    #: ``"ssm:<parameter name>"``), the AWS actions AWS targets may call
-    #: (``[{"action": "sns:Publish", "resources": ["arn:..."]}]``: the pool running targets
-    #: is granted exactly these), and the headers never shown (None: Authorization, Cookie,
-    #: X-Api-Key).
+    #: a ``secret_header`` may name, each bound to the origins it may be sent to
+    #: (``{"partner-api-key": {"secret": "secretsmanager:<ARN>", "origins":
+    #: ["https://api.partner.example"], "tenants": ["acme"]}}``; ``"ssm:<parameter name>"``
+    #: for a parameter; ``tenants`` optional), the AWS actions AWS targets may call
+    #: (``[{"action": "sns:Publish", "resources": ["arn:..."]}]``: the targets role is
+    #: granted exactly these, ``leasehold.cdk.targets``), the URLs ``auth.sigv4`` may sign
+    #: (``[{"url_prefix": "https://<api>.execute-api.<region>.amazonaws.com/prod/",
+    #: "service": "execute-api"}]``), and the headers never shown (None: Authorization,
+    #: Cookie, X-Api-Key).
     http_allow: tuple[str, ...] = ()
     http_hosts: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
-    http_secrets: Mapping[str, str] = field(default_factory=dict)
+    http_secrets: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     aws_targets: tuple[Mapping[str, Any], ...] = ()
+    http_sigv4: tuple[Mapping[str, Any], ...] = ()
     redact_headers: tuple[str, ...] | None = None
+    #: The pool jobs with no code run on (``-c targetsPool=...``): a Lambda or ECS pool,
+    #: never an external one (its remote workers would be handed ``leasehold.http``). None:
+    #: the first pool that is not external. A deployment with targets settings and no such
+    #: pool is refused at synth.
+    targets_pool: str | None = None
 
     #: The network of the worker pools (Lambda functions and Fargate services; the API,
     #: ticker, sweeper, triggers and relay stay outside: they call only AWS APIs). A pool
@@ -222,13 +237,24 @@ class LeaseholdConfig:
     #: ``xray`` (Lambda's active tracing, as before), ``otel`` (plus the ADOT layer, which
     #: exports Leasehold's job spans) or ``off``; what each costs: leasehold.cdk.tracing.
     tracing: str = "xray"
+    #: Every tenant's admission limits (``-c tenantRate=5 -c tenantMaxLive=100``): the
+    #: submissions per second it earns and may make at once, its live jobs (0: no cap) and
+    #: the pool backlog past which every submission gets 503. Settings of every function
+    #: alike, so the API's admission and a worker's ``ctx.spawn`` apply the same cap; a
+    #: tenant's plan (a row of the tenants table, ``leasehold.tenancy.plans``) overrides
+    #: its rate, burst and cap.
+    tenant_rate: float = DEFAULT_TENANT_RATE
+    tenant_burst: float = DEFAULT_TENANT_BURST
+    tenant_max_live: int = DEFAULT_TENANT_MAX_LIVE
+    max_backlog: int = DEFAULT_MAX_BACKLOG
 
     def targets(self) -> dict[str, Any]:
         """``Settings.targets`` as deployed (only what is set)."""
         out: dict[str, Any] = {
             "http_allow": list(self.http_allow), "http_hosts": dict(self.http_hosts),
             "http_secrets": dict(self.http_secrets),
-            "aws_targets": [dict(entry) for entry in self.aws_targets]}
+            "aws_targets": [dict(entry) for entry in self.aws_targets],
+            "http_sigv4": [dict(entry) for entry in self.http_sigv4]}
         if self.redact_headers is not None:
             out["redact_headers"] = list(self.redact_headers)
         return {name: value for name, value in out.items() if value or name == "redact_headers"}
@@ -270,7 +296,27 @@ class LeaseholdConfig:
                              "principals (one role for many callers) or use an authorizer "
                              "that returns the tenant")
         TargetConfig.parse(self.targets())  # a bad entry fails the synth, not a job
+        # Each target session denies Leasehold's own resources in a policy STS limits in size.
+        check_policy_room(TargetConfig.from_settings(self.settings()).own.patterns)
+        self._check_targets_pool()
         self.settings().validate()
+
+    def targets_runner(self) -> PoolConfig | None:
+        """The pool jobs with no code run on (None: no Python pool, targets are off)."""
+        if self.targets_pool is not None:
+            return self.pool(self.targets_pool)
+        return next((pool for pool in self.pools if pool.kind != "external"), None)
+
+    def _check_targets_pool(self) -> None:
+        if self.targets_pool is not None:
+            if self.pool(self.targets_pool).kind == "external":
+                raise ValueError(f"targets_pool {self.targets_pool!r} is an external pool: jobs "
+                                 "with no code run on a Python worker (a Lambda or ECS pool)")
+        elif self.targets() and self.targets_runner() is None:
+            raise ValueError("jobs with no code (http_allow, http_hosts, http_secrets, "
+                             "aws_targets) run on a Python pool, and every pool is external: "
+                             "add a Lambda or ECS pool (and name it in targets_pool), or "
+                             "remove the targets settings")
 
     def tenant_map_json(self) -> str:
         """``LEASEHOLD_TENANT_MAP`` for the API function (checked: raises on a bad entry)."""
@@ -298,12 +344,15 @@ class LeaseholdConfig:
             events_from="stream",
             retention_days=self.retention_days,
             targets=self.targets(),
+            targets_pool=self.targets_pool or "",
             # A job of a Lambda pool must finish within its function's timeout: the API
             # refuses a longer timeout_seconds at submission.
             pool_timeouts={pool.name: float(pool.timeout_seconds)
                            for pool in self.pools if pool.kind == "lambda"},
             external_tasks={pool.name: tuple(pool.tasks)
                             for pool in self.pools if pool.kind == "external"},
+            tenant_rate=self.tenant_rate, tenant_burst=self.tenant_burst,
+            tenant_max_live=self.tenant_max_live, max_backlog=self.max_backlog,
         )
 
     def pool(self, name: str) -> PoolConfig:
@@ -325,7 +374,7 @@ class LeaseholdConfig:
                 "events": "events", "tableEncryption": "table_encryption",
                 "tracing": "tracing",
                 "cognitoUserPoolArn": "cognito_user_pool_arn", "requirements": "requirements",
-                "api": "api"}
+                "api": "api", "targetsPool": "targets_pool"}
         for key, name in text.items():
             if (value := get(key)) not in (None, ""):
                 values[name] = str(value)
@@ -336,6 +385,8 @@ class LeaseholdConfig:
             "throttleRate": ("throttle_rate", float), "throttleBurst": ("throttle_burst", int),
             "eventArchiveDays": ("event_archive_days", int),
             "retentionDays": ("retention_days", int),
+            "tenantRate": ("tenant_rate", float), "tenantBurst": ("tenant_burst", float),
+            "tenantMaxLive": ("tenant_max_live", int), "maxBacklog": ("max_backlog", int),
         }
         for key, (name, kind) in numbers.items():
             if (value := get(key)) not in (None, ""):

@@ -43,7 +43,7 @@ from leasehold.cdk.queues import Queues
 from leasehold.cdk.relay import Relay
 from leasehold.cdk.scheduling import TickerSweeper
 from leasehold.cdk.tables import Tables
-from leasehold.cdk.targets import grant_targets
+from leasehold.cdk.targets import TargetsRole, needs_role
 from leasehold.cdk.tracing import apply_tracing
 from leasehold.cdk.triggers import Triggers
 from leasehold.cdk.workers import Workers
@@ -144,6 +144,15 @@ class Leasehold(Construct):
         # deploys at about six pools.
         settings = settings.with_(queue_url_base=(
             f"https://sqs.{cdk.Aws.REGION}.{cdk.Aws.URL_SUFFIX}/{cdk.Aws.ACCOUNT_ID}"))
+        # Jobs with no code call out under a role of their own, never the worker's
+        # (leasehold.cdk.targets); every function knows it (a submission refuses a sigv4 or
+        # AWS target without one). It trusts the runner's role, built below.
+        target_config = TargetConfig.parse(config.targets())
+        runs_targets = config.targets_runner()
+        self.targets_role: TargetsRole | None = None
+        if runs_targets is not None and needs_role(target_config):
+            self.targets_role = TargetsRole(self, "Targets", config=target_config)
+            settings = settings.with_(targets_role_arn=self.targets_role.role.role_arn)
         self.settings = settings
         environment = {k: v for k, v in settings.to_env().items() if k != "AWS_REGION"}
         #: What ``compose()`` reads in an application's own function (:meth:`environment_for`).
@@ -180,13 +189,10 @@ class Leasehold(Construct):
                                tables=self.tables, code=code_asset, environment=environment,
                                log_retention=log_retention, config=config,
                                built_image=built_image)
-        # Jobs with no code run on the first pool: its worker may call exactly the listed AWS
-        # actions and read exactly the named secrets (leasehold.cdk.targets).
-        first = next((pool for pool in config.pools if pool.kind != "external"), None)
-        if first is not None:
-            runner = self.workers.functions.get(first.name) or \
-                self.workers.services[first.name].task_definition.task_role
-            grant_targets(runner, TargetConfig.parse(config.targets()))
+        # Jobs with no code run on the targets pool (a Python pool): its worker may assume the
+        # targets role, and holds none of the target grants itself.
+        if self.targets_role is not None and runs_targets is not None:
+            self.targets_role.trust(self.workers.roles[runs_targets.name])
         self.scheduling = TickerSweeper(self, "TickerSweeper", queues=self.queues,
                                         tables=self.tables, code=code_asset,
                                         environment=environment, log_retention=log_retention)

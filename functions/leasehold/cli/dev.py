@@ -104,6 +104,20 @@ def register(subparsers: Any) -> None:
                           "$LEASEHOLD_EVENT_LOG; LEASEHOLD_EVENT_BUS, if set, wins), e.g. "
                           "--event-log /tmp/events.jsonl")
 
+    dev.add_argument("--tenant-rate", type=float, default=None,
+                     help="submissions per second each tenant earns (default 50, or "
+                          "$LEASEHOLD_TENANT_RATE; a tenant's plan overrides it), e.g. "
+                          "--tenant-rate 5")
+    dev.add_argument("--tenant-burst", type=float, default=None,
+                     help="submissions each tenant may make at once (default 200), e.g. "
+                          "--tenant-burst 20")
+    dev.add_argument("--tenant-max-live", type=int, default=None,
+                     help="live jobs each tenant may have, its API submissions and their "
+                          "children alike (default 10000; 0: no cap), e.g. "
+                          "--tenant-max-live 100")
+    dev.add_argument("--max-backlog", type=int, default=None,
+                     help="visible messages in a pool's queues past which every submission "
+                          "gets 503 (default 100000), e.g. --max-backlog 1000")
     dev.add_argument("--otlp", default=None, metavar="URL",
                      help="export traces over OTLP/HTTP to URL (e.g. http://127.0.0.1:4318) "
                           "from the API, the workers, the ticker and the sweeper; the "
@@ -165,6 +179,14 @@ def run_dev(args: argparse.Namespace) -> int:
     except ValidationError as exc:
         print(f"leasehold dev: --external: {exc}", file=sys.stderr)
         return 2
+    if os.environ.get("LEASEHOLD_TARGETS") and \
+            all(pool in external for pool in _split(args.pools)):
+        # Jobs with no code run on a Python worker; an external pool's remote workers would
+        # be handed leasehold.http and its payload, and no Python worker would run it.
+        print(f"leasehold dev: LEASEHOLD_TARGETS configures jobs with no code, which run on "
+              f"a Python pool, and every pool ({args.pools}) is external: add one to --pools",
+              file=sys.stderr)
+        return 2
     options = RuntimeOptions(
         host=args.host, port=args.port, allowed_hosts=tuple(args.allow_host),
         workers=args.workers, concurrency=args.concurrency,
@@ -177,7 +199,8 @@ def run_dev(args: argparse.Namespace) -> int:
         event_log=args.event_log or str(Path(args.state_dir) / "events.jsonl"),
         state_dir=None if args.in_memory else args.state_dir, fresh=args.fresh,
         save_seconds=args.save_seconds, provision=args.provision, reload=args.reload,
-        external=external)
+        external=external, tenant_rate=args.tenant_rate, tenant_burst=args.tenant_burst,
+        tenant_max_live=args.tenant_max_live, max_backlog=args.max_backlog)
     if args.lookahead_seconds is not None:
         options.lookahead_seconds = args.lookahead_seconds
     runtime = Runtime(options)

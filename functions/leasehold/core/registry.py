@@ -80,15 +80,18 @@ class TargetKind:
     """A kind of job with no code (``target: {"http": {...}}``): the built-in task that runs
     it, and how a target of the kind becomes that task's payload at submit.
 
-    ``prepare(value)`` validates the target's value (a ValidationError names the field as
-    ``target.<kind>.<field>``) and answers ``(payload, defaults)``: the payload the task runs
-    on, and the job's defaults the target implies (``concurrency``, ``throttle``,
-    ``timeout_seconds``), which the job's own values override. A feature registers its kinds
+    ``prepare(value, tenant)`` validates the target's value as the submitting tenant may send
+    it (a ValidationError names the field as ``target.<kind>.<field>``) and answers
+    ``(payload, defaults)``: the payload the task runs on, and the job's defaults the target
+    implies (``concurrency``, ``throttle``, ``timeout_seconds``), which the job's own values
+    override. A feature registers its kinds
     (``leasehold.targets``); core never imports it.
     """
 
     task: str
-    prepare: Callable[[Any], tuple[Any, Mapping[str, Any]]]
+    prepare: Callable[[Any, str], tuple[Any, Mapping[str, Any]]]
+    #: The pools a job of the kind may name (empty: any); another is refused at submit.
+    pools: tuple[str, ...] = ()
 
 
 class TaskRegistry:

@@ -174,7 +174,10 @@ def targeted(spec: JobSpec, registry: TaskRegistry) -> JobSpec:
     if found is None:
         kinds = ", ".join(sorted(registry.targets)) or "none in this deployment"
         raise ValidationError("target", f"unknown kind {kind!r}; known: {kinds}")
-    payload, implied = found.prepare(value)
+    if spec.pool and found.pools and spec.pool not in found.pools:
+        raise ValidationError("pool", f"a {kind} target runs on a Python pool "
+                                      f"({', '.join(found.pools)}), not {spec.pool!r}")
+    payload, implied = found.prepare(value, spec.tenant)
     given: dict[str, Any] = {name: getattr(spec, name) for name in (
         "concurrency", "throttle", "timeout_seconds", "pool")}
     chosen: dict[str, Any] = {name: implied.get(name) if value is None else value

@@ -53,7 +53,8 @@ from leasehold.lifecycle.submission import (
     through_intakes,
 )
 from leasehold.lifecycle.suspending import WAITING, wake
-from leasehold.tenancy.admission import Limits, slot_admitted
+from leasehold.tenancy.admission import slot_admitted
+from leasehold.tenancy.plans import limits_for
 
 log = logging.getLogger(__name__)
 #: On a child's row: its parent's id, and what happens to it when the parent ends.
@@ -133,7 +134,9 @@ def spawn_child(app: Leasehold, parent: Job, owner: str, stored: MutableMapping[
     if sum(1 for key in stored if key.startswith(CHILD)) >= MAX_CHILDREN:
         raise TooManyChildren(f"a job spawns at most {MAX_CHILDREN} children; split the work "
                               "(children may spawn their own)")
-    limits = Limits.from_env()
+    # The tenant's limits as its admission applies them (the deployment's settings, its
+    # plan): a child takes a slot under the same cap its admitted parent did.
+    limits = limits_for(app, parent.tenant)
     chain = slots_held(parent) + 1
     if limits.max_live is not None and chain > limits.max_live:
         raise CapTooSmall(

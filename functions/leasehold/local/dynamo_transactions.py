@@ -7,6 +7,14 @@ table grew (2.5 jobs/s through the local API with a few hundred jobs stored). He
 of the items the transaction names only; a cancelled transaction puts exactly those back
 (or removes the ones it created), which is all a rollback needs, since a transaction writes
 nothing else. The emulator serialises DynamoDB requests, so one transaction runs at a time.
+
+A table's stream is put back too. moto's own rollback restores a copy of the whole table,
+stream shard included; undoing item by item, the records the cancelled transaction's writes
+appended to the shard stayed, so the stream carried an INSERT of a job row that never
+existed. An admission whose tenant item refused it (a ``tat`` fallen behind, a full item)
+then showed as a ``Job Queued`` event for an id that answers 404, and the retried admission's
+row (a new id) as a second one (issue 44). A rollback now cuts each named table's shard back
+to its length before the transaction.
 ``tests/unit/test_dynamo_transactions.py`` checks commits and rollbacks against moto's own.
 """
 
@@ -63,6 +71,22 @@ def _restore(table: Any, hash_value: Any, range_value: Any, saved: Any) -> None:
         table.items[hash_value] = saved
 
 
+def _shard_mark(table: Any) -> tuple[Any, list[Any], int] | None:
+    """The table's stream shard, its list of records, and how many it holds now."""
+    shard = getattr(table, "stream_shard", None)
+    if shard is None:
+        return None
+    return shard, shard.items, len(shard.items)
+
+
+def _cut(shard: Any, records: list[Any], length: int) -> None:
+    # The records appended since the mark are the cancelled transaction's own (one request at
+    # a time); moto replaces the list only when it hands records to a Lambda mapping, which
+    # the emulator has none of, so a replaced list is left as it is.
+    if shard.items is records:
+        del records[length:]
+
+
 def install() -> None:
     """Make moto's transactions undo only the items they name (idempotent)."""
     from moto.dynamodb import models
@@ -77,6 +101,7 @@ def install() -> None:
 
     def transact_write_items(self: Any, transact_items: list[dict[str, Any]]) -> None:
         saved = []
+        marks: dict[int, tuple[Any, list[Any], int]] = {}
         for entry in transact_items:
             if len(entry) != 1:
                 return transact(self, transact_items)  # moto's own error, its own way
@@ -90,12 +115,16 @@ def install() -> None:
             except Exception:
                 return transact(self, transact_items)
             saved.append((table, hash_value, range_value, copy.deepcopy(item)))
+            if id(table) not in marks and (mark := _shard_mark(table)) is not None:
+                marks[id(table)] = mark
         _undoing.active = True
         try:
             transact(self, transact_items)
         except Exception:
             for table, hash_value, range_value, item in reversed(saved):
                 _restore(table, hash_value, range_value, item)
+            for shard, records, length in marks.values():
+                _cut(shard, records, length)
             raise
         finally:
             _undoing.active = False

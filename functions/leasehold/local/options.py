@@ -4,6 +4,7 @@ its flags; see :mod:`leasehold.local.runtime`)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from leasehold.time import ticker
 
@@ -56,8 +57,23 @@ class RuntimeOptions:
     provision: bool = False
     #: Watch the task modules: on a change, import them again and restart the workers.
     reload: bool = False
-    #: Extra environment for the workers and the API (limits, test knobs).
+    #: Every tenant's admission limits (``--tenant-rate``, ``--tenant-burst``,
+    #: ``--tenant-max-live`` (0: no cap), ``--max-backlog``): settings of the runtime, so the
+    #: API's admission and the workers' ``ctx.spawn`` apply the same ones. None: the
+    #: ``LEASEHOLD_TENANT_*`` environment, else the defaults.
+    tenant_rate: float | None = None
+    tenant_burst: float | None = None
+    tenant_max_live: int | None = None
+    max_backlog: int | None = None
+
+    #: Extra environment for the workers and the API (test knobs).
     env: dict[str, str] = field(default_factory=dict)
     #: External tasks (``--external POOL:TASK[,TASK]``): pool -> task names, run by workers
     #: in any language over HTTP (leasehold.remote); no Python worker polls these pools.
     external: dict[str, tuple[str, ...]] = field(default_factory=dict)
+
+    def limits(self) -> dict[str, Any]:
+        """The tenant limits given, as ``Settings`` fields (the rest from the environment)."""
+        return {name: value for name in ("tenant_rate", "tenant_burst", "tenant_max_live",
+                                         "max_backlog")
+                if (value := getattr(self, name)) is not None}

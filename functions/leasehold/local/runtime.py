@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import functools
-import json
 import logging
 import os
 import signal
@@ -36,6 +35,7 @@ from leasehold.events.publishing import FILE_PREFIX, FileSink, runtime_started
 from leasehold.lifecycle import sweeper
 from leasehold.lifecycle.app import Leasehold
 from leasehold.local import emulator, hints, relay, reload, state
+from leasehold.local.dev_targets import DEV_ALLOW, dev_targets, dev_targets_role
 from leasehold.local.gateway import Gateway
 from leasehold.local.keeper import StateKeeper
 from leasehold.local.leadership import AnnouncedLease
@@ -62,17 +62,6 @@ def wakes_background_loops(method: str, path: str) -> bool:
     if path == "/workers/lease" or path.endswith("/heartbeat"):
         return False
     return not (method == "POST" and path == "/jobs")
-
-#: What ``leasehold dev`` lets HTTP targets reach beyond public addresses: loopback only.
-DEV_ALLOW = ("127.0.0.0/8", "::1")
-
-
-def dev_targets(given: str | None) -> str:
-    """``LEASEHOLD_TARGETS`` for ``leasehold dev``: the user's own, with loopback allowed."""
-    targets = json.loads(given) if given else {}
-    targets["http_allow"] = sorted({*targets.get("http_allow", ()), *DEV_ALLOW})
-    return json.dumps(targets)
-
 
 class PortBusy(RuntimeError):
     """The API port is taken (another ``leasehold dev`` is probably running)."""
@@ -142,16 +131,25 @@ class Runtime:
         # HTTP targets may reach loopback here (a test server on this machine), and no other
         # address a deployment refuses; the workers inherit it. LEASEHOLD_TARGETS adds the
         # rest of a deployment's settings (http_hosts, http_secrets, aws_targets, ...).
-        os.environ["LEASEHOLD_TARGETS"] = dev_targets(os.environ.get("LEASEHOLD_TARGETS"))
+        # With no Python pool (every pool external) targets are off, and nothing is added.
+        if any(pool not in opts.external for pool in opts.pools) or \
+                os.environ.get("LEASEHOLD_TARGETS"):
+            os.environ["LEASEHOLD_TARGETS"] = dev_targets(os.environ.get("LEASEHOLD_TARGETS"))
         settings = Settings.from_env(
-            endpoint_url=endpoint, task_modules=opts.tasks,
+            **opts.limits(), endpoint_url=endpoint, task_modules=opts.tasks,
             # An external pool has queues and no Python worker (its workers lease over HTTP).
             pools=(*opts.pools, *(p for p in opts.external if p not in opts.pools)),
             external_tasks=opts.external,
             lease_seconds=opts.lease_seconds, event_bus=event_bus, publish=publish)
-        self.app = compose(settings)
         # LEASEHOLD_PROVISION: the older, undocumented spelling of --provision.
-        if self.emulator is not None or opts.provision or os.environ.get("LEASEHOLD_PROVISION"):
+        provisioning = bool(self.emulator is not None or opts.provision
+                            or os.environ.get("LEASEHOLD_PROVISION"))
+        if self.emulator is not None and not settings.targets_role_arn:
+            # Outbound calls get credentials of their own here, as deployed; the workers
+            # inherit the role (Settings.to_env). Another endpoint: LEASEHOLD_TARGETS_ROLE_ARN.
+            settings = settings.with_(targets_role_arn=dev_targets_role(settings))
+        self.app = compose(settings)
+        if provisioning:
             credentials = provision.missing_credentials()
             if credentials is not None:
                 raise provision.NotProvisioned(f"no {credentials}")
@@ -261,8 +259,18 @@ class Runtime:
             f"{max(self._idle_sweep() or 0, self.options.sweep_seconds):g}s / "
             f"{self.options.idle_tick_seconds or self.options.tick_seconds:g}s) until the API "
             f"takes a write; job leases {settings.lease_seconds:g}s",
-            f"  targets:   HTTP targets may reach loopback ({', '.join(DEV_ALLOW)}) here, "
-            "and only here: a deployment refuses it",
+            (f"  targets:   on pool {settings.targets_runner()}; HTTP targets may reach "
+             f"loopback ({', '.join(DEV_ALLOW)}) here, and only here: a deployment refuses it; "
+             "sigv4 and AWS targets run as "
+             f"{settings.targets_role_arn or 'nothing (no targets role: refused)'}"
+             if settings.targets_runner() else
+             "  targets:   off (every pool is external; targets run on a Python pool)"),
+            f"  tenants:   {settings.tenant_rate:g} submissions/s (burst "
+            f"{settings.tenant_burst:g}), "
+            + (f"{settings.tenant_max_live} live jobs" if settings.tenant_max_live
+               else "no live-job cap")
+            + " each, for the API and the workers alike (--tenant-*; a tenant's plan "
+            "overrides them)",
             f"  events:    {events}",
             f"  state:     {self._state_line()}",
             "Press Ctrl-C to stop (in-flight jobs finish first).",

@@ -54,6 +54,7 @@ from leasehold.lifecycle.submission import (
 from leasehold.streams.images import job_of
 from leasehold.tenancy.counters import slot_item
 from leasehold.tenancy.limits import SLOT_FREE, Limits
+from leasehold.tenancy.plans import limits_for
 
 #: Marks a row written by :func:`enqueue_item`: its hand-off is the relay's.
 HANDOFF = "handoff"
@@ -88,7 +89,8 @@ def _spec(task: Any, payload: Any, tenant: str, options: Mapping[str, Any]) -> J
 def enqueue_item(app: Leasehold, task: Any, payload: Any = None, *, tenant: str,
                  limits: Limits | None = None, **options: Any) -> list[dict[str, Any]]:
     """The entries to add to your ``transact_write_items``: the job's ``Put``, then its
-    tenant's live-job slot under ``limits`` (None: the API's, from the environment). Raises
+    tenant's live-job slot under ``limits`` (None: the API's, the deployment's settings
+    and the tenant's plan). Raises
     :class:`~leasehold.errors.ValidationError` for bad input, before anything is written."""
     spec = _spec(task, payload, tenant, options)
     now = app.now()
@@ -99,7 +101,7 @@ def enqueue_item(app: Leasehold, task: Any, payload: Any = None, *, tenant: str,
         if getattr(definition, name, None) is not None:
             raise ValidationError(name, f"task {spec.task!r} has a {name} default; "
                                         "enqueue_item cannot apply it: submit it instead")
-    limits = limits or Limits.from_env()
+    limits = limits or limits_for(app, tenant)
     shards = limits.shard_count()
     shard = random.randrange(shards)
     extra: dict[str, Any] = {HANDOFF: BY_STREAM, COUNTED: limits.capped}

@@ -19,7 +19,17 @@ from leasehold.targets.config import TargetConfig
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 
 _NAT64 = ipaddress.ip_network("64:ff9b::/96")
-_SHARED = ipaddress.ip_network("100.64.0.0/10")
+
+#: The one table of what is refused, in order: the standard library's flags (its registry
+#: of special-purpose ranges), then the ranges it reads as global that are not.
+FLAGS = (("is_unspecified", "unspecified"), ("is_loopback", "loopback"),
+         ("is_link_local", "link-local"), ("is_multicast", "multicast"),
+         ("is_reserved", "reserved"), ("is_private", "private"))
+RANGES = (
+    (ipaddress.ip_network("100.64.0.0/10"), "shared (carrier-grade NAT)"),
+    (ipaddress.ip_network("fec0::/10"), "site-local (deprecated, RFC 3879)"),
+    (ipaddress.ip_network("3fff::/20"), "documentation (RFC 9637)"),
+)
 
 
 def _part(text: str) -> int:
@@ -82,13 +92,12 @@ def refusal(address: Address) -> str | None:
     if inner is not None:
         why = refusal(inner)
         return None if why is None else f"{why} (embedded in {address})"
-    for test, what in (("is_unspecified", "unspecified"), ("is_loopback", "loopback"),
-                       ("is_link_local", "link-local"), ("is_multicast", "multicast"),
-                       ("is_reserved", "reserved"), ("is_private", "private")):
+    for test, what in FLAGS:
         if getattr(address, test):
             return f"{address} is a {what} address"
-    if address in _SHARED:
-        return f"{address} is a shared (carrier-grade NAT) address"
+    for network, what in RANGES:
+        if address.version == network.version and address in network:
+            return f"{address} is a {what} address"
     if not address.is_global:
         return f"{address} is not a public address"
     return None

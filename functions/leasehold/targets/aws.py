@@ -1,10 +1,15 @@
-"""An AWS target: one action of one service, called with boto3 from the worker.
+"""An AWS target: one action of one service, called with boto3 under the targets role.
 
 Only the actions the deployment lists (``aws_targets``) are accepted, checked at submit
 with the parameters against botocore's own model of the operation, so a misspelt action or
-parameter is a 422 before anything runs. On AWS, the construct grants exactly those actions
-on exactly their resources (IAM enforces the resources); locally, the embedded emulator
-serves them.
+parameter is a 422 before anything runs. The resources the call names (:mod:`.resources`)
+must match the grant's listed ARN patterns, and may never be Leasehold's own, whatever the
+grant lists: a 422 naming the parameter (``target.aws.parameters.TableName``), checked again
+before the call. The call is made with the targets role's credentials
+(:mod:`.credentials`), never the worker's: a session for the job, whose policy allows the
+action on the resources the call names only and denies Leasehold's own. On AWS the
+construct grants that role exactly the listed actions on their resources; locally, the
+embedded emulator serves them.
 """
 
 from __future__ import annotations
@@ -19,10 +24,12 @@ from botocore.exceptions import BotoCoreError, ClientError, ParamValidationError
 from botocore.model import OperationModel
 from botocore.validate import validate_parameters
 
-from leasehold.aws.clients import Clients
-from leasehold.errors import ValidationError
-from leasehold.targets.config import TargetConfig
+from leasehold.errors import NonRetryableError, ValidationError
+from leasehold.targets.config import AwsGrant, TargetConfig
+from leasehold.targets.credentials import NoTargetsRole, TargetCredentials, Who, policy
+from leasehold.targets.endpoints import NO_ROLE
 from leasehold.targets.failures import AwsCallError, aws_error
+from leasehold.targets.resources import matches, named
 
 F = "target.aws"
 #: boto3's service names whose IAM action prefix differs.
@@ -34,6 +41,12 @@ RETRIED_CODES = {"Throttling", "ThrottlingException", "ThrottledException",
                  "RequestLimitExceeded", "TooManyRequestsException",
                  "ProvisionedThroughputExceededException", "ServiceUnavailable",
                  "InternalError", "InternalFailure", "RequestTimeout"}
+
+
+class AwsRefused(AwsCallError, NonRetryableError):
+    """The call is not one the deployment allows (its action or resources)."""
+
+    code = "aws_refused"
 
 
 def iam_action(service: str, action: str) -> str:
@@ -79,7 +92,37 @@ def prepare(config: TargetConfig, value: Any) -> tuple[dict[str, Any], dict[str,
             raise ValidationError(f"{F}.parameters", f"{action} takes no parameters")
     except ParamValidationError as exc:
         raise ValidationError(f"{F}.parameters", str(exc)) from exc
+    if config.role_arn is None:
+        raise ValidationError(F, NO_ROLE)
+    check_resources(config, service, action, parameters)
     return {"service": service, "action": action, "parameters": dict(parameters)}, {}
+
+
+def _grant(config: TargetConfig, name: str) -> AwsGrant:
+    return next(grant for grant in config.aws if grant.action == name)
+
+
+def check_resources(config: TargetConfig, service: str, action: str,
+                    parameters: Mapping[str, Any]) -> list[str]:
+    """The ARNs the call names, each listed by its grant and none Leasehold's own; else a
+    ValidationError naming the parameter."""
+    grant = _grant(config, iam_action(service, action))
+    operation = _operation(service, action)
+    found = named(service, operation.input_shape if operation else None, parameters,
+                  config.place)
+    for path, arn in found:
+        field = f"{F}.parameters.{path}"
+        if config.own.holds(arn):
+            raise ValidationError(field, f"{arn} is one of Leasehold's own resources, which "
+                                         "no target may reach")
+        if not any(matches(pattern, arn) for pattern in grant.resources):
+            raise ValidationError(field, f"{arn} is not among the resources aws_targets "
+                                         f"lists for {grant.action}: "
+                                         f"{', '.join(grant.resources)}")
+    if not found and "*" not in grant.resources:
+        raise ValidationError(f"{F}.parameters", f"names none of the resources aws_targets "
+                                                 f"lists for {grant.action}")
+    return [arn for _, arn in found]
 
 
 def _plain(value: Any) -> Any:
@@ -96,13 +139,43 @@ def _plain(value: Any) -> Any:
     return json.loads(json.dumps(value, default=str))
 
 
-def call(clients: Clients, payload: Mapping[str, Any]) -> Any:
-    """Call the action; its response (without ``ResponseMetadata``), or the failure."""
+def session_policy(config: TargetConfig, service: str, action: str,
+                   parameters: Mapping[str, Any]) -> str:
+    """The session's policy: the action on the resources the call names (or, when it names
+    none the walk knows, on the grant's), and Leasehold's own resources denied. Computed
+    apart from :func:`check_resources`, so a check missed still leaves IAM to refuse."""
+    name = iam_action(service, action)
+    operation = _operation(service, action)
+    found = [arn for _, arn in named(service, operation.input_shape if operation else None,
+                                     parameters, config.place)]
+    grants = [grant.resources for grant in config.aws if grant.action == name]
+    listed = [pattern for resources in grants for pattern in resources]
+    resources = [arn for arn in found if any(matches(p, arn) for p in listed)] if found \
+        else listed
+    return policy([(name, sorted(set(resources)) or ["*"])] if resources else [],
+                  config.own.patterns)
+
+
+def call(config: TargetConfig, credentials: TargetCredentials, payload: Mapping[str, Any],
+         who: Who | None = None) -> Any:
+    """Call the action under the targets role; its response (without
+    ``ResponseMetadata``), or the failure."""
     service, action = str(payload["service"]), str(payload["action"])
-    client = clients.client(service)
+    parameters = dict(payload["parameters"])
+    if credentials.role_arn is None:
+        raise NoTargetsRole(NO_ROLE)
+    try:  # checked again: a payload is only what was stored
+        if not config.allows_action(iam_action(service, action)):
+            raise ValidationError(f"{F}.action", f"{iam_action(service, action)} is not "
+                                                 "allowed by this deployment")
+        check_resources(config, service, action, parameters)
+    except ValidationError as exc:
+        raise AwsRefused(f"{exc.field}: {exc}") from None
+    session = credentials.get(who, session_policy(config, service, action, parameters))
+    client = credentials.client(service, session)
     method = getattr(client, botocore.xform_name(action))
     try:
-        return _plain(method(**payload["parameters"]))
+        return _plain(method(**parameters))
     except ClientError as exc:
         error = exc.response.get("Error", {})
         code = str(error.get("Code", "AwsError"))

@@ -44,6 +44,16 @@ class AddressRefused(NonRetryableError):
     code = "address_refused"
 
 
+class SecretRefused(TargetFailed, NonRetryableError):
+    """The secret a header names may not be sent on this call (its origin, its value)."""
+
+    code = "secret_refused"
+
+
+class RequestRefused(TargetFailed, NonRetryableError):
+    """The request could not be sent as given (http.client refused a header)."""
+
+
 class AwsCallError(TargetFailed):
     """The AWS action failed."""
 

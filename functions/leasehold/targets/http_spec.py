@@ -15,7 +15,8 @@ from typing import Any
 
 from leasehold.errors import ValidationError
 from leasehold.targets.addresses import allowed, literal
-from leasehold.targets.config import TargetConfig
+from leasehold.targets.config import TargetConfig, origin
+from leasehold.targets.endpoints import NO_ROLE, check_sigv4, check_url
 
 METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
 MAX_BODY_BYTES = 128 * 1024
@@ -59,10 +60,11 @@ def _text(name: str, value: Any, limit: int) -> str:
     return value
 
 
-def parse_url(config: TargetConfig, url: Any, *,
-              name: str = f"{F}.url") -> urllib.parse.SplitResult:
-    """The URL split, or a ValidationError: http(s), a host, no credentials, and a host that
-    is an address literal only when that address may be reached."""
+def parse_url(config: TargetConfig, url: Any, *, name: str = f"{F}.url",
+              aws: bool = True) -> urllib.parse.SplitResult:
+    """The URL split, or a ValidationError: http(s), a host, no credentials, a host that
+    is an address literal only when that address may be reached, and (``aws``) an AWS
+    endpoint only where the deployment lists it (:mod:`.endpoints`)."""
     text = _text(name, url, MAX_URL_CHARS)
     if re.search(r"\s", text):
         raise ValidationError(name, "must not contain spaces")
@@ -91,6 +93,8 @@ def parse_url(config: TargetConfig, url: Any, *,
         raise ValidationError(name, f"has an invalid address: {exc}") from exc
     if address is not None and (why := allowed(config, host, address)) is not None:
         raise ValidationError(name, f"may not be reached: {why}")
+    if aws:
+        check_url(config.sigv4, config.allow_hosts, parts, name)
     return parts
 
 
@@ -140,7 +144,8 @@ def _headers(config: TargetConfig, value: Any) -> dict[str, str]:
     return out
 
 
-def _auth(config: TargetConfig, value: Any) -> dict[str, Any] | None:
+def _auth(config: TargetConfig, value: Any,
+          parts: urllib.parse.SplitResult) -> dict[str, Any] | None:
     if value is None:
         return None
     name = f"{F}.auth"
@@ -166,8 +171,26 @@ def _auth(config: TargetConfig, value: Any) -> dict[str, Any] | None:
     sig = _fields(sub, data["sigv4"], {"service", "region"})
     service = _text(f"{sub}.service", sig.get("service"), 64)
     region = sig.get("region")
-    return {"sigv4": {"service": service,
-                      "region": None if region is None else _text(f"{sub}.region", region, 32)}}
+    region = None if region is None else _text(f"{sub}.region", region, 32)
+    # A signature is the targets role's power: only for what the deployment lists.
+    region = check_sigv4(config.sigv4, parts, service, region, sub)
+    if config.role_arn is None:
+        raise ValidationError(sub, NO_ROLE)
+    return {"sigv4": {"service": service, "region": region}}
+
+
+def _bound(config: TargetConfig, secret: str, parts: urllib.parse.SplitResult,
+           tenant: str | None) -> None:
+    """Refuse a secret outside the origins the deployment binds it to, or a tenant it does
+    not grant it to. The error names the secret and the origin, never a value."""
+    name = f"{F}.auth.secret_header.secret"
+    scope = config.secret_scopes.get(secret)
+    target = origin(parts)
+    if scope is None or target not in scope.origins:
+        raise ValidationError(name, f"secret {secret!r} may not be sent to {target}: the "
+                                    "deployment binds it to other origins")
+    if scope.tenants is not None and tenant not in scope.tenants:
+        raise ValidationError(name, f"secret {secret!r} is not granted to tenant {tenant!r}")
 
 
 def _body(value: Any) -> Any:
@@ -183,12 +206,14 @@ def _body(value: Any) -> Any:
     return value
 
 
-def prepare(config: TargetConfig, value: Any) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The HTTP task's payload for ``value``, and the job defaults it implies (a concurrency
-    key ``http:{host}`` with the host's limits, its throttle if configured, the attempt's
-    timeout)."""
+def prepare(config: TargetConfig, value: Any, tenant: str | None = None
+            ) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The HTTP task's payload for ``value`` submitted by ``tenant``, and the job defaults it
+    implies (a concurrency key ``http:{host}`` with the host's limits, its throttle if
+    configured, the attempt's timeout)."""
     data = _fields(F, value, _FIELDS)
-    parts = parse_url(config, data.get("url"))
+    # An AWS endpoint is checked after auth: a sigv4 target's error names its sigv4.
+    parts = parse_url(config, data.get("url"), aws=False)
     method = data.get("method", "GET")
     if not isinstance(method, str) or method.upper() not in METHODS:
         raise ValidationError(f"{F}.method", f"must be one of {', '.join(METHODS)}")
@@ -221,8 +246,11 @@ def prepare(config: TargetConfig, value: Any) -> tuple[dict[str, Any], dict[str,
         if payload["method"] in ("GET", "HEAD"):
             raise ValidationError(f"{F}.body", f"a {payload['method']} request has no body")
         payload["body"] = _body(data["body"])
-    auth = _auth(config, data.get("auth"))
+    auth = _auth(config, data.get("auth"), parts)
+    check_url(config.sigv4, config.allow_hosts, parts, f"{F}.url")
     if auth is not None:
+        if "secret_header" in auth:
+            _bound(config, auth["secret_header"]["secret"], parts, tenant)
         payload["auth"] = auth
     host = host_key(parts)
     limits = config.limits(host, (parts.hostname or "").lower())

@@ -24,6 +24,7 @@ from leasehold.lifecycle.store import tenant_shard
 from leasehold.lifecycle.submission import ADMISSION_SHARD, COUNTED
 from leasehold.tenancy.counters import add, slot_item
 from leasehold.tenancy.limits import SLOT_FREE, Limits
+from leasehold.tenancy.plans import limits_for
 
 
 def backfill_tenant_shards(app: Leasehold, *, page: int = 500) -> int:
@@ -55,7 +56,8 @@ def backfill_tenant_shards(app: Leasehold, *, page: int = 500) -> int:
 
 
 def count_in_live_jobs(app: Leasehold, limits: Limits, *, page: int = 500) -> int:
-    """After a cap is set (``LEASEHOLD_TENANT_MAX_LIVE`` from 0 to a number), count every live
+    """After a cap is set (``LEASEHOLD_TENANT_MAX_LIVE`` from 0 to a number; a tenant's plan's
+    cap, :mod:`.plans`, counts for its jobs), count every live
     job admitted without a slot (``counted`` false: admission, ``enqueue_item`` or a durable
     child while there was no cap; a library job has no ``counted`` and holds no slot under a
     cap either) into its tenant's admission items, so the cap covers them; returns how many
@@ -92,8 +94,7 @@ def count_in_live_jobs(app: Leasehold, limits: Limits, *, page: int = 500) -> in
         kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
 
 
-def _count_in(app: Leasehold, job_id: str, limits: Limits, tries: int = 5) -> int:
-    shards = limits.shard_count()
+def _count_in(app: Leasehold, job_id: str, base: Limits, tries: int = 5) -> int:
     for _ in range(tries):
         try:
             job = app.store.get(job_id)
@@ -101,6 +102,10 @@ def _count_in(app: Leasehold, job_id: str, limits: Limits, tries: int = 5) -> in
             return 0
         if not job.state.live or job.extra.get(COUNTED) is not False:
             return 0  # ended, counted already, or never admitted (a library job)
+        limits = limits_for(app, job.tenant, base)  # its plan's cap, if it has one
+        if not limits.capped:
+            return 0  # its plan lifts the cap: it holds no slot
+        shards = limits.shard_count()
         # An item with room under its share first, so the tenant's items fill as admission
         # fills them; over the cap on every item, the job's own item takes it regardless.
         order = [(shard, limits.per_shard(shards, shard).max_live)

@@ -4,10 +4,16 @@
 from __future__ import annotations
 
 import math
-import os
-from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
+
+from leasehold.settings import (
+    DEFAULT_MAX_BACKLOG,
+    DEFAULT_TENANT_BURST,
+    DEFAULT_TENANT_MAX_LIVE,
+    DEFAULT_TENANT_RATE,
+    Settings,
+)
 
 #: The condition a live slot is taken under, on an admission item (names ``#live`` the
 #: item's count of live jobs; ``:cap`` is the item's share of the live cap). Admission's rate
@@ -18,17 +24,17 @@ SLOT_FREE = "(attribute_not_exists(#live) OR #live < :cap)"
 @dataclass(frozen=True, kw_only=True)
 class Limits:
     #: Submissions per second a tenant earns, and how many it may spend at once.
-    rate: float = 50.0
-    burst: float = 200.0
+    rate: float = DEFAULT_TENANT_RATE
+    burst: float = DEFAULT_TENANT_BURST
     #: Non-terminal jobs a tenant may have; None: no cap (``LEASEHOLD_TENANT_MAX_LIVE=0``).
     #: A capped tenant's jobs are counted on its admission items (a two-item transaction to
     #: admit and another to finish, each item billed twice: about 8 write units more per job
     #: than without a cap as DynamoDB reports them, $4.94 per million in `make bench-cost`);
     #: without a cap a job is admitted by its row's conditional put and finished by one
     #: conditional update, with no slot at all.
-    max_live: int | None = 10_000
+    max_live: int | None = DEFAULT_TENANT_MAX_LIVE
     #: Visible messages across a pool's queues above which every submission gets 503.
-    max_backlog: int = 100_000
+    max_backlog: int = DEFAULT_MAX_BACKLOG
     #: Items the rate and the cap are split over (None: :data:`SPREAD`, or as many as the
     #: rate needs at :data:`JOBS_PER_SHARD` admitted jobs/s each if that is more).
     shards: int | None = None
@@ -60,20 +66,19 @@ class Limits:
         return replace(self, rate=self.rate / shards, burst=self.burst / shards, max_live=cap)
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> Limits:
-        env = os.environ if env is None else env
-        values: dict[str, Any] = {}
-        for name, var, kind in (
-            ("rate", "LEASEHOLD_TENANT_RATE", float), ("burst", "LEASEHOLD_TENANT_BURST", float),
-            ("max_live", "LEASEHOLD_TENANT_MAX_LIVE", int),
-            ("max_backlog", "LEASEHOLD_MAX_BACKLOG", int),
-            ("shards", "LEASEHOLD_TENANT_ADMISSION_SHARDS", int),
-        ):
-            if env.get(var):
-                values[name] = kind(env[var])
-        if values.get("max_live") == 0:
-            values["max_live"] = None  # 0: no cap
-        return cls(**values)
+    def from_settings(cls, settings: Settings) -> Limits:
+        """The deployment's limits for every tenant (before its plan, :mod:`.plans`): the
+        settings every function reads alike (``LEASEHOLD_TENANT_*``), never an environment
+        variable one function reads for itself."""
+        return cls(rate=settings.tenant_rate, burst=settings.tenant_burst,
+                   max_live=settings.tenant_max_live or None,  # 0: no cap
+                   max_backlog=settings.max_backlog,
+                   shards=settings.tenant_admission_shards or None)
+
+    def shown(self) -> dict[str, Any]:
+        """The limits as ``/stats`` shows them."""
+        return {"rate": self.rate, "burst": self.burst, "max_live": self.max_live,
+                "max_backlog": self.max_backlog, "admission_items": self.shard_count()}
 
 
 #: Admitted jobs/s one admission item sustains: ~1,000 write units/s per partition key, and

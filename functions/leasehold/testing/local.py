@@ -59,6 +59,13 @@ class LocalLeasehold:
             "pools": pools, "event_bus": None, **settings}
         self.settings = Settings(**values)
         clients = Clients(self.settings)
+        if "targets_role_arn" not in settings:
+            # sigv4 and AWS targets run under a targets role, as deployed: moto's STS answers
+            # AssumeRole for it with keys of their own (leasehold.targets.credentials).
+            account = clients.client("sts").get_caller_identity()["Account"]
+            self.settings = self.settings.with_(
+                targets_role_arn=f"arn:aws:iam::{account}:role/{prefix}-targets")
+            clients = Clients(self.settings)
         create_all(clients, self.settings)
         self.clock = TestClock()
         self.skip_time = skip_time

@@ -16,10 +16,12 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import Link, SpanKind, Status, StatusCode
 
+from leasehold.aws.dynamo import Cancelled
 from leasehold.core import flowcontrol
 from leasehold.core.jobs import Job
 from leasehold.core.states import JobState
 from leasehold.core.suspension import Suspend
+from leasehold.errors import LeaseholdError
 from leasehold.lifecycle.app import Leasehold
 from leasehold.lifecycle.submission import Create, Submitted
 from leasehold.tracing.carrier import TRACE, encode, parent_of, suspended_by
@@ -53,19 +55,22 @@ def tracer() -> trace.Tracer:
 def submit_stamp(app: Leasehold, row: Job) -> Mapping[str, Any]:
     """The submit span of a job about to be written, child of the current span (the
     caller's), and its context as the row's :data:`TRACE` attribute. With no SDK and no
-    incoming context nothing is stored; with no SDK the caller's own context is."""
+    incoming context nothing is stored; with no SDK the caller's own context is.
+
+    The span is ended (reported) by :func:`submit_intake` once the row committed, never
+    here: a row that is stamped is not yet a job. An admission refused by its tenant's item
+    is retried under a new id (issue 44), and a span ended here reported a job that never
+    existed. A workflow's step rows (WAITING) are written by its start, which runs no intake
+    and finishes writing them all (or its reconciler does): their spans end at once."""
     span = tracer().start_span(
         f"leasehold submit {row.task}", kind=SpanKind.PRODUCER,
         attributes={"leasehold.job_id": row.job_id, "leasehold.task": row.task,
                     "leasehold.tenant": row.tenant, "leasehold.pool": row.pool,
                     "leasehold.priority": row.priority,
                     "messaging.system": "aws_sqs", "messaging.operation.type": "create"})
-    if row.idempotency_key is None:
+    if row.state is JobState.WAITING:
         span.end()
     else:
-        # A replay of the key may find the job made already: its span is then dropped
-        # (never ended, never exported) by :func:`submit_intake`, so a retried submission
-        # with no caller context does not leave a second trace behind.
         with _lock:
             if len(_pending) >= MAX_PENDING:  # made by a path with no intake: end them
                 for stale in _pending.values():
@@ -78,13 +83,19 @@ def submit_stamp(app: Leasehold, row: Job) -> Mapping[str, Any]:
 
 def submit_intake(app: Leasehold, spec: Any, row: Job, writes: Sequence[Mapping[str, Any]],
                   create: Create) -> Submitted:
-    """Ends the submit span of a keyed job once the submission's answer is known: reported
-    when it made the job, or failed (its row may have landed: the span stays its parent),
-    dropped when a replay found the job its first submission made."""
+    """Ends the submit span of a job once the submission's answer is known: reported when
+    it made the job; dropped (never ended, never exported) when nothing was written (a
+    cancelled transaction, a refusal) or a replay found the job its first submission made;
+    reported as an ERROR whose outcome is unknown when the write failed past its retries
+    (its row may have landed: the span stays its parent)."""
     try:
         made = create(row, writes)
+    except (Cancelled, LeaseholdError):
+        _take(row.job_id)  # nothing was written under this id: no span
+        raise
     except BaseException as exc:
         if (span := _take(row.job_id)) is not None:
+            span.set_attribute("leasehold.committed", "unknown")
             span.record_exception(exc)
             span.set_status(Status(StatusCode.ERROR, _describe(exc, "submit")))
             span.end()
