@@ -10,7 +10,7 @@ PYTEST_WORKERS ?= 2
 PORT ?= 8080
 ARGS ?=
 
-.PHONY: dev test lint typecheck unit soak chromium ddblocal workers bench bench-quick bench-cost bench-remote bench-peer synth clean
+.PHONY: dev test lint typecheck unit soak mutants chromium ddblocal workers bench bench-quick bench-cost bench-remote bench-peer synth clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Leasehold needs Python 3.11+"'
@@ -98,7 +98,8 @@ unit: $(STAMP)
 	$(PY) -m pytest -q tests/unit
 
 # The fault-injecting state machine with a larger budget than `make test` gives it
-# (SOAK_EXAMPLES examples of SOAK_STEPS steps; about 15 s per example on 2 cores), and
+# (SOAK_EXAMPLES examples of SOAK_STEPS steps; about 15 s per example on 2 cores; it fails if
+# one of its checks never met the path it checks: LEASEHOLD_REQUIRE_FIRED), and
 # Schemathesis against the local API (tests/e2e/test_schema.py) for SOAK_SCHEMA_SECONDS
 # (stateless phases) plus as long again for its stateful links, SOAK_SCHEMA_EXAMPLES cases
 # an operation (`make test` gives it 40 + 30 s and 8).
@@ -110,6 +111,7 @@ SOAK_SCHEMA_SECONDS ?= 600
 SOAK_SCHEMA_EXAMPLES ?= 100
 soak: $(STAMP)
 	LEASEHOLD_SOAK_EXAMPLES=$(SOAK_EXAMPLES) LEASEHOLD_SOAK_STEPS=$(SOAK_STEPS) \
+		LEASEHOLD_REQUIRE_FIRED=1 \
 		$(PY) -m pytest -p no:cacheprovider -q -o timeout=0 tests/integration/test_stateful.py
 	LEASEHOLD_SCHEMA_SECONDS=$(SOAK_SCHEMA_SECONDS) \
 		LEASEHOLD_SCHEMA_STATEFUL_SECONDS=$(SOAK_SCHEMA_SECONDS) \
@@ -119,6 +121,14 @@ soak: $(STAMP)
 		tests/e2e/test_time.py -k two_second_schedule
 	LEASEHOLD_TRACE_JOBS=$(SOAK_TRACE_JOBS) \
 		$(PY) -m pytest -p no:cacheprovider -q -o timeout=0 tests/integration/test_tracing_faults.py
+
+# The mutant set (tests/mutants): each fixed bug put back in a scratch copy of functions/, then
+# the state machine at a fixed seed and make test's budget, and the bug's own regression test;
+# a table of what killed each, non-zero if one survives both. MUTANTS_ARGS="--only name,..."
+# picks mutants (python -m tests.mutants.run --help lists the options).
+MUTANTS_ARGS ?=
+mutants: $(STAMP)
+	$(PY) -m tests.mutants.run $(MUTANTS_ARGS)
 
 clean:
 	rm -rf $(VENV) cdk.out .pytest_cache .mypy_cache .ruff_cache .hypothesis

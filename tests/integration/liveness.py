@@ -12,7 +12,10 @@ A job that is not finished is woken by one of:
   not below the sweeper's frontier of its shard (a pass still reads it): the sweeper
   re-drives, recovers or ends it;
 * ``parked``: an entry of the ``parked`` index (``parked_key``): the write that frees a slot,
-  or a resume, wakes it (and its sweep entry is the recheck if that wake-up is lost);
+  or a resume, wakes it (and its sweep entry is the recheck if that wake-up is lost). It
+  counts only while something will do that: the key's slot has a live holder (a RUNNING job
+  at its epoch, whose end frees it), or the row has its recheck (a ``sweep`` way); a parked
+  row on a free key with no recheck waits for nothing (issue 44);
 * ``dependency``: WAITING for a workflow that exists (its steps release it, the workflow
   reconciler repairs a lost release, and a finished workflow winds its steps down).
 
@@ -33,6 +36,7 @@ from leasehold.aws.queues import Message
 from leasehold.core.flowcontrol import START_BY
 from leasehold.core.states import JobState
 from leasehold.errors import NotFound, StaleMessage
+from leasehold.flow import slots
 from leasehold.lifecycle import sweep_frontier
 from leasehold.lifecycle.app import Leasehold
 from leasehold.settings import PRIORITIES
@@ -53,10 +57,12 @@ class WakePath:
 
 def wake_paths(app: Leasehold, row: Mapping[str, Any], *,
                in_flight: Collection[Handoff] = (),
-               frontier: Mapping[int, int] | None = None) -> list[WakePath]:
+               frontier: Mapping[int, int] | None = None,
+               dynamodb: Any | None = None) -> list[WakePath]:
     """The ways the job of raw ``row`` (a jobs-table item, index attributes included) will
     be woken; empty for a live job means it is stranded. ``frontier``: the sweeper's (read
-    from the table if not given)."""
+    from the table if not given); ``dynamodb``: a client to read a parked row's slot with
+    (default: a new one, without the test's injected faults)."""
     if frontier is None:
         frontier = sweep_frontier.load(app, Clients(app.settings).dynamodb)
     state = JobState(row["state"])
@@ -77,7 +83,9 @@ def wake_paths(app: Leasehold, row: Mapping[str, Any], *,
             bounds.append(int(row[START_BY]))
         if sweep_at <= min(bounds) and sweep_at >= frontier.get(int(row["sweep_shard"]), 0):
             paths.append(WakePath("sweep", sweep_at))
-    if state is JobState.QUEUED and row.get("parked_key"):
+    if state is JobState.QUEUED and row.get("parked_key") and (
+            any(path.kind == "sweep" for path in paths)
+            or _slot_has_a_live_holder(app, str(row["parked_key"]), dynamodb)):
         paths.append(WakePath("parked"))
     if state is JobState.WAITING and row.get("workflow_id"):
         try:
@@ -87,6 +95,15 @@ def wake_paths(app: Leasehold, row: Mapping[str, Any], *,
         else:
             paths.append(WakePath("dependency"))
     return paths
+
+
+def _slot_has_a_live_holder(app: Leasehold, slot: str, dynamodb: Any | None) -> bool:
+    """Whether a RUNNING job at its epoch holds a place of ``slot`` (its end frees it)."""
+    item = slots.read(dynamodb or Clients(app.settings).dynamodb, app.settings, slot)
+    held = {member.rsplit("#", 1)[0]: int(member.rsplit("#", 1)[1])
+            for member in slots.holders(item)}
+    return any(job.state is JobState.RUNNING and job.epoch == held[job.job_id]
+               for job in app.store.batch_get(sorted(held)))
 
 
 def rows(app: Leasehold, dynamodb: Any | None = None) -> list[dict[str, Any]]:
@@ -110,7 +127,8 @@ def assert_every_live_job_can_wake(app: Leasehold, *, in_flight: Collection[Hand
     for row in rows(app, dynamodb):
         if JobState(row["state"]).terminal:
             continue
-        paths = wake_paths(app, row, in_flight=in_flight, frontier=frontier)
+        paths = wake_paths(app, row, in_flight=in_flight, frontier=frontier,
+                           dynamodb=dynamodb)
         assert paths, f"job {row['job_id']} ({row['state']}) has no way to wake: {row}"
         found[row["job_id"]] = paths
     return found

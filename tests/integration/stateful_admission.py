@@ -23,6 +23,7 @@ from leasehold.errors import Overloaded, RateLimited
 from leasehold.lifecycle.submission import COUNTED
 from leasehold.tenancy.admission import TAT, Gcra, submit_admitted
 from leasehold.tenancy.counters import slot_item
+from tests.integration.stateful_fired import fire
 
 _KEYS = itertools.count()
 
@@ -77,5 +78,7 @@ class AdmissionContention:
                 item = self.table_item(self.app.settings.tenants_table, "tenant",
                                        slot_item(tenant, shard))
                 assert int(item.get("live", {"N": "0"})["N"]) <= share.max_live, item
+                fire("every admission item keeps its share (an item in use)",
+                     int(item.get("live", {"N": "0"})["N"]) > 0)
                 if TAT in item:  # admitted only while tat <= now + tau: never past + T
                     assert Decimal(item[TAT]["N"]) <= now + gcra.tolerance + gcra.interval

@@ -37,6 +37,7 @@ from leasehold.durable.runs import RECORD_RUN
 from leasehold.lifecycle.consumer import consume
 from leasehold.lifecycle.worker import Worker
 from tests.integration.helpers import submit_as_a_caller
+from tests.integration.stateful_fired import fire
 
 DURABLE_WRITES = "|".join(f"dynamodb.{op}" for op in ("PutItem", "UpdateItem",
                                                        "TransactWriteItems"))
@@ -142,6 +143,7 @@ class DurableRules:
                 # The stored result is the last one its function returned: no execution
                 # came after the store (at most once per store).
                 assert runs and record["result"] == f'"{runs[-1]}"', (record, runs)
+                fire("a stored step never runs again (a stored step)")
             if record["kind"] == "callback" and record.get("outcome"):
                 # Once per run: a manual re-run re-arms a callback without a value (issue 29).
                 run = int(record.get(RECORD_RUN) or 0)
@@ -161,6 +163,7 @@ class DurableRules:
             if item["state"] != JobState.SLEEPING.value:
                 continue
             assert "lease_owner" not in item, item
+            fire("a sleeping job holds no lease and is watched (a sleeping job)")
             if "lease_expires_at" in item:  # handed off: the sweeper finds a lost message
                 assert item["sweep_at"] <= item["lease_expires_at"], item
                 assert "due_shard" not in item, item

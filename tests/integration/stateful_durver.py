@@ -13,6 +13,7 @@ from hypothesis.stateful import invariant
 
 from leasehold.core.states import JobState
 from leasehold.durable.records import PREFIX
+from tests.integration.stateful_fired import fire
 
 
 class DurverRules:
@@ -31,9 +32,11 @@ class DurverRules:
                 places[record["pk"][len(PREFIX):]].append(int(record["seq"]))
         for job_id, seqs in places.items():
             assert sorted(seqs) == list(range(len(seqs))), (job_id, seqs)
+        fire("durable records keep their call order (a job with records)", len(places))
 
     @invariant()
     def a_deterministic_handler_never_stops_as_non_deterministic(self) -> None:
         for job in list(self.latest.values()):
             if job.state is JobState.DEAD and job.error is not None:
                 assert job.error.type != "NonDeterministic", (job.job_id, job.error.message)
+                fire("a deterministic handler never stops as non-deterministic (a DEAD job)")

@@ -25,6 +25,7 @@ from leasehold.core.context import JobContext
 from leasehold.core.states import JobState
 from leasehold.lifecycle.consumer import consume
 from leasehold.lifecycle.worker import Worker
+from tests.integration.stateful_fired import fire
 
 COUNTERS = "-effects"
 #: The actor of the machine's bare zombie finishes (``Lifecycle.zombie_finishes``).
@@ -129,6 +130,8 @@ class EffectsRules:
         if self.counters:
             counters, expected = self._counted()
             assert counters == expected, (counters, expected)
+            fire("each job's counter counts its committed successes (a success)",
+                 sum(1 for n in expected.values() if n))
 
     def flow_drained(self) -> None:
         """The machine's drain ends here (every job terminal): each job that a worker ran to

@@ -20,6 +20,7 @@ from leasehold.aws.dynamo import from_av
 from leasehold.core.jobs import job_from_item
 from leasehold.errors import LeaseholdError
 from leasehold.streams.enqueue import enqueue_item, hand_off
+from tests.integration.stateful_fired import fire
 
 ORDERS = "-orders"
 
@@ -92,3 +93,4 @@ class EnqueueRules:
         made = {raw["job_id"]["S"] for raw in self.table_items(self.app.settings.jobs_table)
                 if raw.get("handoff", {}).get("S") == "stream"}
         assert made == committed, (made, committed)
+        fire("a job exists for exactly the committed orders (an order)", len(committed))

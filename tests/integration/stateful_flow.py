@@ -26,6 +26,7 @@ from leasehold.core.states import JobState
 from leasehold.errors import LeaseholdError, RateLimited
 from leasehold.flow import slots
 from leasehold.lifecycle.submission import submit
+from tests.integration.stateful_fired import fire
 
 #: (tenant, key) -> limit. A tenant's key is its own: "k0" of acme is not "k0" of zeta.
 FLOW_KEYS = {("acme", "k0"): 1, ("acme", "k1"): 2, ("zeta", "k0"): 2}
@@ -97,6 +98,8 @@ class FlowRules:
         for key, limit in FLOW_KEYS.items():
             assert len(running[key]) <= limit, (key, running[key])
         assert self._flow_holders() == running
+        fire("no key runs more than its limit (a keyed job running)",
+             sum(len(members) for members in running.values()))
 
     def flow_drained(self) -> None:
         """At the drain: every key's slot free, nothing parked."""

@@ -26,6 +26,7 @@ from leasehold.errors import LeaseholdError, RateLimited
 from leasehold.flow.unique import claim_item
 from leasehold.lifecycle.submission import submit
 from leasehold.tenancy.admission import Limits, submit_admitted
+from tests.integration.stateful_fired import fire
 
 KEYS = ("u0", "u1")
 UNIQUE_LIMITS = Limits(rate=1000, burst=1000, max_live=4)
@@ -95,6 +96,7 @@ class FlowKeysRules:
                     job.first_started_at is None and not self.manual_retries[job.job_id]:
                 windows[f"{job.tenant}#{key}"].append(job.job_id)
         assert all(len(ids) == 1 for ids in windows.values()), windows
+        fire("at most one open window per debounce key (an open window)", len(windows))
 
     @invariant()
     def one_live_job_per_unique_key_and_its_claim_names_it(self) -> None:
@@ -115,6 +117,7 @@ class FlowKeysRules:
                                         ConsistentRead=True).get("Item")
             held = None if raw is None else from_av(raw)["job_id"]
             assert held == (holders[0] if holders else None), (name, held, holders)
+            fire("one live job per unique key (a key with a live holder)", bool(holders))
 
     @invariant()
     def nothing_expired_ever_ran(self) -> None:
@@ -122,3 +125,4 @@ class FlowKeysRules:
             if job.state is JobState.EXPIRED:
                 assert self.runs[job.job_id] == 0, job.job_id
                 assert job.first_started_at is None, job.job_id
+                fire("nothing expired ever ran (an expired job)")

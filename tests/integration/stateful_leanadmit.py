@@ -31,6 +31,7 @@ from leasehold.lifecycle.submission import COUNTED
 from leasehold.tenancy.admission import Limits, submit_admitted
 from leasehold.tenancy.backfill import count_in_live_jobs
 from leasehold.tenancy.counters import slot_item
+from tests.integration.stateful_fired import fire
 
 LEAN = "lean"
 _KEYS = itertools.count()
@@ -140,6 +141,7 @@ class LeanAdmissionRules:
     def the_lean_tenant_counts_exactly_its_live_counted_jobs(self: Any) -> None:
         counted = sum(1 for job in self._lean_live_jobs() if job.extra.get(COUNTED))
         assert sum(self._lean_items().values()) == counted, (self._lean_items(), counted)
+        fire("the lean tenant counts its live counted jobs (one counted)", counted)
 
     @invariant()
     def a_lean_item_never_passes_its_share_but_by_what_a_count_in_put_over_it(

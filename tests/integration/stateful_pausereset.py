@@ -40,6 +40,7 @@ from leasehold.lifecycle.submission import submit
 from leasehold.lifecycle.worker import Delivery, Worker
 from leasehold.tenancy.admission import retry_admitted
 from tests.integration.helpers import submit_as_a_caller
+from tests.integration.stateful_fired import fire
 
 #: The resettable job's durable calls, in order (the wait between is one of them or none).
 STEPS = ("one", "two")
@@ -290,6 +291,7 @@ class PauseResetRules:
             row = from_av(raw["Item"])
             if not any(row.get(h) is not None for h in HOLDS):
                 continue
+            fire("a paused job never started and holds no slot (a held job)")
             if row["state"] == JobState.RUNNING.value:
                 # Paused while it ran (it finishes its attempt), never leased once paused.
                 assert row.get(PAUSED_AT) is None or \

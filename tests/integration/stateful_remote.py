@@ -5,9 +5,12 @@ write lands and its answer is dropped: a ``lose-raise`` fault, so the worker sen
 again), REPEATED (sent twice), or sent by a ZOMBIE (a token whose lease the sweeper took
 over once the machine's clock passed it), among the machine's other rules and faults.
 
-Checked at each request, from the row read just before it: a zombie's heartbeat, complete
-or fail is answered 409 ``lease_lost`` and changes nothing; a finish repeated with the token
-that finished the job answers 200 and changes nothing more; the holder's request lands once.
+Checked at each request: a zombie's heartbeat, complete or fail is answered 409
+``lease_lost`` and changes nothing; a finish repeated with the token that finished the job
+answers 200 and changes nothing more; the holder's request lands once. Which lease finished a
+job comes from the machine's own record of which finish it was answered 200 for, never from
+the row's ``lease_owner`` (the field the product answers from: a check that read it would
+accept the product's wrong answer).
 The machine's own invariants cover the rest (no job SUCCEEDED twice, every attempt within
 its job's limit), and its drain leases and completes every remote job left.
 """
@@ -26,10 +29,10 @@ from leasehold.core.policy import RetryPolicy
 from leasehold.core.spec import JobSpec
 from leasehold.core.states import JobState
 from leasehold.lifecycle import sweeper
-from leasehold.remote.finishing import FINISHED_BY, finisher
 from leasehold.remote.tokens import Token
 from tests.integration.api_client import ApiClient, Reply
 from tests.integration.helpers import submit_as_a_caller
+from tests.integration.stateful_fired import fire
 
 POOL = "remote"
 TASK = "remote.work"
@@ -61,6 +64,12 @@ class RemoteRules:
         self.remote_leases: list[tuple[str, str]] = []
         #: Their owners (the seams check's live holders).
         self.remote_owners: set[str] = set()
+        #: Job -> the token of the lease whose report ended its latest finished attempt (a
+        #: finish answered 200, a heartbeat that ended it CANCELLED, or a report whose answer
+        #: was lost but whose write the machine saw land): the machine's own record of which
+        #: lease finished it. A later lease's finish replaces it; a sweep or a re-run does
+        #: not (the server answers that lease's repeated finish with the job as it is).
+        self.remote_finished: dict[str, str] = {}
         for n in attempts:
             self.submit_a_remote_job(n)
 
@@ -136,10 +145,8 @@ class RemoteRules:
         owner = Token.decode(token, job_id).owner
         before = self._row(job_id)
         holding = before["lease_owner"] == owner and before["state"] == JobState.RUNNING.value
-        # This lease's finish is on the row (the record of which lease wrote it, never the
-        # owner field: the sweeper ends a job without clearing it).
-        finished = not holding and self.app.store.get(job_id).extra.get(
-            FINISHED_BY) == finisher(owner)
+        # Finished by this lease: the machine's own record, never the row's fields.
+        finished = not holding and self.remote_finished.get(job_id) == token
         zombie = not holding and not finished
         lose = Fault(target="dynamodb.UpdateItem|dynamodb.TransactWriteItems",
                      kind="lose-raise", times=1)
@@ -171,8 +178,14 @@ class RemoteRules:
             assert self._fields(after) == self._fields(before), (action, before, after)
             event(f"remote {action} by a {'zombie' if zombie else 'finished lease'}: "
                   f"{answers[-1].status}")
+            fire("a remote zombie's request changes nothing" if zombie else
+                 "a remote lease's repeated finish answers as it was")
         elif answers[-1].status >= 500:
             event(f"remote {action} failed")  # the weather: the worker tries again later
+            if after["state"] != before["state"]:
+                # Its write landed though no answer said so (the machine is the only writer
+                # between the two reads): this lease ended the attempt.
+                self.remote_finished[job_id] = token
             return
         else:
             assert answers[-1].status == 200, (answers[-1].status, answers[-1].body, before)
@@ -180,6 +193,11 @@ class RemoteRules:
             if action != "heartbeat":
                 assert after["state"] != JobState.RUNNING.value, after
                 assert answers[-1].body["state"] == after["state"], (answers[-1].body, after)
+            if action != "heartbeat" or JobState(after["state"]).terminal:
+                # This lease's write ended the attempt: a finish (a retry queued, or the end),
+                # or a heartbeat that met a cancel request and ended the job CANCELLED
+                # (docs/protocol.md, "Cancellation").
+                self.remote_finished[job_id] = token
             if delivery == "repeated":  # sent again: answered, nothing written twice
                 again = self._send(job_id, token, action)
                 if again.status < 500:
@@ -223,4 +241,5 @@ class RemoteRules:
             for job_id, token in got:
                 reply = self._send(job_id, token, "complete")
                 assert reply.status == 200, reply.body
+                self.remote_finished[job_id] = token
         super().drain_round()  # type: ignore[misc]

@@ -11,6 +11,7 @@ from leasehold.aws.dynamo import from_av
 from leasehold.core.retention import PURGE_AT
 from leasehold.core.states import JobState
 from leasehold.workflows.model import WorkflowState
+from tests.integration.stateful_fired import fire
 
 
 class RetentionRules:
@@ -27,6 +28,7 @@ class RetentionRules:
             elif "workflow_id" not in item and settings.retention_days:
                 # A lost response on the terminal write is still one write: its TTL landed.
                 assert PURGE_AT in item, item
+                fire("every finished job carries its TTL (a finished job)")
         for item in (from_av(raw) for raw in self.table_items(settings.workflows_table)):
             if not WorkflowState(item["state"]).terminal or "live_shard" in item:
                 assert PURGE_AT not in item, item

@@ -8,8 +8,11 @@ throttle, a ``deadline_seconds``, an effect through ``ctx.transact`` inside a ``
 another outside it, then short or long sleeps, a callback that may time out, and children
 (one of a task with a ``unique`` default) that it waits for; sometimes an effect whose own
 condition fails. Its jobs are admitted against a capped tenant, cancelled (parents),
-retried by hand and in bulk (``POST /jobs/bulk``: retry, cancel, delete), and workflows whose
-first step always fails are bulk-deleted and retried (``POST /workflows/{id}/retry``).
+retried by hand and in bulk (``POST /jobs/bulk``: retry, cancel, delete; mostly on a tenant of
+their own, :data:`BULK_TENANT`, whose cap has room for the bulk job), and workflows whose
+first step always fails are bulk-deleted and retried (``POST /workflows/{id}/retry``). Every
+example starts with one seam job with every option at once, and the drain finishes the chains
+the checks need (:meth:`SeamsRules.seams_before_drain`).
 
 After every step:
 
@@ -35,6 +38,7 @@ number in issue 29); ``LEASEHOLD_SEAMS_CHECK=all`` turns every check on, and
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 from collections import Counter, defaultdict
@@ -49,7 +53,6 @@ from leasehold.aws.queues import Message
 from leasehold.bulk import run as bulk
 from leasehold.bulk.actions import ACTOR as BULK
 from leasehold.core.context import JobContext
-from leasehold.core.flowcontrol import slot_id
 from leasehold.core.holds import held
 from leasehold.core.jobs import Job
 from leasehold.core.policy import RetryPolicy
@@ -60,7 +63,9 @@ from leasehold.durable.children import PARENT
 from leasehold.errors import LeaseholdError, RateLimited
 from leasehold.flow import key_usage, slots
 from leasehold.lifecycle import control, sweep_frontier
+from leasehold.lifecycle.consumer import consume
 from leasehold.lifecycle.submission import COUNTED, DEADLINE
+from leasehold.lifecycle.worker import Worker
 from leasehold.streams.relay import event_id
 from leasehold.tenancy.admission import retry_admitted, submit_admitted
 from leasehold.workflows import parse_workflow, start_workflow
@@ -68,6 +73,7 @@ from leasehold.workflows.progress import step_job_id
 from tests.integration.api_client import ApiClient
 from tests.integration.liveness import wake_paths
 from tests.integration.stateful_effects import ZOMBIE
+from tests.integration.stateful_fired import fire
 
 #: Defects of issue 29 whose fix has not landed on this branch: the check that catches each
 #: stays off until it does. ``LEASEHOLD_SEAMS_CHECK=all`` (or ``=1,5``) turns them on, to see
@@ -80,6 +86,9 @@ CHILD = "seam.child"
 UNIQUE_CHILD = "seam.unique_child"
 SEAMS = "-seams"
 TENANT = "zeta"  # admitted against the machine's cap (LIMITS); acme starts full
+#: The tenant bulk actions act on (its own seam jobs): seam jobs fill the seam tenant's cap,
+#: and a bulk job is admitted under its tenant's cap like any job, so there it met 429.
+BULK_TENANT = "omega"
 KEY = "s0"  # the seam jobs' concurrency key (limit 1), pausable
 THROTTLE = {"key": "t0", "limit": 2, "period_seconds": 10}
 LABEL = ("seam", "1")
@@ -125,6 +134,7 @@ class SeamsRules:
         """The seam tasks, and from the start a few seam jobs and a seam workflow (the
         machine's rules are many: without them most runs would meet few seams)."""
         self._seam_setup()
+        self._a_job_with_every_option_at_once()
         for job in jobs:
             self.submit_a_seam_job(*job)
         self.start_a_seam_workflow()
@@ -132,6 +142,15 @@ class SeamsRules:
             self.submit_an_internal_task()
         if paused:
             key_usage.pause(self.app, TENANT, KEY)
+
+    def _a_job_with_every_option_at_once(self) -> None:
+        """One seam job with every option at once, from the start of every example: its key
+        and throttle, a deadline, an effect inside a step and one outside it, a short sleep,
+        a callback with a timeout, and children (one of a task with a unique default); and
+        one on the bulk tenant that waits for a callback (a bulk retry re-runs it)."""
+        # Children before the callback: a callback that times out ends the attempt.
+        self.submit_a_seam_job(["sleep", "children", "callback"], 0, True, True, False, True)
+        self.submit_a_seam_job(["callback"], 0, False, False, False, False, BULK_TENANT)
 
     def _seam_setup(self) -> None:
         self.seams = self.app.settings.jobs_table + SEAMS
@@ -146,6 +165,7 @@ class SeamsRules:
         #: (job, its attempt's deadline, its job's deadline) for each attempt told it could
         #: run past its job's deadline (defect 7).
         self.overruns: list[tuple[str, int, int]] = []
+        self.deadline_attempts = 0
         #: Jobs whose last end was their callback's timeout, and when each such job was
         #: last re-run from there (a manual or bulk retry).
         self.timed_out: set[str] = set()
@@ -158,10 +178,14 @@ class SeamsRules:
         self.bulk_touched: dict[str, tuple[int, int]] = {}
         #: Internal tasks a submission was allowed to create (defect 13).
         self.internal_accepted: list[str] = []
-        #: Violations seen at the end of a step in which a fault fired: the process that
-        #: would have repaired them died (its lease runs out, the sweeper or the drain ends it).
-        self.excused: set[tuple[str, ...]] = set()
+        #: Violations seen at the end of a step in which a fault fired, with the row's change
+        #: count then: the process that would have repaired them died (its lease runs out,
+        #: the sweeper or the drain ends it). The excuse holds for that job only, and only
+        #: until its row changes again (its repair): a violation after that counts.
+        self.excused: dict[tuple[str, ...], Any] = {}
         self.faults_seen = 0
+        #: Seam jobs the drain re-ran after their callback timed out (once each).
+        self.drain_retried: set[str] = set()
         self._seam_tasks()
         self.app.store.observers.append(self._seam_observe)
 
@@ -188,6 +212,8 @@ class SeamsRules:
             # Not in the machine's runs: a durable job runs its handler again after each
             # wake-up, and a sleep is no attempt.
             deadline = ctx.extra.get(DEADLINE)
+            if deadline is not None:
+                self.deadline_attempts += 1
             if deadline is not None and ctx.deadline_ms > int(deadline):
                 self.overruns.append((ctx.job_id, ctx.deadline_ms, int(deadline)))
             ctx.step("charge", charge, ctx, "step")  # an effect inside a step
@@ -241,12 +267,14 @@ class SeamsRules:
     @precondition(lambda self: self.seams)
     @rule(waits=st.lists(st.sampled_from(WAITS), max_size=2, unique=True),
           fail_first=st.integers(0, 1), keyed=st.booleans(), throttled=st.booleans(),
-          bad_effect=st.booleans(), deadline=st.booleans())
+          bad_effect=st.booleans(), deadline=st.booleans(),
+          tenant=st.sampled_from([TENANT, TENANT, BULK_TENANT]))
     def submit_a_seam_job(self, waits: list[str], fail_first: int, keyed: bool,
-                          throttled: bool, bad_effect: bool, deadline: bool) -> None:
+                          throttled: bool, bad_effect: bool, deadline: bool,
+                          tenant: str = TENANT) -> None:
         """A durable job that takes a key's slot, charges inside a step, sleeps or waits,
         and charges again with its finish; admitted against the tenant's cap."""
-        spec = JobSpec(task=SEAM, tenant=TENANT, labels=dict([LABEL]),
+        spec = JobSpec(task=SEAM, tenant=tenant, labels=dict([LABEL]),
                        payload={"waits": waits, "fail_first": fail_first,
                                 "bad_effect": bad_effect and checking(3)},
                        idempotency_key=f"seam{next(self.seam_keys)}",
@@ -346,13 +374,19 @@ class SeamsRules:
         return job is None or job.state.live
 
     @precondition(lambda self: self.seams)
-    @rule(action=st.sampled_from(["retry", "cancel", "delete", "delete steps"]))
-    def a_bulk_action(self, action: str) -> None:
+    @rule(action=st.sampled_from(["retry", "cancel", "delete", "delete steps"]),
+          tenant=st.sampled_from([BULK_TENANT, BULK_TENANT, TENANT]))
+    def a_bulk_action(self, action: str, tenant: str = BULK_TENANT) -> None:
         """``POST /jobs/bulk`` on the seam jobs (or the seam workflows' steps), after its dry
-        run; one at a time, so what a bulk job changes is its request's."""
+        run; one at a time, so what a bulk job changes is its request's. Mostly on the bulk
+        tenant's, whose cap has room for the bulk job."""
+        self._bulk(action, tenant)
+
+    def _bulk(self, action: str, tenant: str) -> int:
+        """The bulk action's request, and its answer's status (0: one is still running)."""
         if self._bulk_live():
-            return
-        tenant = "default" if action == "delete steps" else TENANT
+            return 0
+        tenant = "default" if action == "delete steps" else tenant
         body: dict[str, Any] = {"action": action.split()[0],
                                 "filter": {"label": [":".join(LABEL)]}}
         if body["action"] == "delete":  # the finished jobs whose effects no one counts
@@ -366,6 +400,7 @@ class SeamsRules:
             self.bulk_request = (bulk_id, tenant, requested_at)
             if bulk_id not in self.jobs:
                 self.jobs.append(bulk_id)
+        return int(reply.status)
 
     @precondition(lambda self: self.seams and checking(13))
     @rule()
@@ -407,10 +442,24 @@ class SeamsRules:
         faulted, self.faults_seen = seen != self.faults_seen, seen
         return faulted
 
-    def _violations(self, found: list[tuple[str, ...]], faulted: bool) -> list[tuple[str, ...]]:
+    def _violations(self, found: list[tuple[str, ...]], faulted: bool,
+                    rows: dict[str, dict[str, Any]]) -> list[tuple[str, ...]]:
+        """The violations (each ``(kind, job_id, ...)``) not excused: one is excused when
+        it appeared in a step a fault fired in (the job that fault touched), and only
+        while that job's row has not changed since (its next change is its repair)."""
+        def version(violation: tuple[str, ...]) -> Any:
+            row = rows.get(violation[1]) or {}
+            return (row.get("changes"), row.get("state"), row.get("epoch"))
+
         if faulted:
-            self.excused.update(found)
-        return [v for v in found if v not in self.excused]
+            for violation in found:
+                self.excused.setdefault(violation, version(violation))
+        for violation in [v for v in self.excused if v not in found]:
+            del self.excused[violation]  # repaired: a later one counts again
+        excused = [v for v in found if self.excused.get(v) == version(v)]
+        if excused:
+            event("a fault excused a violation (of the job it touched, until its repair)")
+        return [v for v in found if v not in excused]
 
     @invariant()
     def seams_hold(self) -> None:
@@ -465,6 +514,10 @@ class SeamsRules:
         for job_id, job in self.deleted.items():
             parent = rows.get(str(job.extra.get(PARENT)))
             assert parent is None or not JobState(parent["state"]).live, (job_id, parent)
+        fire("no referenced row deleted (a bulk delete that ran)",
+             sum(1 for job_id in self.bulk_touched if job_id in self.deleted)
+             + sum(1 for job in self.latest.values() if job.task == bulk.TASK
+                   and job.state is JobState.SUCCEEDED and '"delete"' in job.payload_json))
 
     def _every_lease_and_slot_has_a_live_holder(self, rows: dict[str, dict[str, Any]],
                                                 faulted: bool) -> None:
@@ -475,12 +528,20 @@ class SeamsRules:
                    and not str(row.get("lease_owner", "")).startswith("crashed:")
                    and row.get("lease_owner") not in getattr(self, "remote_owners", ())]
         if checking(3):
-            assert not self._violations(orphans, faulted), orphans
-        held = slots.holders(slots.read(self.app.clients.dynamodb, self.app.settings,
-                                        slot_id(TENANT, KEY)))
+            assert not self._violations(orphans, faulted, rows), orphans
+        fire("every lease has a live holder (a RUNNING job)",
+             sum(1 for row in rows.values() if row["state"] == JobState.RUNNING.value))
+        # Every key's slot (the seam key, the flow mixins', a target host's) holds only
+        # RUNNING jobs at their epoch.
         running = {slots.member(job_id, int(row["epoch"])) for job_id, row in rows.items()
                    if row["state"] == JobState.RUNNING.value}
-        assert held <= running, (held, running)
+        for raw in self.table_items(self.app.settings.tenants_table):
+            item = from_av(raw)
+            if "#flow#" not in str(item.get("tenant")):
+                continue
+            held = slots.holders(item)
+            assert held <= running, (item["tenant"], held, running)
+            fire("every slot of every key has a live holder (a held slot)", len(held))
 
     def _every_non_terminal_job_has_a_way_to_wake(self, rows: dict[str, dict[str, Any]],
                                                   faulted: bool) -> None:
@@ -497,7 +558,8 @@ class SeamsRules:
             if JobState(row["state"]).terminal:
                 continue
             kinds = {path.kind for path in wake_paths(self.app, row, in_flight=messages,
-                                                      frontier=frontier)}
+                                                      frontier=frontier,
+                                                      dynamodb=self.inspect)}
             assert kinds, (job_id, row)  # tests/integration/liveness.py: no way at all
             # A held row (paused, or a reset under way: core/holds.py) is left by design with
             # its sweep entry only: the message that met its hold is done with, and lifting
@@ -506,7 +568,9 @@ class SeamsRules:
                     kinds == {"sweep"} and (job_id, int(row["epoch"])) in self.sent and \
                     not held(row):
                 stranded.append(("stranded", job_id, row["state"], str(row.get("waiting"))))
-        assert not self._violations(stranded, faulted), stranded
+            fire("every live job has a way to wake (one that waits)",
+                 row["state"] != JobState.RUNNING.value)
+        assert not self._violations(stranded, faulted, rows), stranded
 
     def _effects_applied_exactly_once(self, rows: dict[str, dict[str, Any]]) -> None:
         # Defect 2: the effect inside the step dies with an attempt that sleeps after it.
@@ -524,6 +588,7 @@ class SeamsRules:
             assert counts.get("finish", 0) == (1 if by_worker else 0), (job_id, counts, row)
             if by_worker and checking(2):
                 assert counts.get("step", 0) == 1, (job_id, counts)
+            fire("effects applied once (a seam job its worker finished)", by_worker)
 
     def _children_follow_their_parents(self, rows: dict[str, dict[str, Any]],
                                        faulted: bool) -> None:
@@ -544,27 +609,43 @@ class SeamsRules:
             if row["task"] == UNIQUE_CHILD:
                 unique[row["tenant"]].append(job_id)
         if checking(5):
-            assert not self._violations(orphans, faulted), orphans
+            assert not self._violations(orphans, faulted, rows), orphans
         if checking(6):
             assert not uncounted, uncounted
         if checking(4):
             assert all(len(ids) <= 1 for ids in unique.values()), unique
+        children = [row for row in rows.values() if row.get(PARENT)]
+        fire("children follow their ended parents (a child of a parent that ended)",
+             sum(1 for row in children if JobState((rows.get(row[PARENT]) or {}).get(
+                 "state", JobState.SUCCEEDED.value)).terminal))
+        fire("children are counted under the cap (a live child of a counted parent)",
+             sum(1 for row in children if JobState(row["state"]).live
+                 and (rows.get(row[PARENT]) or {}).get(COUNTED)))
+        fire("one live job per unique key (a live unique child)",
+             sum(len(ids) for ids in unique.values()))
 
     def _event_ids_are_unique(self) -> None:
         # Defect 11: a workflow retry moves a step back without a new epoch.
         if checking(11):
             repeated = {i: n for i, n in self.event_ids.items() if n > 1}
             assert not repeated, repeated
+            fire("event ids unique (a job that changed twice or more)",
+                 len({i.rsplit(":", 2)[0] for i in self.event_ids}) < len(self.event_ids))
 
     def _bulk_acts_within_its_request(self) -> None:
         # Defect 9: a bulk job acts on what its search finds when it runs.
         if checking(9):
             late = {i: t for i, t in self.bulk_touched.items() if t[0] > t[1]}
             assert not late, late
+            fire("a bulk action acts within its request (a job it changed)",
+                 len(self.bulk_touched))
 
     def _attempts_stop_at_the_deadline_and_retries_rearm_callbacks(self) -> None:
         if checking(7):  # defect 7: the attempt's deadline is the job's at the latest
             assert not self.overruns, self.overruns
+            fire("no attempt runs past its job's deadline (an attempt with one)",
+                 self.deadline_attempts)
+            self.deadline_attempts = 0
         if not checking(8):  # defect 8: a retry re-arms a timed-out callback
             return
         for job_id, retried in self.retried_at.items():
@@ -572,17 +653,78 @@ class SeamsRules:
             if job is not None and job.state is JobState.DEAD and job.error is not None \
                     and job.error.type == "CallbackTimeout" and job.finished_at is not None:
                 assert job.finished_at >= retried + CALLBACK_S * 1000, (job_id, retried, job)
+                fire("a retry re-arms a timed-out callback (one that timed out again)")
+
+    def _cancel_a_parent_waiting_for_its_children(self) -> None:
+        """A seam parent that waits for its children is cancelled, and its children are
+        checked at once, before any worker runs them (checked after the round, they have
+        finished). When no parent waits for live children, one is made: a parent on the
+        bulk tenant runs up to its spawn (its children's messages not yet received)."""
+        rows = self._rows()
+        parents = sorted(job_id for job_id, row in rows.items()
+                         if row["task"] == SEAM and JobState(row["state"]).live
+                         and any(child.get(PARENT) == job_id
+                                 and JobState(child["state"]).live for child in rows.values()))
+        if not parents:
+            self.submit_a_seam_job(["children"], 0, False, False, False, False, BULK_TENANT)
+            while batch := self.app.queues.receive(self.url, max_messages=10):
+                consume(Worker(self.app), batch)  # the children are sent by this round
+                rows = self._rows()
+                parents = sorted(job_id for job_id, row in rows.items()
+                                 if row["task"] == SEAM and row["state"] == "SLEEPING"
+                                 and row.get("waiting") == "children")
+                if parents:
+                    break
+        if parents:
+            with contextlib.suppress(LeaseholdError):  # it finished meanwhile
+                control.cancel(self.app, parents[0])
+                self._children_follow_their_parents(self._rows(), False)
 
     def seams_before_drain(self, round_: int) -> None:
-        """The drain needs the key running: an operator resumes it after the first round
-        (which meets it paused, if it is), and deletes and retries the failed workflows."""
+        """The drain finishes every chain a check depends on (the weather is clear):
+
+        * round 0: a live seam parent with children is cancelled (its children must follow);
+        * every round: a seam job whose callback timed out is retried by hand, once (it waits
+          again, with a fresh timeout, and times out again: the re-arm is checked);
+        * round 1: the key is resumed (the first round met it paused, if it is); the seam
+          workflows have failed: a bulk delete of their steps (its job runs in this round);
+        * round 2: the workflows are retried, and a bulk retry of the bulk tenant's finished
+          seam jobs, which its cap admits (202), runs.
+
+        Deadlines pass on their own: each round moves the clock past a lease and a hand-off.
+        """
         if not self.seams:
             return
+        if round_ == 0:
+            self._cancel_a_parent_waiting_for_its_children()
+            # A counted job cancelled while live gives its slot back (the tenants' counters
+            # are checked after every round).
+            counted = sorted(j.job_id for j in self.latest.values()
+                             if j.state.live and j.extra.get(COUNTED))
+            if counted:
+                with contextlib.suppress(LeaseholdError):
+                    control.cancel(self.app, counted[0])
+        for job_id in sorted(self.timed_out - self.drain_retried):
+            job = self.latest.get(job_id)
+            if job is None or not job.state.terminal:
+                continue
+            self.drain_retried.add(job_id)
+            # Over its cap, or moved on: the check needs one such retry, not every one.
+            with contextlib.suppress(RateLimited, LeaseholdError):
+                retry_admitted(self.app, job_id, job.tenant, self.limits)
         if round_ == 1:
             key_usage.resume(self.app, TENANT, KEY)
             # The seam workflows have failed by now: a bulk delete of their steps (its job
             # runs in this round), then their retry (the next round).
-            self.a_bulk_action("delete steps")
+            self._bulk("delete steps", "default")
         if round_ == 2:
             for workflow_id in self.seam_workflows:
                 self.api.post(f"/workflows/{workflow_id}/retry", tenant="default")
+            if not self._bulk_live() and any(
+                    j.tenant == BULK_TENANT and j.state.terminal for j in self.latest.values()
+                    if j.task == SEAM):
+                live = sum(1 for j in self.latest.values() if j.tenant == BULK_TENANT
+                           and j.state.live and j.extra.get(COUNTED))
+                status = self._bulk("retry", BULK_TENANT)
+                if live < self.limits.max_live:  # room for the bulk job: it is admitted
+                    assert status == 202, ("a bulk retry refused with room", status, live)
