@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from leasehold.core.flowcontrol import fields, render_key
+from leasehold.core import keyed
 from leasehold.core.policy import RetryPolicy
 from leasehold.core.registry import TaskRegistry
 from leasehold.core.spec import JobSpec, ResolvedSpec, check_number, resolve
@@ -71,14 +71,12 @@ class JobTemplate:
                                    concurrency=concurrency, throttle=throttle),
                            registry, pools=pools, now_ms=now, timeout_limits=timeout_limits,
                            payload_known=payload_known)
-        for name, value, allowed, required in (
-                ("unique", unique, {"key"}, {"key"}),
-                ("debounce", debounce, {"key", "seconds", "max_wait_seconds"},
-                 {"key", "seconds"})):
-            if value is not None:
-                fields(name, value, allowed, required)
-                if payload is not None:
-                    render_key(f"{name}.key", value["key"], payload)
+        # What POST /jobs checks of each job this template submits (keyed.check), now: an
+        # option the job route refuses never makes a schedule that cannot fire.
+        defaults = registry.get(resolved.task) if resolved.task in registry else None
+        keyed.check(unique if unique is not None else defaults and defaults.unique,
+                    debounce if debounce is not None else defaults and defaults.debounce,
+                    json.loads(resolved.payload_json), payload_known=payload_known)
         if start_within_seconds is not None:
             check_number("start_within_seconds", start_within_seconds, low=0.001,
                          high=366 * 86_400)
