@@ -3,12 +3,17 @@ job route refuses are refused when the schedule is written, not at every fire.""
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import pytest
 
+from leasehold.aws.dynamo import to_av
+from leasehold.cli.schedules import show
+from leasehold.clock import FakeClock, iso
 from leasehold.core.registry import TaskRegistry
 from leasehold.lifecycle.app import Leasehold
+from leasehold.time.ticker import retry_after, tick
 from tests.integration.api_client import ApiClient
 
 
@@ -68,3 +73,54 @@ def test_a_key_the_payload_fills_is_accepted(api: ApiClient) -> None:
                                       "payload": {"a": 1},
                                       "unique": {"key": "u:{payload.a}"}}, tenant="acme")
     assert created.status == 201, created.body
+
+
+def test_a_schedule_that_fails_to_fire_records_why_and_backs_off(
+    api: ApiClient, app: Leasehold, clock: FakeClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    created = api.post("/schedules", {"cron": "* * * * *", "task": "report",
+                                      "payload": {"a": 1}}, tenant="acme")
+    sid = created.body["schedule_id"]
+    # A row written before the checks above (or by hand): a window POST /jobs refuses.
+    bad = {"debounce": {"key": "d", "seconds": 60, "max_wait_seconds": 10}}
+    app.clients.dynamodb.update_item(
+        TableName=app.settings.schedules_table, Key={"schedule_id": {"S": sid}},
+        UpdateExpression="SET #t.#o = :o",
+        ExpressionAttributeNames={"#t": "template", "#o": "options"},
+        ExpressionAttributeValues=to_av({":o": bad}))
+    clock.advance(30)
+    caplog.set_level(logging.ERROR, logger="leasehold.time.ticker")
+    assert tick(app).fired == 0
+    failing = api.get(f"/schedules/{sid}", tenant="acme").body
+    assert failing["failures"] == 1 and failing["state"] == "ACTIVE"
+    assert failing["last_error"].startswith("ValidationError")
+    assert "max_wait_seconds" in failing["last_error"] and "\n" not in failing["last_error"]
+    assert failing["retry_at"] == iso(clock.now_ms() + 10_000)
+    [record] = caplog.records
+    assert record.exc_info is None and sid in record.getMessage()  # no traceback
+    # Not tried again at every tick: within the back-off nothing is fired, written or logged.
+    for _ in range(5):
+        clock.advance(1)
+        tick(app)
+    again = api.get(f"/schedules/{sid}", tenant="acme").body
+    assert again["failures"] == 1 and again["version"] == failing["version"]
+    assert len(caplog.records) == 1
+    # Past it, tried once more, and the wait doubles.
+    clock.advance(10)
+    tick(app)
+    twice = api.get(f"/schedules/{sid}", tenant="acme").body
+    assert twice["failures"] == 2 and twice["retry_at"] == iso(clock.now_ms() + 20_000)
+    assert "2 time(s)" in show(twice) and "max_wait_seconds" in show(twice)
+    # The owner fixes it: the failure is cleared and it fires at the next tick.
+    fixed = api.call("PATCH", f"/schedules/{sid}",
+                     {"debounce": {"key": "d", "seconds": 5}}, tenant="acme")
+    assert fixed.status == 200 and fixed.body["failures"] == 0
+    assert fixed.body["last_error"] is None and fixed.body["retry_at"] is None
+    clock.advance(1)
+    assert tick(app).fired >= 1
+    assert api.get(f"/schedules/{sid}", tenant="acme").body["last_error"] is None
+
+
+def test_retry_after_doubles_and_is_capped() -> None:
+    assert [retry_after(n) for n in (1, 2, 3)] == [10.0, 20.0, 40.0]
+    assert retry_after(50) == retry_after(1000) == 3600.0

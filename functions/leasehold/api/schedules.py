@@ -176,6 +176,14 @@ class ScheduleOut(BaseModel):
     created_at: str | None
     updated_at: str | None
     version: int
+    failures: int = Field(default=0, description=(
+        "fires that failed since the last one that worked (a change to the schedule resets "
+        "it); the ticker waits longer after each, see retry_at"))
+    last_error: str | None = Field(default=None, description=(
+        "why the latest fire failed, in one line (cleared by the next that works)"))
+    last_error_at: str | None = None
+    retry_at: str | None = Field(default=None, description=(
+        "while failing: the ticker does not try this schedule again before this time"))
 
 
 class SchedulePage(BaseModel):
