@@ -9,20 +9,17 @@ rendered here over the payload (a field it names must be there; the rendered key
 
 from __future__ import annotations
 
-import re
-from collections.abc import Mapping
 from typing import Any
 
-from leasehold.core.flowcontrol import fields, render_key
+from leasehold.core.flowcontrol import MAX_KEY_TEMPLATE_CHARS, fields, render_key, unrendered
 from leasehold.core.spec import check_number, check_text
 from leasehold.errors import ValidationError
 
 #: The longest key *template* (a rendered key is at most MAX_KEY_CHARS).
-MAX_KEY_TEMPLATE = 256
+MAX_KEY_TEMPLATE = MAX_KEY_TEMPLATE_CHARS
 #: A debounce window's fire time is its SQS delay: at most SQS's 15 minutes.
 MAX_DEBOUNCE_SECONDS = 900
 MAX_WAIT_LIMIT = 24 * 3600
-_FIELD = re.compile(r"\{payload(\.[^{}.]+)+\}")
 
 
 def render(fieldname: str, template: object, payload: Any) -> str:
@@ -72,15 +69,6 @@ def check(unique: Any, debounce_value: Any, payload: Any, *, payload_known: bool
         unique_key(unique, payload)
         debounce(debounce_value, payload, unique=unique)
         return
-    unique_key(_unrendered("unique", unique), None)
-    debounce(_unrendered("debounce", debounce_value), None, unique=unique)
-
-
-def _unrendered(name: str, value: Any) -> Any:
-    """``value`` with each ``{payload.…}`` of its key standing for one character: a key
-    checked before its payload is known is refused only for what no payload could fix."""
-    if not isinstance(value, Mapping) or not isinstance(value.get("key"), str):
-        return value
-    key = check_text(f"{name}.key", value["key"], limit=MAX_KEY_TEMPLATE)
-    return {**value, "key": _FIELD.sub("x", key)}
+    unique_key(unrendered("unique", unique), None)
+    debounce(unrendered("debounce", debounce_value), None, unique=unique)
 
