@@ -4,17 +4,22 @@ job route refuses are refused when the schedule is written, not at every fire.""
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import pytest
 
 from leasehold.aws.dynamo import to_av
+from leasehold.aws.faults import Fault
 from leasehold.cli.schedules import show
 from leasehold.clock import FakeClock, iso
 from leasehold.core.registry import TaskRegistry
 from leasehold.lifecycle.app import Leasehold
 from leasehold.time.ticker import retry_after, tick
 from tests.integration.api_client import ApiClient
+from tests.integration.helpers import inject
+
+WRITES = "dynamodb.PutItem|dynamodb.TransactWriteItems|dynamodb.UpdateItem"
 
 
 @pytest.fixture
@@ -124,3 +129,50 @@ def test_a_schedule_that_fails_to_fire_records_why_and_backs_off(
 def test_retry_after_doubles_and_is_capped() -> None:
     assert [retry_after(n) for n in (1, 2, 3)] == [10.0, 20.0, 40.0]
     assert retry_after(50) == retry_after(1000) == 3600.0
+
+
+def _to(table: str) -> Callable[[Mapping[str, Any]], bool]:
+    def check(params: Mapping[str, Any]) -> bool:
+        return params.get("TableName") == table or any(
+            next(iter(item.values())).get("TableName") == table
+            for item in params.get("TransactItems", []))
+    return check
+
+
+def test_a_fire_refused_by_the_store_is_recorded_and_retried_after_the_back_off(
+    api: ApiClient, app: Leasehold, clock: FakeClock
+) -> None:
+    sid = api.post("/schedules", {"cron": "* * * * *", "task": "report", "payload": {"a": 1}},
+                   tenant="acme").body["schedule_id"]
+    injector = inject(app, Fault(target=WRITES, kind="fail", when=_to(app.settings.jobs_table)))
+    clock.advance(30)
+    assert tick(app).fired == 0 and sum(injector.injected.values()) == 1
+    failing = api.get(f"/schedules/{sid}", tenant="acme").body
+    assert failing["failures"] == 1 and failing["last_error"].startswith("ClientError")
+    assert failing["next_fire_at"] == "2026-01-01T00:01:00.000Z"  # nothing skipped
+    clock.advance(10)
+    assert tick(app).fired == 2  # 00:01 and 00:02, as without the fault
+    fired = api.get(f"/schedules/{sid}", tenant="acme").body
+    assert fired["failures"] == 0 and fired["last_error"] is None and fired["run_count"] == 2
+
+
+def test_a_lost_response_on_recording_the_failure_still_backs_off(
+    api: ApiClient, app: Leasehold, clock: FakeClock
+) -> None:
+    sid = api.post("/schedules", {"cron": "* * * * *", "task": "report", "payload": {"a": 1}},
+                   tenant="acme").body["schedule_id"]
+    app.clients.dynamodb.update_item(
+        TableName=app.settings.schedules_table, Key={"schedule_id": {"S": sid}},
+        UpdateExpression="SET #t.#o = :o",
+        ExpressionAttributeNames={"#t": "template", "#o": "options"},
+        ExpressionAttributeValues=to_av({":o": {"unique": {"key": "{payload.gone}"}}}))
+    # The record lands, its answer is lost, and botocore's retry meets its own write.
+    inject(app, Fault(target="dynamodb.PutItem", kind="lose",
+                      when=_to(app.settings.schedules_table)))
+    clock.advance(30)
+    tick(app)
+    failing = api.get(f"/schedules/{sid}", tenant="acme").body
+    assert failing["failures"] == 1 and "gone" in failing["last_error"]
+    clock.advance(1)
+    tick(app)
+    assert api.get(f"/schedules/{sid}", tenant="acme").body["version"] == failing["version"]
