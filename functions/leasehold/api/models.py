@@ -73,8 +73,10 @@ Labels = Annotated[
     Field(max_length=MAX_LABELS),
     WithJsonSchema({"type": "object", "maxProperties": MAX_LABELS,
                     "propertyNames": _LABEL_NAME, "additionalProperties": _LABEL_VALUE})]
-#: A flow-control key or key template (``stripe:{payload.account_id}``).
+#: A flow-control key or key template (``stripe:{payload.account_id}``): at most 200
+#: characters, as the key it renders is (``leasehold.core.flowcontrol.MAX_KEY_CHARS``).
 FlowKey = Annotated[str, Field(min_length=1, max_length=200, pattern=TEXT)]
+
 
 
 def _zero_or_ms(value: float) -> float:
@@ -105,16 +107,14 @@ class RetryIn(_Strict):
 
 
 class UniqueIn(_Strict):
-    key: str = Field(min_length=1, max_length=256, pattern=TEXT,
-                     examples=["import:{payload.file}"],
-                     description="while a job with this key is live, a submission with it "
-                                 "answers that job (200, duplicate); {payload.x} takes a "
-                                 "payload field")
+    key: FlowKey = Field(examples=["import:{payload.file}"],
+                         description="while a job with this key is live, a submission with "
+                                     "it answers that job (200, duplicate); {payload.x} takes "
+                                     "a payload field")
 
 
 class DebounceIn(_Strict):
-    key: str = Field(min_length=1, max_length=256, pattern=TEXT,
-                     examples=["rebuild:{payload.doc}"])
+    key: FlowKey = Field(examples=["rebuild:{payload.doc}"])
     seconds: float = Field(ge=MIN_SECONDS, le=900, description="runs this long after the last "
                                                                "submission with the key")
     max_wait_seconds: float | None = Field(
@@ -140,8 +140,9 @@ class SubmitJob(_Strict):
     task: TaskName | None = Field(default=None, examples=["echo"],
                                   description="the registered task to run; or give `target`")
     target: dict[str, Any] | None = Field(
-        default=None,
-        description="a job with no code, instead of `task` (never both): "
+        default=None, min_length=1, max_length=1,
+        description="a job with no code, instead of `task` (never both), of exactly one "
+                    "kind: "
                     '`{"http": {"url", "method", "headers", "body", "timeout_seconds", '
                     '"success", "auth", "follow_redirects", "response_headers"}}` or '
                     '`{"aws": {"service", "action", "parameters"}}`; see the README, '

@@ -70,15 +70,17 @@ class ScheduleIn(_Strict):
     """
 
     name: str | None = Field(default=None, max_length=128, pattern=TEXT)
-    cron: str | None = Field(default=None, max_length=256, pattern=r"\S",
-                             examples=["*/5 * * * *"],
-                             description="5-field cron, 6-field with leading seconds, "
-                                         "@hourly-style alias, or rate(n unit)")
+    # Optional in a PATCH, never null (the default is not validated; a null is a 422).
+    cron: str = Field(default=None, max_length=256, pattern=r"\S",  # type: ignore[assignment]
+                      examples=["*/5 * * * *"],
+                      description="5-field cron, 6-field with leading seconds, "
+                                  "@hourly-style alias, or rate(n unit)")
     timezone: str | None = Field(default=None, max_length=64, pattern=TEXT,
                                  examples=["Europe/London"])
     task: TaskName | None = Field(default=None, examples=["echo"])
     target: dict[str, Any] | None = Field(
-        default=None, description="a job with no code instead of `task`, as on POST /jobs")
+        default=None, min_length=1, max_length=1,
+        description="a job with no code instead of `task`, as on POST /jobs (one kind)")
     payload: Any = Field(default=None, description=PAYLOAD_LIMITS)
     priority: Priority | None = None
     pool: PoolName | None = None
@@ -176,6 +178,14 @@ class ScheduleOut(BaseModel):
     created_at: str | None
     updated_at: str | None
     version: int
+    failures: int = Field(default=0, description=(
+        "fires that failed since the last one that worked (a change to the schedule resets "
+        "it); the ticker waits longer after each, see retry_at"))
+    last_error: str | None = Field(default=None, description=(
+        "why the latest fire failed, in one line (cleared by the next that works)"))
+    last_error_at: str | None = None
+    retry_at: str | None = Field(default=None, description=(
+        "while failing: the ticker does not try this schedule again before this time"))
 
 
 class SchedulePage(BaseModel):

@@ -39,13 +39,14 @@ TriggerId = Annotated[str, Path(min_length=1, max_length=64, pattern=r"^[0-9A-Za
 class TriggerIn(_Strict):
     name: str | None = Field(default=None, max_length=128, pattern=TEXT)
     pattern: dict[str, Any] = Field(
-        description="EventBridge event pattern", examples=[{"source": ["shop"]}])
+        min_length=1, description="EventBridge event pattern (not empty)",
+        examples=[{"source": ["shop"]}])
     task: TaskName | None = Field(default=None, examples=["echo"],
                                   description="the registered task to run; or give `target`")
-    target: dict[str, Any] | None = Field(default=None, description=(
-        "a job with no code, as POST /jobs takes it; an HTTP target with no `body` (and a "
-        "method that takes one) sends the event at input_path as its body; an AWS target's "
-        "parameters are used as given"))
+    target: dict[str, Any] | None = Field(default=None, min_length=1, max_length=1, description=(
+        "a job with no code, as POST /jobs takes it (one kind); an HTTP target with no "
+        "`body` (and a method that takes one) sends the event at input_path as its body; an "
+        "AWS target's parameters are used as given"))
     payload: Any = Field(default=None, description="fixed payload; else the event at "
                                                    "input_path. " + PAYLOAD_LIMITS)
     input_path: str | None = Field(default=None, max_length=256, pattern=TEXT,

@@ -127,11 +127,15 @@ def show(schedule: dict[str, Any]) -> str:
         ("count", f"{schedule['run_count']} run(s), {schedule['skipped_count']} skipped"),
         ("policies", f"misfire {schedule['misfire_policy']}, overlap "
                      f"{schedule['overlap_policy']}"),
+        ("failing", f"{schedule.get('failures')} time(s), next try {schedule.get('retry_at')}: "
+                    f"{schedule.get('last_error')}" if schedule.get("last_error") else None),
     ])
 
 
 def _schedules_table(page: dict[str, Any]) -> str:
-    rows = [(s["schedule_id"], s["name"], s["state"], s["cron"], s["timezone"],
+    rows = [(s["schedule_id"], s["name"],
+             f"{s['state']} (failing)" if s.get("last_error") else s["state"], s["cron"],
+             s["timezone"],
              s.get("task") or "(workflow)", s.get("next_fire_at"), s["run_count"])
             for s in page["schedules"]]
     return table(rows, ["SCHEDULE", "NAME", "STATE", "CRON", "ZONE", "TASK", "NEXT",

@@ -27,6 +27,8 @@ DEBOUNCE_KEY = "debounce_key"
 DEBOUNCE_WAIT_MS = "debounce_wait_ms"
 START_BY = "start_by"
 MAX_KEY_CHARS = 200
+#: The longest key template (before its ``{payload.…}`` fields are filled in).
+MAX_KEY_TEMPLATE_CHARS = 256
 MAX_LIMIT = 10_000
 MAX_PERIOD_SECONDS = 86_400
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
@@ -125,6 +127,29 @@ def throttle(value: Any, payload: Any) -> Throttle:
     burst = data.get("burst")
     return Throttle(render_key("throttle.key", data["key"], payload), limit, float(period),
                     limit if burst is None else _count("throttle.burst", burst, MAX_LIMIT))
+
+
+#: ``{payload.a.b}`` in a key template.
+_FIELD = re.compile(r"\{payload(\.[^{}.]+)+\}")
+
+
+def unrendered(fieldname: str, value: Any) -> Any:
+    """``value`` (an option with a ``key``) with each ``{payload.…}`` of its key standing for
+    one character: checking the result against no payload refuses only what no payload could
+    fix, for a template whose jobs each bring their own payload (a trigger's events)."""
+    if isinstance(value, Concurrency | Throttle):
+        value = vars(value)
+    if not isinstance(value, Mapping) or not isinstance(value.get("key"), str):
+        return value
+    if len(value["key"]) > MAX_KEY_TEMPLATE_CHARS:
+        raise ValidationError(f"{fieldname}.key", f"a key template is at most "
+                                                  f"{MAX_KEY_TEMPLATE_CHARS} characters")
+    return {**value, "key": _FIELD.sub("x", value["key"])}
+
+
+def plain(value: Any) -> Any:
+    """An option as a plain mapping (a task's default may be a :class:`Concurrency`)."""
+    return dict(vars(value)) if isinstance(value, Concurrency | Throttle) else value
 
 
 def slot_id(tenant: str, key: str) -> str:

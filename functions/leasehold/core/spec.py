@@ -198,7 +198,8 @@ def resolve(spec: JobSpec, registry: TaskRegistry, *, pools: tuple[str, ...], no
     (:data:`INTERNAL_PREFIX`); every other submission of one is refused.
     ``payload_known``: False for a template whose jobs take their payload from elsewhere (a
     trigger without a fixed payload takes each event's): a typed task's input is then
-    checked per job, not here.
+    checked per job, not here, and ``concurrency``/``throttle`` keys are checked as
+    templates and the gate left None (the template renders it per job).
     """
     spec = targeted(spec, registry)
     if not spec.task:
@@ -274,10 +275,17 @@ def resolve(spec: JobSpec, registry: TaskRegistry, *, pools: tuple[str, ...], no
 
     keep = None if spec.retention_days is None else check_days("retention_days",
                                                                 spec.retention_days)
-    gate = flowcontrol.gate(
-        tenant, spec.payload,
-        job={"concurrency": spec.concurrency, "throttle": spec.throttle},
-        task={"concurrency": definition.concurrency, "throttle": definition.throttle})
+    flow_job = {"concurrency": spec.concurrency, "throttle": spec.throttle}
+    flow_task = {"concurrency": definition.concurrency, "throttle": definition.throttle}
+    if payload_known:
+        gate = flowcontrol.gate(tenant, spec.payload, job=flow_job, task=flow_task)
+    else:
+        # Each job brings its own payload: its keys are checked as templates here (the rule
+        # ``unique`` and ``debounce`` follow) and rendered per job (``JobTemplate``).
+        flowcontrol.gate(tenant, None,
+                         job={k: flowcontrol.unrendered(k, v) for k, v in flow_job.items()},
+                         task={k: flowcontrol.unrendered(k, v) for k, v in flow_task.items()})
+        gate = None
     deadline = spec.deadline_seconds
     if deadline is not None:
         check_number("deadline_seconds", deadline, low=1, high=MAX_DELAY_SECONDS)

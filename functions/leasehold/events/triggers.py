@@ -292,15 +292,16 @@ def dispatch(app: Leasehold, event: Mapping[str, Any], *, tenant: str | None = N
                       event["id"], exc)
             continue
         job_id = derived_id("trigger", trigger.trigger_id, str(event["id"]))
-        job = new_job(app, trigger.template.to_resolved(now, payload_json=payload_json), now,
-                      job_id=job_id, actor="trigger",
-                      extra={"trigger_id": trigger.trigger_id})
         try:
+            job = new_job(app, trigger.template.to_resolved(now, payload_json=payload_json),
+                          now, job_id=job_id, actor="trigger",
+                          extra={"trigger_id": trigger.trigger_id})
             made = through_intakes(app, trigger.template.intake_spec(payload_json),
                                    partial(_create, app, now))(job, ())
         except ValidationError as exc:
-            # A key template naming a field this event's payload lacks: this trigger makes
-            # no job for it; the others still do (logged, and counted by the caller's log).
+            # A key template (unique, debounce, concurrency, throttle) naming a field this
+            # event's payload lacks: this trigger makes no job for it; the others still do
+            # (logged, and counted by the caller's log).
             log.error("trigger %s made no job for event %s: %s", trigger.trigger_id,
                       event["id"], exc)
             continue

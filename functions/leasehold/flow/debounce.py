@@ -32,13 +32,13 @@ from dataclasses import replace
 from typing import Any
 
 from leasehold.aws.dynamo import Cancelled, from_av, to_av
-from leasehold.aws.queues import MAX_DELAY_SECONDS
+from leasehold.core import keyed
 from leasehold.core.flowcontrol import DEBOUNCE_KEY, DEBOUNCE_WAIT_MS, START_BY
 from leasehold.core.jobs import Job
 from leasehold.core.spec import JobSpec
 from leasehold.core.states import JobState
-from leasehold.errors import Conflict, NotFound, ValidationError
-from leasehold.flow.keys import fields, item_key, option, render, seconds
+from leasehold.errors import Conflict, NotFound
+from leasehold.flow.keys import item_key, option
 from leasehold.lifecycle import handoff
 from leasehold.lifecycle.app import Leasehold
 from leasehold.lifecycle.store import Change
@@ -53,27 +53,15 @@ FIRE_BY = "debounce_fire_by"
 RERUN = "debounce_rerun"
 #: Submissions that keep losing races (a window leased or opened under them) give up.
 TRIES = 5
-MAX_WAIT_LIMIT = 24 * 3600
 
 
 def options(app: Leasehold, spec: JobSpec, payload: Any) -> tuple[str, float, float] | None:
     """(key, seconds, max_wait_seconds) of the job's debounce, or None."""
-    value = option(spec.debounce, app.registry.get(spec.task).debounce)
-    if value is None:
-        return None
-    fields("debounce", value, {"key", "seconds", "max_wait_seconds"}, {"key", "seconds"})
-    # A window's fire time is its SQS delay, so a wait is at most SQS's 15 minutes.
-    wait = seconds("debounce.seconds", value["seconds"], low=0.001, high=MAX_DELAY_SECONDS)
-    longest = value.get("max_wait_seconds")
-    longest = MAX_WAIT_LIMIT if longest is None else seconds(
-        "debounce.max_wait_seconds", longest, low=wait, high=MAX_WAIT_LIMIT)
-    for name, given in (("idempotency_key", spec.idempotency_key),
-                        ("run_at", spec.run_at_ms), ("delay_seconds", spec.delay_seconds),
-                        ("unique", option(spec.unique, app.registry.get(spec.task).unique))):
-        if given is not None:
-            raise ValidationError("debounce", f"cannot be combined with {name}: a debounced "
-                                              "job's time and identity are its window's")
-    return render("debounce.key", value["key"], payload), wait, longest
+    task = app.registry.get(spec.task)
+    return keyed.debounce(option(spec.debounce, task.debounce), payload,
+                          unique=option(spec.unique, task.unique),
+                          idempotency_key=spec.idempotency_key, run_at=spec.run_at_ms,
+                          delay_seconds=spec.delay_seconds)
 
 
 def retry_key(app: Leasehold, spec: JobSpec, token: str | None) -> str | None:

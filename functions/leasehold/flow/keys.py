@@ -9,19 +9,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from leasehold.core.flowcontrol import fields, render_key
-from leasehold.core.spec import check_number, check_text
+from leasehold.core import keyed
+from leasehold.core.flowcontrol import fields
+from leasehold.core.spec import check_number
 
 __all__ = ["MAX_KEY", "fields", "item_key", "option", "render", "seconds"]
 
-MAX_KEY = 256
+MAX_KEY = keyed.MAX_KEY_TEMPLATE
 
 
 def render(fieldname: str, template: object, payload: Any) -> str:
     """The key ``template`` names for ``payload``: each ``{payload.a.b}`` replaced by that
     field's value (a string or number), as concurrency and throttle keys are rendered
     (:func:`leasehold.core.flowcontrol.render_key`). A field the payload lacks is an error."""
-    return render_key(fieldname, check_text(fieldname, template, limit=MAX_KEY), payload)
+    return keyed.render(fieldname, template, payload)
 
 
 def option(spec_value: Any, task_value: Any) -> Any:

@@ -23,12 +23,13 @@ from dataclasses import replace
 from typing import Any
 
 from leasehold.aws.dynamo import Cancelled, to_av, transact_write
+from leasehold.core import keyed
 from leasehold.core.flowcontrol import UNIQUE_KEY
 from leasehold.core.jobs import Job
 from leasehold.core.spec import JobSpec
 from leasehold.core.states import TERMINAL, JobState
 from leasehold.errors import Conflict, NotFound
-from leasehold.flow.keys import fields, item_key, option, render
+from leasehold.flow.keys import item_key, option
 from leasehold.lifecycle.app import Leasehold
 from leasehold.lifecycle.store import Companion
 from leasehold.lifecycle.submission import Create, Submitted
@@ -46,11 +47,7 @@ def claim_item(tenant: str, key: str) -> str:
 
 def unique_key(app: Leasehold, spec: JobSpec, payload: Any) -> str | None:
     """The job's unique key (its own option, else its task's), or None."""
-    value = option(spec.unique, app.registry.get(spec.task).unique)
-    if value is None:
-        return None
-    fields("unique", value, {"key"}, {"key"})
-    return render("unique.key", value["key"], payload)
+    return keyed.unique_key(option(spec.unique, app.registry.get(spec.task).unique), payload)
 
 
 def intake(app: Leasehold, spec: JobSpec, job: Job, also: Sequence[Mapping[str, Any]],

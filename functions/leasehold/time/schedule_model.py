@@ -72,6 +72,12 @@ class Schedule:
     updated_at: int = 0
     version: int = 1
     config_version: int = 1
+    #: Fire failures since the last successful fire (a user's change resets them): the
+    #: latest one's short message and time, and the earliest the ticker tries again.
+    failures: int = 0
+    last_error: str | None = None
+    last_error_at: int | None = None
+    retry_at: int | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     def timing(self) -> Timing:
@@ -114,4 +120,6 @@ class Schedule:
             "last_workflow_id": self.last_job_id if self.workflow else None,
             "created_at": iso(self.created_at),
             "updated_at": iso(self.updated_at), "version": self.version,
+            "failures": self.failures, "last_error": self.last_error,
+            "last_error_at": iso(self.last_error_at), "retry_at": iso(self.retry_at),
         }

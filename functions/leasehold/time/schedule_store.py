@@ -128,7 +128,8 @@ class DynamoScheduleStore:
 
 # -- items ---------------------------------------------------------------------------------
 
-_NUMBERS = ("start_at", "end_at", "max_runs", "next_fire_at", "last_fired_at")
+_NUMBERS = ("start_at", "end_at", "max_runs", "next_fire_at", "last_fired_at",
+            "last_error_at", "retry_at")
 
 
 def schedule_to_item(schedule: Schedule) -> dict[str, Any]:
@@ -154,6 +155,10 @@ def schedule_to_item(schedule: Schedule) -> dict[str, Any]:
             item[name] = getattr(schedule, name)
     if schedule.last_job_id:
         item["last_job_id"] = schedule.last_job_id
+    if schedule.failures:
+        item["failures"] = schedule.failures
+    if schedule.last_error is not None:
+        item["last_error"] = schedule.last_error
     return item
 
 
@@ -179,6 +184,8 @@ def schedule_from_item(item: Mapping[str, Any]) -> Schedule:
         last_job_id=item.get("last_job_id"), created_at=int(item.get("created_at", 0)),
         updated_at=int(item.get("updated_at", 0)), version=int(item.get("version", 1)),
         config_version=int(item.get("config_version", 1)),
+        failures=int(item.get("failures", 0)), last_error=item.get("last_error"),
+        last_error_at=opt("last_error_at"), retry_at=opt("retry_at"),
     )
 
 

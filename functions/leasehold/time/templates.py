@@ -15,7 +15,9 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from leasehold.core.flowcontrol import fields, render_key
+from leasehold.core import keyed
+from leasehold.core.flowcontrol import gate as flow_gate
+from leasehold.core.flowcontrol import plain
 from leasehold.core.policy import RetryPolicy
 from leasehold.core.registry import TaskRegistry
 from leasehold.core.spec import JobSpec, ResolvedSpec, check_number, resolve
@@ -30,6 +32,10 @@ from leasehold.workflows.model import (
     parse_workflow,
     prepare,
 )
+
+#: In a template's options when each job brings its payload (a trigger's events): the
+#: ``concurrency``/``throttle`` of the job and of its task, rendered into each job's gate.
+PER_JOB_GATE = "per_job_gate"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -71,14 +77,12 @@ class JobTemplate:
                                    concurrency=concurrency, throttle=throttle),
                            registry, pools=pools, now_ms=now, timeout_limits=timeout_limits,
                            payload_known=payload_known)
-        for name, value, allowed, required in (
-                ("unique", unique, {"key"}, {"key"}),
-                ("debounce", debounce, {"key", "seconds", "max_wait_seconds"},
-                 {"key", "seconds"})):
-            if value is not None:
-                fields(name, value, allowed, required)
-                if payload is not None:
-                    render_key(f"{name}.key", value["key"], payload)
+        # What POST /jobs checks of each job this template submits (keyed.check), now: an
+        # option the job route refuses never makes a schedule that cannot fire.
+        defaults = registry.get(resolved.task) if resolved.task in registry else None
+        keyed.check(unique if unique is not None else defaults and defaults.unique,
+                    debounce if debounce is not None else defaults and defaults.debounce,
+                    json.loads(resolved.payload_json), payload_known=payload_known)
         if start_within_seconds is not None:
             check_number("start_within_seconds", start_within_seconds, low=0.001,
                          high=366 * 86_400)
@@ -86,6 +90,16 @@ class JobTemplate:
                                      ("unique", unique), ("debounce", debounce),
                                      ("start_within_seconds", start_within_seconds))
                    if v is not None}
+        if not payload_known:
+            # Keys over each job's payload, rendered per job as unique's and debounce's are
+            # (the task's defaults kept too: the dispatcher does not import task code).
+            flow = {"job": {"concurrency": concurrency, "throttle": throttle},
+                    "task": {"concurrency": plain(defaults and defaults.concurrency),
+                             "throttle": plain(defaults and defaults.throttle)}}
+            if any(v is not None for part in flow.values() for v in part.values()):
+                options[PER_JOB_GATE] = {part: {k: v for k, v in values.items()
+                                                if v is not None}
+                                         for part, values in flow.items()}
         return cls(task=resolved.task, payload_json=resolved.payload_json,
                    tenant=resolved.tenant, pool=resolved.pool, priority=resolved.priority,
                    max_attempts=resolved.max_attempts, retry=resolved.retry,
@@ -99,12 +113,17 @@ class JobTemplate:
     def to_resolved(self, run_at: int, *, payload_json: str | None = None) -> ResolvedSpec:
         """The spec of one job from this template, due at ``run_at``."""
         payload = self.payload_json if payload_json is None else payload_json
+        gate = self.gate
+        if PER_JOB_GATE in self.options:  # a key over the payload may fail: a 422 for it
+            per_job = self.options[PER_JOB_GATE]
+            gate = flow_gate(self.tenant, json.loads(payload), job=per_job.get("job", {}),
+                             task=per_job.get("task", {}))
         return ResolvedSpec(
             task=self.task, payload_json=payload, tenant=self.tenant, pool=self.pool,
             priority=self.priority, run_at_ms=run_at, idempotency_key=None,
             max_attempts=self.max_attempts, retry=self.retry,
             timeout_seconds=self.timeout_seconds, labels=dict(self.labels),
-            spec_hash=self.fingerprint(payload), gate=self.gate,
+            spec_hash=self.fingerprint(payload), gate=gate,
         )
 
     def intake_spec(self, payload_json: str | None = None) -> JobSpec:

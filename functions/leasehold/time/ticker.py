@@ -20,6 +20,7 @@ import threading
 import time
 from dataclasses import dataclass, field, replace
 
+from leasehold.clock import iso
 from leasehold.core.pacing import IdlePacing
 from leasehold.core.states import JobState
 from leasehold.errors import Conflict, NotFound
@@ -101,13 +102,45 @@ def fire_schedules(app: Leasehold, *, lookahead_seconds: float = LOOKAHEAD_SECON
                 continue  # deleted since the index saw it
             if schedule.state is not ScheduleState.ACTIVE or schedule.next_fire_at is None:
                 continue
+            if schedule.retry_at is not None and now < schedule.retry_at:
+                continue  # failing: backing off
             report.schedules += 1
             try:
                 fire_schedule(app, store, schedule, now, lookahead_ms, report)
-            except Exception:
-                # One broken schedule must not stop the others; the next tick retries it.
-                log.exception("firing schedule %s failed", schedule_id)
+            except Exception as exc:
+                # One broken schedule must not stop the others; it is tried again later.
+                _failed(store, schedule, exc, now)
     return report
+
+
+#: A failing schedule is tried again after this, doubled for each further failure, capped.
+RETRY_BASE_SECONDS = 10.0
+RETRY_CAP_SECONDS = 3600.0
+MAX_ERROR_CHARS = 500
+
+
+def retry_after(failures: int) -> float:
+    """Seconds before a schedule that failed ``failures`` times in a row is tried again."""
+    return min(RETRY_CAP_SECONDS, RETRY_BASE_SECONDS * 2 ** min(failures - 1, 30))
+
+
+def _failed(store: ScheduleStore, schedule: Schedule, exc: Exception, now: int) -> None:
+    """Record why the fire failed on the schedule (one line, no traceback) and when to try
+    again, instead of failing at every tick; a write that loses a race (a user's change, a
+    concurrent tick) is left to the winner."""
+    message = (f"{type(exc).__name__}: {exc}".splitlines() or [""])[0][:MAX_ERROR_CHARS]
+    failures = schedule.failures + 1
+    retry_at = now + int(retry_after(failures) * 1000)
+    log.error("firing schedule %s failed (%d in a row; next try %s): %s",
+              schedule.schedule_id, failures, iso(retry_at), message)
+    try:
+        store.save(replace(schedule, failures=failures, last_error=message,
+                           last_error_at=now, retry_at=retry_at,
+                           version=schedule.version + 1),
+                   expected_version=schedule.version)
+    except Exception as lost:  # the next tick sees the schedule again
+        log.error("could not record the failure of schedule %s: %s",
+                  schedule.schedule_id, lost)
 
 
 def fire_schedule(app: Leasehold, store: ScheduleStore, schedule: Schedule, now: int,
@@ -146,6 +179,7 @@ def fire_schedule(app: Leasehold, store: ScheduleStore, schedule: Schedule, now:
         skipped_count=schedule.skipped_count + plan.skipped,
         last_fired_at=plan.fire[-1].fire_at if plan.fire else schedule.last_fired_at,
         last_job_id=last_job_id, version=schedule.version + 1,
+        failures=0, last_error=None, last_error_at=None, retry_at=None,
     )
     try:
         store.save(new, expected_version=schedule.version)

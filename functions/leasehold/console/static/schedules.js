@@ -153,7 +153,10 @@ export async function render(main) {
       schedules.map((s) => [
         h("span", {}, h("strong", {}, s.name), h("br"),
           h("span", { class: "muted mono" }, s.schedule_id)),
-        h("code", {}, s.cron), s.timezone, what(s), badge(s.state),
+        h("code", {}, s.cron), s.timezone, what(s),
+        s.last_error ? h("span", {}, badge(s.state), h("br"),
+          h("span", { class: "muted", title: `next try ${s.retry_at}` },
+            `failing (${s.failures}): ${s.last_error}`)) : badge(s.state),
         fireTime(s.next_fire_at, s.timezone), lastRun(s),
         h("span", { class: "actions" },
           s.state === "PAUSED" ? button("Resume", () => act(s, "resume"))
