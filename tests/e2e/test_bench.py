@@ -5,8 +5,10 @@ Timings are never asserted: this proves the benchmark works, not how fast anythi
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -26,11 +28,19 @@ RUN_LIMIT = 600
 @pytest.mark.timeout(RUN_LIMIT + 60)
 def test_tiny_benchmark_run_writes_every_section_and_the_targets_table(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("LEASEHOLD_")}
-    done = subprocess.run(
+    # Its own process group: the run starts runtimes of its own, and a run cut at the limit
+    # must not leave them working (a timed-out run once left one busy for two hours).
+    run = subprocess.Popen(
         [sys.executable, "-m", "bench.run", "--profile", "tiny", "--out", str(tmp_path)],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=RUN_LIMIT,
-        check=False)
-    assert done.returncode == 0, done.stderr[-3000:]
+        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True)
+    try:
+        _, stderr = run.communicate(timeout=RUN_LIMIT)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(run.pid, signal.SIGKILL)
+        run.wait()
+    assert run.returncode == 0, stderr[-3000:]
 
     results = json.loads((tmp_path / "results.json").read_text())
     assert results["machine"]["cores"] >= 1
