@@ -9,15 +9,17 @@ from typing import Any
 import pytest
 from hypothesis import event
 
+from leasehold.aws.dynamo import to_av
 from leasehold.aws.faults import Fault, FaultInjector
 from leasehold.aws.queues import Received
 from leasehold.core.jobs import Job
 from leasehold.core.spec import JobSpec
 from leasehold.lifecycle.app import Leasehold
 from leasehold.lifecycle.consumer import consume
-from leasehold.lifecycle.submission import COUNTED, submit
+from leasehold.lifecycle.submission import COUNTED, Submitted, submit
 from leasehold.lifecycle.worker import Worker
 from leasehold.settings import PRIORITIES
+from leasehold.tenancy.admission import Gcra, Limits, submit_admitted
 from leasehold.tenancy.counters import slot_item
 
 
@@ -130,3 +132,17 @@ def submit_as_a_caller(app: Leasehold, spec: JobSpec, what: str,
         except errors:
             event(f"a {what} submission failed")
     return None
+
+
+def submit_on_a_stale_admission_item(app: Leasehold, tenant: str = "acme") -> Submitted:
+    """A capped submission whose tenant's admission item fell behind, unknown to this
+    process (as after a restart): the first transaction is refused, and admission catches up
+    and writes again as a new row under a new id (issue 44's phantom event and span)."""
+    limits = Limits(shards=1)
+    behind = app.now() - int(Gcra.of(limits).lag) - 60_000
+    app.clients.dynamodb.put_item(TableName=app.settings.tenants_table,
+                                  Item=to_av({"tenant": tenant, "tat": behind}))
+    made = submit_admitted(app, JobSpec(task="echo", tenant=tenant), "default", limits,
+                           buckets={})
+    assert made.created
+    return made

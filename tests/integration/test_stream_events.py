@@ -28,7 +28,7 @@ from leasehold.lifecycle.app import Leasehold
 from leasehold.streams.poller import Checkpoint, poll, stream_arn
 from leasehold.streams.relay import event_id
 from tests.conftest import MakeApp
-from tests.integration.helpers import deliver
+from tests.integration.helpers import deliver, submit_on_a_stale_admission_item
 from tests.integration.test_event_batching import Bus, _app, _consume_one_batch, _submit
 from tests.integration.test_handlers import LambdaContext
 
@@ -140,20 +140,10 @@ def test_an_admission_refused_and_retried_under_a_new_id_is_one_job_queued_event
     real one's."""
     import json
 
-    from leasehold.aws.dynamo import to_av
-    from leasehold.core.spec import JobSpec
-    from leasehold.tenancy.admission import Gcra, Limits, submit_admitted
-
     for service in ("DYNAMODB", "DYNAMODB_STREAMS", "DYNAMODBSTREAMS"):
         monkeypatch.setenv(f"AWS_ENDPOINT_URL_{service}", endpoint)
     app = _app(make_app, registry, events_from="stream", publish="all")
-    limits = Limits(shards=1)
-    behind = app.now() - int(Gcra.of(limits).lag) - 60_000
-    app.clients.dynamodb.put_item(TableName=app.settings.tenants_table,
-                                  Item=to_av({"tenant": "acme", "tat": behind}))
-    made = submit_admitted(app, JobSpec(task="echo", tenant="acme"), "default", limits,
-                           buckets={})
-    assert made.created
+    made = submit_on_a_stale_admission_item(app)
     log = tmp_path / "events.jsonl"
     poll(app, FileSink(log), Checkpoint(tmp_path / "relay.json"))
     queued = [event["detail"]["job_id"] for event in map(json.loads, log.read_text().splitlines())

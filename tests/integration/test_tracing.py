@@ -22,7 +22,7 @@ from leasehold.testing.clock import FakeClock
 from leasehold.time.ticker import fire_schedules
 from leasehold.tracing.carrier import TRACE
 from tests.integration.api_client import api_for
-from tests.integration.helpers import deliver
+from tests.integration.helpers import deliver, submit_on_a_stale_admission_item
 from tests.integration.test_client_operations import client_for
 from tests.integration.tracing_helpers import (
     finished,
@@ -292,16 +292,7 @@ def test_an_admission_refused_and_retried_under_a_new_id_reports_one_submit_span
     API instance (as after a restart), refuses the first transaction; admission catches it
     up and writes again, as a new row with a new id. The refused row was never a job: its
     submit span must not be reported (it was, ended before the write)."""
-    from leasehold.aws.dynamo import to_av
-    from leasehold.tenancy.admission import Gcra, Limits, submit_admitted
-
-    limits = Limits(shards=1)
-    behind = app.now() - int(Gcra.of(limits).lag) - 60_000
-    app.clients.dynamodb.put_item(TableName=app.settings.tenants_table,
-                                  Item=to_av({"tenant": "acme", "tat": behind}))
-    made = submit_admitted(app, JobSpec(task="echo", tenant="acme"), "default", limits,
-                           buckets={})
-    assert made.created
+    made = submit_on_a_stale_admission_item(app)
     submits = named(finished(provider), "leasehold submit")
     assert [(span.attributes or {}).get("leasehold.job_id") for span in submits] == \
         [made.job.job_id]
