@@ -57,15 +57,16 @@ def test_init_refuses_a_package_name_that_cannot_work(tmp_path: Path, package: s
     assert not (tmp_path / "new").exists()
 
 
-def test_requirements_dev_installs_the_running_leasehold_not_a_name_on_an_index(
-        tmp_path: Path) -> None:
-    # Run from a source checkout (as here): the checkout itself, editable, with its extra.
+def test_requirements_dev_names_leasehold_by_version_and_no_path(tmp_path: Path) -> None:
+    """Issue 47: run from a source checkout (as here), init used to write ``-e <checkout>``,
+    an absolute path that tied the project to the clone. It names the version that ran, with
+    the extras a project needs, and says how to install it from a folder of wheels."""
     checkout = Path(leasehold.__file__).resolve().parents[2]
     init_project(tmp_path / "new", package="billing")
+    written = "".join(p.read_text() for p in (tmp_path / "new").rglob("*") if p.is_file())
+    assert str(checkout) not in written and str(tmp_path) not in written
     lines = (tmp_path / "new" / "requirements-dev.txt").read_text().splitlines()
-    assert f"-e {checkout}[infra,local]" in lines
-    assert "leasehold[infra]" not in lines
-    # Installed from a wheel (site-packages): that same version, pinned.
-    installed = tmp_path / "site-packages" / "leasehold" / "__init__.py"
-    assert leasehold_requirement(str(installed)) == \
-        f"leasehold[infra,local]=={importlib.metadata.version('leasehold')}"
+    assert f"leasehold[cdk,local]=={importlib.metadata.version('leasehold')}" in lines
+    assert leasehold_requirement() == f"leasehold[cdk,local]=={leasehold.__version__}"
+    assert any("--find-links" in line for line in lines if line.startswith("#"))
+    assert "--find-links" in (tmp_path / "new" / "README.md").read_text()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import importlib.metadata
 import keyword
 import re
 import sys
@@ -40,7 +39,8 @@ def run_init(args: argparse.Namespace) -> int:
     for path in created:
         print(f"  {path}")
     print(f"\nNext:\n  cd {target}\n  python3 -m venv .venv && . .venv/bin/activate\n"
-          f"  pip install -r requirements-dev.txt\n  pytest\n"
+          f"  pip install -r requirements-dev.txt   # add --find-links DIR for a folder of "
+          f"wheels\n  pytest\n"
           f"  leasehold dev --tasks {package}.tasks\n  npx aws-cdk@2 deploy")
     return 0
 
@@ -71,19 +71,12 @@ def init_project(target: Path, *, package: str) -> list[str]:
     return created
 
 
-def leasehold_requirement(module_file: str | None = None) -> str:
+def leasehold_requirement() -> str:
     """The requirement line that installs this Leasehold with its CDK construct and its
-    local runtime's emulator (``leasehold dev``, the pytest fixture): its source
-    checkout, editable, when it runs from one (``<checkout>/functions/leasehold``, with the
-    checkout's ``pyproject.toml``), else the installed version, pinned."""
-    package = Path(module_file or leasehold.__file__).resolve().parent
-    checkout = package.parent.parent
-    if package.parent.name == "functions" and (checkout / "pyproject.toml").is_file():
-        return f"-e {checkout}[infra,local]"
-    try:
-        return f"leasehold[infra,local]=={importlib.metadata.version('leasehold')}"
-    except importlib.metadata.PackageNotFoundError:
-        return "leasehold[infra,local]"
+    local runtime's emulator (``leasehold dev``, the pytest fixture), by version: never a
+    path, so the project works from any copy of Leasehold's package (an index, or a folder
+    of wheels named with ``pip install --find-links``)."""
+    return f"leasehold[cdk,local]=={leasehold.__version__}"
 
 
 def check_package(package: str) -> None:
