@@ -201,13 +201,16 @@ def test_a_new_project_runs_its_tests_its_runtime_and_its_synth_from_its_own_vir
     finally:
         assert runtime.stop() == 0, "".join(runtime.output[-30:])
 
-    # `cdk synth` runs `python3 app.py` (cdk.json) with CDK_OUTDIR set: here, the project's
+    # `cdk synth` runs `python3 app.py` (cdk.json) with CDK_OUTDIR set and cdk.json's context
+    # (the recommended feature flags init writes) in CDK_CONTEXT_JSON: here, the project's
     # python, which bundles Leasehold for Lambda from its installed package and metadata
     # (real pip, arm64 wheels from PyPI) with the project's tasks and their requirement.
     outdir = tmp_path / "cdk.out"
+    context = json.loads((project / "cdk.json").read_text())["context"]
     synth = subprocess.run(["python", "app.py"], cwd=project, capture_output=True, text=True,
                            check=False, timeout=900, env={
                                **in_venv(venv), "CDK_OUTDIR": str(outdir),
+                               "CDK_CONTEXT_JSON": json.dumps(context),
                                "JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION": "1"})
     assert synth.returncode == 0, synth.stderr[-4000:]
     manifest = json.loads((outdir / "Myapp.assets.json").read_text())

@@ -4,6 +4,9 @@ and nothing is written."""
 from __future__ import annotations
 
 import importlib.metadata
+import importlib.util
+import json
+import tarfile
 from pathlib import Path
 
 import pytest
@@ -70,3 +73,27 @@ def test_requirements_dev_names_leasehold_by_version_and_no_path(tmp_path: Path)
     assert leasehold_requirement() == f"leasehold[cdk,local]=={leasehold.__version__}"
     assert any("--find-links" in line for line in lines if line.startswith("#"))
     assert "--find-links" in (tmp_path / "new" / "README.md").read_text()
+
+
+def _recommended_flags_of_installed_aws_cdk_lib() -> tuple[str, dict[str, object]]:
+    """What ``cdk init`` would write: the installed aws-cdk-lib's own
+    ``recommended-feature-flags.json`` (inside the jsii tarball its Python package ships)."""
+    spec = importlib.util.find_spec("aws_cdk")
+    assert spec is not None and spec.origin is not None
+    (tarball,) = (Path(spec.origin).parent / "_jsii").glob("aws-cdk-lib@*.jsii.tgz")
+    with tarfile.open(tarball) as archive:
+        member = archive.extractfile("package/recommended-feature-flags.json")
+        assert member is not None
+        flags = json.load(member)
+    return tarball.name.split("@", 1)[1].removesuffix(".jsii.tgz"), flags
+
+
+def test_cdk_json_sets_the_recommended_feature_flags_as_cdk_init_does(tmp_path: Path) -> None:
+    """Issue 47: init's cdk.json set no flags, so every synth warned that 85 were unset."""
+    version, recommended = _recommended_flags_of_installed_aws_cdk_lib()
+    init_project(tmp_path / "new", package="billing")
+    app = json.loads((tmp_path / "new" / "cdk.json").read_text())
+    assert app["app"] == "python3 app.py" and "billing/**" in app["watch"]["include"]
+    assert app["context"] == recommended, (
+        f"aws-cdk-lib {version} recommends other flags: copy its recommended-feature-flags.json "
+        "into functions/leasehold/cli/cdk_feature_flags.json")

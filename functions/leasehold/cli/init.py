@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import keyword
 import re
 import sys
@@ -65,6 +66,8 @@ def init_project(target: Path, *, package: str) -> list[str]:
     created = []
     for template_path, template_text in FILES.items():
         path, text = render(template_path, template_text, **values)
+        if path == "cdk.json":
+            text = with_feature_flags(text)
         (target / path).parent.mkdir(parents=True, exist_ok=True)
         (target / path).write_text(text)
         created.append(path)
@@ -77,6 +80,20 @@ def leasehold_requirement() -> str:
     path, so the project works from any copy of Leasehold's package (an index, or a folder
     of wheels named with ``pip install --find-links``)."""
     return f"leasehold[cdk,local]=={leasehold.__version__}"
+
+
+#: aws-cdk-lib's recommended feature flags, which ``cdk init`` writes into a new app's
+#: cdk.json (without them synth warns of every flag left unset). A copy of the file
+#: ``recommended-feature-flags.json`` of the aws-cdk-lib version it names;
+#: tests/unit/test_init.py checks it against the installed aws-cdk-lib.
+FEATURE_FLAGS = Path(__file__).with_name("cdk_feature_flags.json")
+
+
+def with_feature_flags(cdk_json: str) -> str:
+    """``cdk.json`` with the recommended feature flags as its context, as ``cdk init``."""
+    app = json.loads(cdk_json)
+    app["context"] = json.loads(FEATURE_FLAGS.read_text())["context"]
+    return json.dumps(app, indent=2) + "\n"
 
 
 def check_package(package: str) -> None:
