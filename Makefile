@@ -10,7 +10,9 @@ PYTEST_WORKERS ?= 2
 PORT ?= 8080
 ARGS ?=
 
-.PHONY: dev test lint typecheck unit soak mutants chromium ddblocal workers bench bench-quick bench-cost bench-remote bench-peer synth clean
+# `make dist`: the sdist and wheel a user installs (dist/; issue 47). `make docs`: the
+# documentation site (mkdocs.yml, docs/) on http://127.0.0.1:8000, rebuilt on each edit.
+.PHONY: dist docs dev test lint typecheck unit soak mutants chromium ddblocal workers bench bench-quick bench-cost bench-remote bench-peer synth clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Leasehold needs Python 3.11+"'
@@ -19,6 +21,12 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e '.[dev,infra]'
 	@rm -f $(VENV)/.installed-*
 	@touch $(STAMP)
+
+dist: $(STAMP)
+	$(PY) -m build --outdir dist .
+
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs serve
 
 dev: $(STAMP)
 	$(VENV)/bin/leasehold dev --port $(PORT) $(ARGS)

@@ -1,6 +1,6 @@
 """Shared fixtures: moto-backed AWS, a fake clock, and factories for a Leasehold app.
 
-Where the tests' AWS is (README, "Two commands"):
+Where the tests' AWS is (docs/contributing.md, "Two commands"):
 
 * by default every service is moto, in-process; a test (or module) marked ``ddblocal`` runs
   twice, the second time with DynamoDB on AWS's own DynamoDB Local

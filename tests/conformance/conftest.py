@@ -27,8 +27,8 @@ COMMANDS: dict[str, tuple[list[str], Path | None]] = {
     "python": ([sys.executable, "-m", "leasehold.conformance.python_worker"], None),
     "typescript": (["node", "workers/typescript/dist/conformance.js"],
                    ROOT / "workers/typescript/dist/conformance.js"),
-    "java": (["java", "-cp", "workers/java/build", "leasehold.Conformance"],
-             ROOT / "workers/java/build"),
+    "java": (["java", "-cp", "workers/java/build/leasehold-worker.jar", "leasehold.Conformance"],
+             ROOT / "workers/java/build/leasehold-worker.jar"),
 }
 #: A fourth language: its command (``LEASEHOLD_CONFORMANCE_COMMAND="./my-worker --flag"``);
 #: ``leasehold conformance --worker`` runs the same cases.

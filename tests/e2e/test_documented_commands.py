@@ -1,5 +1,6 @@
-"""Every shell command in README.md and docs/*.md runs as written, against a real
-``leasehold dev`` this test starts: a documented example that fails, fails the suite.
+"""Every shell command in README.md and the site's pages (docs/**/*.md) runs as written,
+against a real ``leasehold dev`` this test starts: a documented example that fails, fails the
+suite.
 
 Commands come from fenced ``sh``, ``bash`` and ``console`` blocks (a new block or a new file
 under docs/ is picked up as it is); one command may span lines (a ``\\`` at the end, an open
@@ -38,7 +39,7 @@ from .conftest import ROOT, Runtime, start_runtime
 
 pytestmark = pytest.mark.e2e
 
-DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 FENCES = ("sh", "bash", "console", "shell")
 
 #: Commands that are not run, by a pattern, with why. A leasehold command here is parsed.
@@ -47,6 +48,8 @@ EXCEPTIONS: list[tuple[str, str]] = [
     (r"^make (dev|synth)\b",
      "make dev is a long-running runtime (the test starts one the same way); make synth "
      "bundles with pip for minutes (tests/infra synthesizes)"),
+    (r"^make dist\b", "builds the packages: tests/e2e/test_init_venv.py builds them the same "
+                       "way (python -m build) and installs them"),
     (r"^LEASEHOLD_TEST_ENDPOINT=", "runs the integration suite against another endpoint"),
     (r"(^|\s)(npx|aws|cdk)\s", "needs an AWS account"),
     (r"--aws-auth|execute-api\.|Client\(aws_auth=True\)|^export LEASEHOLD_URL=(https|<)",

@@ -1,8 +1,10 @@
-"""What a new user meets in the first hour, against a real ``leasehold dev``: the README's
-shell examples run as written, and the CLI's answers.
+"""What a new user meets in the first hour, against a real ``leasehold dev``: the shell
+examples of the README and of the site's first-hour pages run as written, and the CLI's
+answers.
 
-Every ``sh`` block before "Deploy to AWS" is read from README.md and each command is run in
-order, in bash, with ``leasehold`` as this interpreter's CLI and the runtime's port for 8080.
+Every ``sh`` block of README.md, then of :data:`FIRST_HOUR` (the pages that were the README's
+sections before "Deploy to AWS"), is read and each command is run in order, in bash, with
+``leasehold`` as this interpreter's CLI and the runtime's port for 8080.
 The README's placeholders are what a reader would paste: ``01J...`` the newest job,
 ``SCHEDULE_ID`` the newest schedule, ``<workflow_id>`` the newest workflow. A command passes
 when it exits 0 and, if it answers JSON, the answer is not an error. The few lines that cannot
@@ -29,22 +31,32 @@ from .conftest import ROOT, Runtime, start_runtime
 
 pytestmark = pytest.mark.e2e
 
+#: The site's pages a new user reads before deploying, in reading order.
+FIRST_HOUR = [ROOT / "README.md", ROOT / "docs" / "quickstart.md",
+              *(ROOT / "docs" / "guides" / f"{page}.md" for page in (
+                  "local", "console", "tasks", "schedules", "workflows", "flow-control",
+                  "durable", "versions", "targets", "workers", "traces", "testing"))]
+
+
+def first_hour() -> str:
+    return "\n".join(page.read_text() for page in FIRST_HOUR)
+
 #: Lines this test does not run, each with why (the runtime itself is started by the test).
 SKIPPED = {
     "make dev": "starts the runtime (the test has started one)",
     "make test": "runs this test",
+    "make dist": "builds the packages (tests/e2e/test_init_venv.py builds and installs them)",
     "leasehold dev": "starts the runtime (the test has started one)",
     "leasehold worker": "runs until stopped",
     "leasehold events tail -f": "follows until stopped",
     "--aws-auth": "needs an AWS account",
-    "LEASEHOLD_TEST_ENDPOINT=": "runs the test suite against another endpoint",
 }
 
 
 def examples(readme: str) -> list[str]:
-    """The commands of the README's ``sh`` blocks before "Deploy to AWS", one per entry:
+    """The commands of the ``sh`` blocks of ``readme`` (the first-hour pages), one per entry:
     continuation lines, quotes left open and here-documents joined, comments dropped."""
-    text = readme.split("## Deploy to AWS")[0]
+    text = readme
     commands: list[str] = []
     for block in re.findall(r"```sh\n(.*?)```", text, flags=re.S):
         pending: list[str] = []
@@ -136,7 +148,7 @@ def test_the_readmes_shell_examples_run_as_written(readme_runtime: Runtime,
     # `events tail` reads the log where `leasehold dev` runs; this runtime keeps it elsewhere.
     log = next(x for x in runtime.output if x.strip().startswith("events:")).split()[1]
     env = {**os.environ, "LEASEHOLD_URL": runtime.url, "LEASEHOLD_EVENT_LOG": log}
-    commands = examples((ROOT / "README.md").read_text())
+    commands = examples(first_hour())
     ran = 0
     for command in commands:
         if skipped(command):
@@ -161,7 +173,7 @@ def test_the_readmes_shell_examples_run_as_written(readme_runtime: Runtime,
 
 
 def test_every_skipped_line_is_one_the_readme_still_has() -> None:
-    commands = examples((ROOT / "README.md").read_text())
+    commands = examples(first_hour())
     for start in SKIPPED:
         assert any(skipped(c) and (c.startswith(start) or start in c) for c in commands), start
 

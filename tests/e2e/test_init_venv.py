@@ -1,25 +1,28 @@
-"""A project from ``leasehold init`` runs in a fresh virtualenv made from its own
-requirements files, exactly as the README's "Your own tasks" says: ``python3 -m venv .venv``,
-``pip install -r requirements-dev.txt``, ``pytest``, ``leasehold dev``, and a job through it.
-Nothing of this checkout's interpreter is borrowed (the walkthrough test uses it, which is how
-a missing emulator dependency went unseen).
+"""Leasehold as a user adopts it (issue 47): the sdist and wheel ``python -m build`` makes,
+installed with pip into a fresh virtualenv outside the checkout, with nothing of the clone:
+no path to it, no ``PYTHONPATH``, no borrowing of its ``.venv``.
 
-pip reads only local wheels (``--no-index``): every distribution the requirements need is
-built or downloaded once into ``~/.cache/leasehold/wheels/<hash of pyproject.toml>`` (changed
-requirements make a new one), and ``PIP_FIND_LINKS`` adds its folders.
+``leasehold init`` (run from that virtualenv) writes a project whose ``requirements-dev.txt``
+names Leasehold by version; the project installs it into its own ``.venv`` exactly as its
+README says for a folder of wheels, ``pip install --find-links DIR -r requirements-dev.txt``,
+then runs its tests, ``leasehold dev`` and a job through it, and synthesizes its CDK app.
+
+pip reads only local wheels (``--no-index``; tests/packaging.py builds them).
 """
 
 from __future__ import annotations
 
-import hashlib
 import http.server
 import json
 import os
 import signal
 import subprocess
 import sys
+import tarfile
 import threading
 import time
+import urllib.request
+import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -27,7 +30,9 @@ from typing import Any
 import boto3
 import pytest
 
+import leasehold
 from leasehold.client import Client
+from tests.packaging import Built, build, offline
 
 from .conftest import ROOT, Runtime
 
@@ -35,74 +40,127 @@ from .conftest import ROOT, Runtime
 #: (tens of wheels, aws-cdk-lib's among them), which on a loaded machine outlasts pytest's
 #: default 300 s although each pip is given 900 s below: the first test's limit is the sum
 #: of its pips' and its own, so a slow install is never cut short and reported as a hang.
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(2 * 900 + 300)]
-
-CACHE = Path.home() / ".cache" / "leasehold" / "wheels"
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(3 * 900 + 300)]
 
 
-def requirements_hash() -> str:
-    """What decides the wheels: Leasehold's requirements (``pyproject.toml``). Leasehold
-    itself is installed from this checkout (editable, as the scaffold's requirements say), so
-    an edit of its code needs no new wheels."""
-    return hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()[:16]
-
-
-@pytest.fixture(scope="session")
-def wheels() -> Path:
-    """Wheels of this Leasehold (with its ``infra`` and ``local`` extras), of everything they
-    need, of pytest and humanize (the scaffold's) and of the editable build's backend."""
-    folder = CACHE / f"{sys.version_info.major}{sys.version_info.minor}-{requirements_hash()}"
-    if not (folder / ".complete").is_file():
-        folder.mkdir(parents=True, exist_ok=True)
-        built = subprocess.run(
-            [sys.executable, "-m", "pip", "wheel", "--quiet", "--disable-pip-version-check",
-             "--wheel-dir", str(folder), f"{ROOT}[infra,local]", "pytest>=8", "humanize>=4,<5",
-             "setuptools>=77", "wheel"],
-            capture_output=True, text=True, check=False, timeout=900)
-        assert built.returncode == 0, built.stderr[-3000:]
-        (folder / ".complete").write_text("")
-    return folder
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> Built:
+    return build(tmp_path_factory.mktemp("dist"))
 
 
 def in_venv(venv: Path) -> dict[str, str]:
     """The environment of a shell after ``. .venv/bin/activate``: nothing of this checkout."""
     env = {k: v for k, v in os.environ.items()
-           if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME")}
+           if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME", "PIP_FIND_LINKS")}
     env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"
     env["VIRTUAL_ENV"] = str(venv)
     return env
 
 
+def pip_install(venv: Path, *args: str, cwd: Path, links: str) -> None:
+    installed = subprocess.run(
+        [str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", *args], cwd=cwd,
+        capture_output=True, text=True, check=False, env={**in_venv(venv), **offline(links)},
+        timeout=900)
+    assert installed.returncode == 0, installed.stderr[-3000:]
+
+
 @pytest.fixture(scope="module")
-def project(tmp_path_factory: pytest.TempPathFactory, wheels: Path) -> Iterator[Path]:
+def user(tmp_path_factory: pytest.TempPathFactory, built: Built) -> Path:
+    """A user's machine: a virtualenv outside the checkout with only Leasehold's wheel (and
+    its ``local`` extra) installed from a folder of wheels."""
+    home = tmp_path_factory.mktemp("user")
+    assert not home.resolve().is_relative_to(ROOT)
+    venv = home / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    pip_install(venv, "leasehold[local]", cwd=home, links=built.find_links)
+    return home
+
+
+@pytest.fixture(scope="module")
+def project(user: Path, built: Built) -> Iterator[Path]:
     """One project and its virtualenv for the module (installing it takes most of the time);
-    the test that takes moto out of it runs last."""
-    tmp_path = tmp_path_factory.mktemp("project")
-    assert not tmp_path.resolve().is_relative_to(ROOT)
-    created = subprocess.run([sys.executable, "-m", "leasehold.cli", "init", "myapp",
-                              "--package", "myapp"], cwd=tmp_path, capture_output=True,
-                             text=True, check=False)
+    the test that takes moto out of it runs last. ``leasehold init`` is the user's, from the
+    wheel; the project's folder of wheels sits beside it, named relatively as its README
+    shows (``--find-links ../wheels``)."""
+    wheels = user / "wheels"
+    wheels.mkdir()
+    (wheels / built.wheel.name).write_bytes(built.wheel.read_bytes())
+    created = subprocess.run(["leasehold", "init", "myapp", "--package", "myapp"], cwd=user,
+                             capture_output=True, text=True, check=False,
+                             env=in_venv(user / "venv"))
     assert created.returncode == 0, created.stderr
-    folder = tmp_path / "myapp"
+    folder = user / "myapp"
     venv = folder / ".venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, cwd=folder)
-    links = " ".join(filter(None, [str(wheels), os.environ.get("PIP_FIND_LINKS", "")]))
-    installed = subprocess.run(
-        ["pip", "install", "--quiet", "--disable-pip-version-check", "-r",
-         "requirements-dev.txt"], cwd=folder, capture_output=True, text=True, check=False,
-        # No bytecode compiled at install (pip's default): it took most of the install's
-        # time here, and Python compiles what it imports anyway.
-        env={**in_venv(venv), "PIP_FIND_LINKS": links, "PIP_NO_INDEX": "1",
-             "PIP_NO_COMPILE": "1"}, timeout=900)
-    assert installed.returncode == 0, installed.stderr[-3000:]
+    others = built.find_links.split(" ", 1)[1]  # the cached dependencies only
+    pip_install(venv, "--find-links", "../wheels", "-r", "requirements-dev.txt", cwd=folder,
+                links=others)
     yield folder
 
 
-def start_dev(project: Path, env: dict[str, str] | None = None) -> Runtime:
+def test_the_sdist_and_wheel_hold_what_a_user_needs(built: Built) -> None:
+    with zipfile.ZipFile(built.wheel) as archive:
+        wheel = set(archive.namelist())
+    data = f"leasehold-{leasehold.__version__}.data/data/share/leasehold"
+    needed = {"leasehold/console/static/index.html", "leasehold/console/static/app.js",
+              "leasehold/console/static/style.css", "leasehold/cdk/construct.py",
+              "leasehold/cdk/code.py", "leasehold/conformance/cases.py",
+              "leasehold/conformance/python_worker.py", "leasehold/py.typed",
+              f"{data}/openapi.json", f"{data}/protocol.md", f"{data}/CHANGELOG.md"}
+    assert needed <= wheel, needed - wheel
+    with zipfile.ZipFile(built.wheel) as archive:
+        assert archive.read(f"{data}/openapi.json") == (ROOT / "docs" / "openapi.json"
+                                                        ).read_bytes()
+        metadata = archive.read(f"leasehold-{leasehold.__version__}.dist-info/METADATA").decode()
+    for extra in ("cdk", "otel", "dev", "local", "infra"):
+        assert f"Provides-Extra: {extra}" in metadata
+    assert f"Version: {leasehold.__version__}" in metadata
+    prefix = f"leasehold-{leasehold.__version__}/"
+    with tarfile.open(built.sdist) as archive:
+        sdist = {name.removeprefix(prefix) for name in archive.getnames()}
+    assert {"pyproject.toml", "CHANGELOG.md", "docs/openapi.json", "docs/protocol.md",
+            "functions/leasehold/console/static/index.html"} <= sdist
+
+
+HELLO = """
+from leasehold import task
+
+
+@task("hello")
+def hello(payload, ctx):
+    return f"hello, {payload['name']}"
+"""
+
+
+def test_an_installed_wheel_reports_its_version_and_runs_a_job(user: Path) -> None:
+    venv = user / "venv"
+    where = subprocess.run([str(venv / "bin" / "python"), "-c",
+                            "import leasehold; print(leasehold.__file__)"],
+                           capture_output=True, text=True, check=True, env=in_venv(venv))
+    assert Path(where.stdout.strip()).is_relative_to(venv)
+    said = subprocess.run(["leasehold", "--version"], capture_output=True, text=True,
+                          check=True, env=in_venv(venv))
+    assert said.stdout.strip() == f"leasehold {leasehold.__version__}"
+    (user / "hello.py").write_text(HELLO)
+    runtime = start_dev(user, venv=venv, tasks="hello")
+    try:
+        with urllib.request.urlopen(runtime.url + "/healthz", timeout=30) as health:
+            assert json.load(health)["version"] == leasehold.__version__
+        with urllib.request.urlopen(runtime.url + "/", timeout=30) as page:  # the console
+            assert page.status == 200 and b"<html" in page.read().lower()
+        job = Client(url=runtime.url).submit("hello", {"name": "wheel"})
+        assert job.result(timeout=60) == "hello, wheel"
+    finally:
+        assert runtime.stop() == 0, "".join(runtime.output[-30:])
+
+
+def start_dev(project: Path, env: dict[str, str] | None = None, *, venv: Path | None = None,
+              tasks: str = "myapp.tasks") -> Runtime:
     process = subprocess.Popen(
-        ["leasehold", "dev", "--tasks", "myapp.tasks", "--port", "0", "--workers", "1"],
+        ["leasehold", "dev", "--tasks", tasks, "--port", "0", "--workers", "1"],
         cwd=project, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        env={**in_venv(project / ".venv"), **(env or {})})
+        env={**in_venv(venv or project / ".venv"), **(env or {})})
     runtime = Runtime(process)
     assert process.stdout is not None
     deadline = time.monotonic() + 60
@@ -119,13 +177,15 @@ def start_dev(project: Path, env: dict[str, str] | None = None) -> Runtime:
     return runtime
 
 
-def test_a_new_project_runs_its_tests_and_its_runtime_from_its_own_virtualenv(
-        project: Path) -> None:
+def test_a_new_project_runs_its_tests_its_runtime_and_its_synth_from_its_own_virtualenv(
+        project: Path, tmp_path: Path) -> None:
     venv = project / ".venv"
+    assert "leasehold[cdk,local]==" in (project / "requirements-dev.txt").read_text()
     where = subprocess.run([str(venv / "bin" / "python"), "-c",
                             "import leasehold, moto; print(leasehold.__file__)"],
                            capture_output=True, text=True, check=False, env=in_venv(venv))
     assert where.returncode == 0, where.stderr
+    assert Path(where.stdout.strip()).is_relative_to(venv)
 
     tested = subprocess.run(["pytest", "-q", "-p", "no:cacheprovider"], cwd=project,
                             capture_output=True, text=True, check=False,
@@ -140,6 +200,28 @@ def test_a_new_project_runs_its_tests_and_its_runtime_from_its_own_virtualenv(
         assert job.result(timeout=60) == {"name": "report.pdf", "size": "1.5 MB"}
     finally:
         assert runtime.stop() == 0, "".join(runtime.output[-30:])
+
+    # `cdk synth` runs `python3 app.py` (cdk.json) with CDK_OUTDIR set and cdk.json's context
+    # (the recommended feature flags init writes) in CDK_CONTEXT_JSON: here, the project's
+    # python, which bundles Leasehold for Lambda from its installed package and metadata
+    # (real pip, arm64 wheels from PyPI) with the project's tasks and their requirement.
+    outdir = tmp_path / "cdk.out"
+    context = json.loads((project / "cdk.json").read_text())["context"]
+    synth = subprocess.run(["python", "app.py"], cwd=project, capture_output=True, text=True,
+                           check=False, timeout=900, env={
+                               **in_venv(venv), "CDK_OUTDIR": str(outdir),
+                               "CDK_CONTEXT_JSON": json.dumps(context),
+                               "JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION": "1"})
+    assert synth.returncode == 0, synth.stderr[-4000:]
+    manifest = json.loads((outdir / "Myapp.assets.json").read_text())
+    (code,) = [outdir / asset["source"]["path"] for asset in manifest["files"].values()
+               if asset["source"].get("packaging") == "zip"]
+    assert (code / "myapp" / "tasks.py").read_text() == \
+        (project / "myapp" / "tasks.py").read_text()
+    assert (code / "humanize" / "__init__.py").is_file()
+    assert (code / "leasehold" / "handlers" / "worker.py").is_file()
+    assert list((code / "pydantic_core").glob("*aarch64*.so")), "not built for arm64"
+    assert not (code / "leasehold" / "cdk").exists()
 
 
 class _Recorder(http.server.BaseHTTPRequestHandler):

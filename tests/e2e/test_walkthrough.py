@@ -1,12 +1,12 @@
-"""README's "Your own tasks, from zero to AWS", run as written: ``leasehold init myapp
---package myapp`` makes the project and its example tests pass; each ``python`` block that
-starts with ``# <path>`` is then written over it; its tests pass under pytest;
-``leasehold dev --tasks myapp.tasks --reload`` serves its task; the application code prints
-what its comments say, against that runtime, through ``$LEASEHOLD_URL``; and init's CDK app
-is still there, with the line step 6 tells the reader to change.
+"""The site's "Your own tasks, from zero to AWS" (docs/guides/your-project.md), run as written:
+``leasehold init myapp --package myapp`` makes the project and its example tests pass; each
+``python`` block that starts with ``# <path>`` is then written over it; its tests pass under pytest;
+``leasehold dev --tasks myapp.tasks --reload`` serves its task; the application code prints what its
+comments say, against that runtime, through ``$LEASEHOLD_URL``; and init's CDK app is still there,
+with the line step 6 tells the reader to change.
 
 What cannot run here is the deploy itself and the AWS lines, which need an account (the
-construct's synth from an init project is ``tests/infra/test_adoption.py``'s).
+construct's synth from an init project is ``tests/e2e/test_init_venv.py``'s).
 """
 
 from __future__ import annotations
@@ -23,12 +23,12 @@ from .conftest import ROOT, start_runtime
 
 pytestmark = pytest.mark.e2e
 
-SECTION = "## Your own tasks, from zero to AWS"
+#: The site's "Your own tasks, from zero to AWS" (once a section of the README).
+PAGE = ROOT / "docs" / "guides" / "your-project.md"
 
 
-def files(readme: str) -> dict[str, str]:
-    """The section's ``python`` blocks by the path their first line names."""
-    section = readme.split(SECTION, 1)[1].split("\n## ", 1)[0]
+def files(section: str) -> dict[str, str]:
+    """The page's ``python`` blocks by the path their first line names."""
     found = {}
     for block in re.findall(r"```python\n(.*?)```", section, flags=re.S):
         first, _, _ = block.partition("\n")
@@ -52,7 +52,7 @@ def pytest_in(folder: Path, env: dict[str, str]) -> str:
 
 
 def test_the_walkthrough_runs_as_written(tmp_path: Path) -> None:
-    readme = (ROOT / "README.md").read_text()
+    readme = PAGE.read_text()
     project = files(readme)
     assert {"myapp/tasks.py", "conftest.py", "tests/test_tasks.py", "main.py"} <= set(project)
     # The application's code never overwrites init's CDK app.
@@ -107,14 +107,15 @@ def test_the_walkthrough_runs_as_written(tmp_path: Path) -> None:
     assert f"`{new}`" in readme
 
 
-TESTING = "## Testing your tasks"
+#: The site's "Testing your tasks" (once a section of the README).
+TESTING = ROOT / "docs" / "guides" / "testing.md"
 
 
 def test_the_testing_section_runs_as_written(tmp_path: Path) -> None:
-    """README's "Testing your tasks": its conftest and its tests pass under pytest, in a
-    folder of their own (the test clock, ``leasehold.advance``, the application's own
-    ``Client()``)."""
-    section = (ROOT / "README.md").read_text().split(TESTING, 1)[1].split("\n## ", 1)[0]
+    """The site's "Testing your tasks" (docs/guides/testing.md): its conftest and its tests
+    pass under pytest, in a folder of their own (the test clock, ``leasehold.advance``, the
+    application's own ``Client()``)."""
+    section = TESTING.read_text()
     conftest, tests = re.findall(r"```python\n(.*?)```", section, flags=re.S)
     (tmp_path / "conftest.py").write_text(conftest)
     (tmp_path / "tests").mkdir()

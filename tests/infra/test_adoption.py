@@ -2,9 +2,9 @@
 requirement. Real bundling (pip for Lambda's arm64 Python 3.12, from PyPI) in a subprocess,
 as ``cdk synth`` runs the app; the bundle must hold the tasks and their dependency.
 
-The journey starts from ``leasehold init`` in a folder outside the checkout: the new project's
-own tests pass with plain ``pytest``, ``leasehold dev`` runs its tasks for application code
-calling through ``leasehold.client.Client``, and its CDK app synthesizes.
+A project from ``leasehold init`` synthesizes its tasks here too; its whole journey from the
+built wheel, installed into its own virtualenv (its tests, ``leasehold dev``, a job and its
+synth), is tests/e2e/test_init_venv.py.
 """
 
 from __future__ import annotations
@@ -18,9 +18,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from leasehold.client import Client
-from tests.e2e.conftest import start_runtime
 
 pytestmark = pytest.mark.infra
 
@@ -96,39 +93,6 @@ def test_the_applications_own_tests_sleep_an_hour_in_milliseconds() -> None:
                             env=_env(), timeout=300)
     assert tested.returncode == 0, tested.stdout[-3000:]
     assert "3 passed" in tested.stdout
-
-
-def test_a_project_from_leasehold_init_passes_its_tests_and_deploys_its_tasks(
-        tmp_path: Path) -> None:
-    assert not tmp_path.resolve().is_relative_to(ROOT)
-    project = tmp_path / "billing-jobs"
-    created = subprocess.run([sys.executable, "-m", "leasehold.cli", "init", str(project)],
-                             cwd=tmp_path, capture_output=True, text=True, check=False,
-                             env=_env())
-    assert created.returncode == 0, created.stderr
-    assert (project / "README.md").is_file()
-
-    tested = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"],
-                            cwd=project, capture_output=True, text=True, check=False,
-                            env=_env(), timeout=300)
-    assert tested.returncode == 0, tested.stdout[-3000:]
-    assert "3 passed" in tested.stdout
-
-    # Run locally with the project's own tasks, and call them from application code.
-    runtime = start_runtime("--tasks", "billing_jobs.tasks", "--workers", "1", env={
-        "PYTHONPATH": os.pathsep.join([str(project), str(ROOT / "functions")])})
-    try:
-        job = Client(url=runtime.url).submit("billing_jobs.describe",
-                                             {"name": "report.pdf", "bytes": 1_500_000})
-        assert job.result(timeout=60) == {"name": "report.pdf", "size": "1.5 MB"}
-    finally:
-        assert runtime.stop() == 0, "".join(runtime.output[-30:])
-
-    synth = _synth(project / "app.py", tmp_path / "cdk.out", "BillingJobs")
-    _assert_bundle_runs(synth.bundle, "billing_jobs",
-                        (project / "billing_jobs" / "tasks.py").read_text())
-    assert {env["LEASEHOLD_TASKS"] for env in _environment_of_functions(synth.template)} \
-        == {"billing_jobs.tasks"}
 
 
 def test_a_project_whose_requirements_miss_a_dependency_fails_synth_naming_the_module(

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+import leasehold
 from leasehold.api.app import openapi_json
 from leasehold.api.context import ApiConfig
 from leasehold.clock import FakeClock
@@ -244,7 +246,10 @@ def test_a_full_backlog_answers_503(app: Leasehold, tasks: TaskRegistry) -> None
 
 def test_unknown_routes_and_health(api: ApiClient) -> None:
     assert api.get("/nope").status == 404
-    assert api.get("/healthz").body["status"] == "ok"
+    health = api.get("/healthz").body
+    assert health["status"] == "ok"
+    # The version a user reads with `leasehold --version` (issue 47).
+    assert health["version"] == leasehold.__version__ == importlib.metadata.version("leasehold")
     assert api.get("/workers").body == {"workers": []}
 
 

@@ -11,7 +11,7 @@ from leasehold.core.registry import TaskRegistry
 from leasehold.core.spec import JobSpec
 from leasehold.lifecycle.app import Leasehold
 from leasehold.lifecycle.submission import submit
-from leasehold.local.poller import PollerOptions, PollingWorker
+from leasehold.polling.poller import PollerOptions, PollingWorker
 
 
 def test_a_busy_worker_with_work_on_one_queue_makes_about_one_receive_per_batch(

@@ -8,7 +8,7 @@ from typing import Any
 from leasehold.clock import FakeClock
 from leasehold.lifecycle import fleet
 from leasehold.lifecycle.app import Leasehold
-from leasehold.local.poller import PollerOptions, PollingWorker
+from leasehold.polling.poller import PollerOptions, PollingWorker
 
 
 def _worker(app: Leasehold) -> PollingWorker:

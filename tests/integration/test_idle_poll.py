@@ -20,8 +20,8 @@ from leasehold.aws.provision import create_all
 from leasehold.aws.queues import Received
 from leasehold.compose import compose
 from leasehold.lifecycle.app import Leasehold
-from leasehold.local import poller
-from leasehold.local.poller import PollerOptions, PollingWorker
+from leasehold.polling import poller
+from leasehold.polling.poller import PollerOptions, PollingWorker
 from leasehold.settings import PRIORITIES, Settings
 
 

@@ -14,8 +14,8 @@ from leasehold.core.registry import TaskRegistry
 from leasehold.core.spec import JobSpec
 from leasehold.lifecycle.app import Leasehold
 from leasehold.lifecycle.submission import submit
-from leasehold.local.poller import PollerOptions, PollingWorker
 from leasehold.metrics import figures
+from leasehold.polling.poller import PollerOptions, PollingWorker
 
 from .api_client import api_for
 

@@ -10,7 +10,7 @@ from leasehold.core.states import JobState
 from leasehold.lifecycle import fleet
 from leasehold.lifecycle.app import Leasehold
 from leasehold.lifecycle.submission import submit
-from leasehold.local.poller import PollerOptions, PollingWorker
+from leasehold.polling.poller import PollerOptions, PollingWorker
 
 
 def test_a_finished_job_leaves_the_workers_list_before_its_batch_ends(

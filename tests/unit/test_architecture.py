@@ -29,7 +29,7 @@ LAYERS: dict[str, int] = {
     "core": 1, "aws": 1,
     "lifecycle": 2, "tenancy": 2,
     "time": 3, "workflows": 3, "events": 3, "metrics": 3, "flow": 3, "bulk": 3, "durable": 3,
-    "streams": 3, "targets": 3, "tracing": 3,
+    "streams": 3, "targets": 3, "tracing": 3, "polling": 3,
     "compose": 4, "api": 4, "cli": 4, "handlers": 4, "local": 4, "console": 4, "client": 4,
     "remote": 4, "conformance": 4,
     "testing": 5, "cdk": 5,
@@ -113,6 +113,25 @@ def test_nothing_outside_testing_imports_it() -> None:
     found = [f"{module}:{line} imports {target}"
              for module in sorted(_modules()) if not module.startswith("leasehold.testing")
              for line, target in _imports(module) if target.startswith("leasehold.testing")]
+    assert found == []
+
+
+#: The modules that run the local runtime, which alone may import ``leasehold.local``: the
+#: ``leasehold dev`` and ``leasehold console`` commands and the testing helpers. Nothing a
+#: deployment runs (Lambda handlers, the API, ECS workers' ``leasehold worker``, the remote
+#: lease) lives in ``local/`` or imports it (issue 47: the poller ECS runs and the deployed
+#: ``POST /workers/lease`` imported lived there).
+LOCAL_RUNTIME_USERS = ("leasehold.local", "leasehold.cli.dev", "leasehold.cli.console",
+                       "leasehold.testing")
+
+
+def test_nothing_a_deployment_runs_imports_the_local_runtime() -> None:
+    found = [f"{module}:{line} imports {target}"
+             for module in sorted(_modules())
+             if not any(module == user or module.startswith(user + ".")
+                        for user in LOCAL_RUNTIME_USERS)
+             for line, target in _imports(module)
+             if target == "leasehold.local" or target.startswith("leasehold.local.")]
     assert found == []
 
 

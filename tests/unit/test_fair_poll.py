@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from leasehold.aws.queues import Received
-from leasehold.local import poller
-from leasehold.local.poller import PollerOptions, PollingWorker, fair_order
+from leasehold.polling import poller
+from leasehold.polling.poller import PollerOptions, PollingWorker, fair_order
 
 
 def _message(tenant: str | None, n: int) -> Received:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from leasehold.local.fair_queues import fair_order
+from leasehold.polling.fairness import fair_order
 
 
 def group(message: str) -> str | None:

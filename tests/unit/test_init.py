@@ -4,6 +4,9 @@ and nothing is written."""
 from __future__ import annotations
 
 import importlib.metadata
+import importlib.util
+import json
+import tarfile
 from pathlib import Path
 
 import pytest
@@ -57,15 +60,40 @@ def test_init_refuses_a_package_name_that_cannot_work(tmp_path: Path, package: s
     assert not (tmp_path / "new").exists()
 
 
-def test_requirements_dev_installs_the_running_leasehold_not_a_name_on_an_index(
-        tmp_path: Path) -> None:
-    # Run from a source checkout (as here): the checkout itself, editable, with its extra.
+def test_requirements_dev_names_leasehold_by_version_and_no_path(tmp_path: Path) -> None:
+    """Issue 47: run from a source checkout (as here), init used to write ``-e <checkout>``,
+    an absolute path that tied the project to the clone. It names the version that ran, with
+    the extras a project needs, and says how to install it from a folder of wheels."""
     checkout = Path(leasehold.__file__).resolve().parents[2]
     init_project(tmp_path / "new", package="billing")
+    written = "".join(p.read_text() for p in (tmp_path / "new").rglob("*") if p.is_file())
+    assert str(checkout) not in written and str(tmp_path) not in written
     lines = (tmp_path / "new" / "requirements-dev.txt").read_text().splitlines()
-    assert f"-e {checkout}[infra,local]" in lines
-    assert "leasehold[infra]" not in lines
-    # Installed from a wheel (site-packages): that same version, pinned.
-    installed = tmp_path / "site-packages" / "leasehold" / "__init__.py"
-    assert leasehold_requirement(str(installed)) == \
-        f"leasehold[infra,local]=={importlib.metadata.version('leasehold')}"
+    assert f"leasehold[cdk,local]=={importlib.metadata.version('leasehold')}" in lines
+    assert leasehold_requirement() == f"leasehold[cdk,local]=={leasehold.__version__}"
+    assert any("--find-links" in line for line in lines if line.startswith("#"))
+    assert "--find-links" in (tmp_path / "new" / "README.md").read_text()
+
+
+def _recommended_flags_of_installed_aws_cdk_lib() -> tuple[str, dict[str, object]]:
+    """What ``cdk init`` would write: the installed aws-cdk-lib's own
+    ``recommended-feature-flags.json`` (inside the jsii tarball its Python package ships)."""
+    spec = importlib.util.find_spec("aws_cdk")
+    assert spec is not None and spec.origin is not None
+    (tarball,) = (Path(spec.origin).parent / "_jsii").glob("aws-cdk-lib@*.jsii.tgz")
+    with tarfile.open(tarball) as archive:
+        member = archive.extractfile("package/recommended-feature-flags.json")
+        assert member is not None
+        flags = json.load(member)
+    return tarball.name.split("@", 1)[1].removesuffix(".jsii.tgz"), flags
+
+
+def test_cdk_json_sets_the_recommended_feature_flags_as_cdk_init_does(tmp_path: Path) -> None:
+    """Issue 47: init's cdk.json set no flags, so every synth warned that 85 were unset."""
+    version, recommended = _recommended_flags_of_installed_aws_cdk_lib()
+    init_project(tmp_path / "new", package="billing")
+    app = json.loads((tmp_path / "new" / "cdk.json").read_text())
+    assert app["app"] == "python3 app.py" and "billing/**" in app["watch"]["include"]
+    assert app["context"] == recommended, (
+        f"aws-cdk-lib {version} recommends other flags: copy its recommended-feature-flags.json "
+        "into functions/leasehold/cli/cdk_feature_flags.json")

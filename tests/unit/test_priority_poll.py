@@ -6,7 +6,7 @@ from collections import Counter
 
 import pytest
 
-from leasehold.local.priorities import PriorityPicker
+from leasehold.polling.priorities import PriorityPicker
 
 
 def test_each_priority_goes_first_at_its_weighted_share() -> None:

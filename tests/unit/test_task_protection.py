@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 from leasehold.aws.queues import Received
-from leasehold.local import poller
-from leasehold.local.poller import PollerOptions, PollingWorker
-from leasehold.local.task_protection import TaskProtection
+from leasehold.polling import poller
+from leasehold.polling.poller import PollerOptions, PollingWorker
+from leasehold.polling.task_protection import TaskProtection
 
 AGENT = "http://169.254.170.2/api/abc"
 

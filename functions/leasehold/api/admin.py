@@ -7,6 +7,7 @@ from typing import Annotated
 from aws_lambda_powertools.event_handler.api_gateway import Router
 from aws_lambda_powertools.event_handler.openapi.params import Query
 
+from leasehold import __version__
 from leasehold.api import context
 from leasehold.api.answers import answers, view
 from leasehold.api.flow import key_out
@@ -36,7 +37,8 @@ router = Router()
 
 @router.get("/healthz", summary="Liveness", tags=["admin"])
 def healthz() -> Health:
-    return Health(status="ok", time=iso(context.leasehold(router).now()) or "")
+    return Health(status="ok", time=iso(context.leasehold(router).now()) or "",
+                  version=__version__)
 
 
 @router.get("/workers", summary="Live workers: polling and remote", tags=["admin"],

@@ -115,3 +115,5 @@ class StatsOut(BaseModel):
 class Health(BaseModel):
     status: Literal["ok"]
     time: str
+    version: str = Field(description="the Leasehold version serving the API, as "
+                                     "`leasehold --version` says")

@@ -185,7 +185,7 @@ class Workers(Construct):
         # *and* nothing is in flight. Visible messages alone are 0 while every job runs,
         # which stopped busy workers. In-flight work adds 0.5: no step (neither out nor in).
         # A task that runs jobs also protects itself from scale-in
-        # (leasehold.local.task_protection).
+        # (leasehold.polling.task_protection).
         metrics: dict[str, cloudwatch.IMetric] = {}
         for priority in PRIORITIES:
             queue = self._queues.work[(pool.name, priority)]

@@ -240,8 +240,8 @@ def run_worker(args: argparse.Namespace) -> int:
     from leasehold.aws import secrets
     from leasehold.aws.provision import missing_credentials
     from leasehold.compose import compose
-    from leasehold.local.poller import PollerOptions, PollingWorker
-    from leasehold.local.task_protection import TaskProtection
+    from leasehold.polling.poller import PollerOptions, PollingWorker
+    from leasehold.polling.task_protection import TaskProtection
     from leasehold.settings import Settings
     from leasehold.tracing.setup import configure as configure_tracing
 

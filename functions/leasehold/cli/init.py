@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import argparse
-import importlib.metadata
+import json
 import keyword
 import re
 import sys
@@ -40,7 +40,8 @@ def run_init(args: argparse.Namespace) -> int:
     for path in created:
         print(f"  {path}")
     print(f"\nNext:\n  cd {target}\n  python3 -m venv .venv && . .venv/bin/activate\n"
-          f"  pip install -r requirements-dev.txt\n  pytest\n"
+          f"  pip install -r requirements-dev.txt   # add --find-links DIR for a folder of "
+          f"wheels\n  pytest\n"
           f"  leasehold dev --tasks {package}.tasks\n  npx aws-cdk@2 deploy")
     return 0
 
@@ -65,25 +66,34 @@ def init_project(target: Path, *, package: str) -> list[str]:
     created = []
     for template_path, template_text in FILES.items():
         path, text = render(template_path, template_text, **values)
+        if path == "cdk.json":
+            text = with_feature_flags(text)
         (target / path).parent.mkdir(parents=True, exist_ok=True)
         (target / path).write_text(text)
         created.append(path)
     return created
 
 
-def leasehold_requirement(module_file: str | None = None) -> str:
+def leasehold_requirement() -> str:
     """The requirement line that installs this Leasehold with its CDK construct and its
-    local runtime's emulator (``leasehold dev``, the pytest fixture): its source
-    checkout, editable, when it runs from one (``<checkout>/functions/leasehold``, with the
-    checkout's ``pyproject.toml``), else the installed version, pinned."""
-    package = Path(module_file or leasehold.__file__).resolve().parent
-    checkout = package.parent.parent
-    if package.parent.name == "functions" and (checkout / "pyproject.toml").is_file():
-        return f"-e {checkout}[infra,local]"
-    try:
-        return f"leasehold[infra,local]=={importlib.metadata.version('leasehold')}"
-    except importlib.metadata.PackageNotFoundError:
-        return "leasehold[infra,local]"
+    local runtime's emulator (``leasehold dev``, the pytest fixture), by version: never a
+    path, so the project works from any copy of Leasehold's package (an index, or a folder
+    of wheels named with ``pip install --find-links``)."""
+    return f"leasehold[cdk,local]=={leasehold.__version__}"
+
+
+#: aws-cdk-lib's recommended feature flags, which ``cdk init`` writes into a new app's
+#: cdk.json (without them synth warns of every flag left unset). A copy of the file
+#: ``recommended-feature-flags.json`` of the aws-cdk-lib version it names;
+#: tests/unit/test_init.py checks it against the installed aws-cdk-lib.
+FEATURE_FLAGS = Path(__file__).with_name("cdk_feature_flags.json")
+
+
+def with_feature_flags(cdk_json: str) -> str:
+    """``cdk.json`` with the recommended feature flags as its context, as ``cdk init``."""
+    app = json.loads(cdk_json)
+    app["context"] = json.loads(FEATURE_FLAGS.read_text())["context"]
+    return json.dumps(app, indent=2) + "\n"
 
 
 def check_package(package: str) -> None:

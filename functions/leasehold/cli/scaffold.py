@@ -124,9 +124,12 @@ if __name__ == "__main__":
 humanize>=4,<5
 ''',
     "requirements-dev.txt": '''\
-# What this project needs on your machine: Leasehold with its CDK construct and its local
-# runtime (`leasehold dev`, the pytest fixture: the `local` extra, moto), and pytest
-# (Leasehold as `leasehold init` found it installed: its checkout, or the same version).
+# What this project needs on your machine: Leasehold with its CDK construct (the `cdk`
+# extra) and its local runtime (`leasehold dev`, the pytest fixture: the `local` extra,
+# moto), and pytest. Leasehold is named by the version `leasehold init` ran as; to install
+# it from a wheel you built or were given, point pip at the folder holding it:
+#   pip install --find-links ../wheels -r requirements-dev.txt
+# (or set PIP_FIND_LINKS=../wheels in the environment).
 -r requirements.txt
 $leasehold
 pytest>=8
@@ -163,6 +166,12 @@ managed services: tasks in `$package/`, deployed by the CDK app in `app.py`.
     python3 -m venv .venv && . .venv/bin/activate
     pip install -r requirements-dev.txt
     pytest
+
+`requirements-dev.txt` names Leasehold by version. To install it from a wheel rather than an
+index (one you built with `python -m build` in Leasehold's checkout, or were given), point pip
+at the folder that holds it:
+
+    pip install --find-links ../wheels -r requirements-dev.txt
 
 ## Run it on this machine
 

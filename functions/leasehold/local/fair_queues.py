@@ -8,54 +8,24 @@ group counts as a tenant of its own. Nothing is dropped or throttled: the noisy 
 messages are delivered as usual when no quiet group's are waiting.
 
 moto's standard queues keep the group id but hand messages out in send order, so locally a
-quiet tenant's job would wait behind another tenant's whole backlog. :func:`install`
-patches moto's queue *in the emulator's process only* so that a receive on a standard queue
-takes messages in :func:`fair_order`: always the group with the fewest in-flight (received,
-not yet deleted, still invisible) messages next, counting the ones this receive already
-took, send order within a group and between equals. That is AWS's order once a group is
-detected as noisy; AWS detects it only past thresholds (about 10% of the queue's in-flight
-messages and at least 30 of its own in flight, or 10% of the consumers' recent processing
-time), which a laptop-sized runtime would rarely reach, so the emulation applies it always.
-With no grouped message visible the order is moto's own (send order); FIFO queues are left
-alone.
+quiet tenant's job would wait behind another tenant's whole backlog. :func:`install` patches
+moto's queue *in the emulator's process only* so that a receive on a standard queue takes
+messages in :func:`leasehold.polling.fairness.fair_order`: always the group with the fewest
+in-flight (received, not yet deleted, still invisible) messages next, counting the ones this
+receive already took, send order within a group and between equals. That is AWS's order once
+a group is detected as noisy; AWS detects it only past thresholds (about 10% of the queue's
+in-flight messages and at least 30 of its own in flight, or 10% of the consumers' recent
+processing time), which a laptop-sized runtime would rarely reach, so the emulation applies
+it always. With no grouped message visible the order is moto's own (send order); FIFO queues
+are left alone.
 """
 
 from __future__ import annotations
 
-import heapq
-from collections import Counter, deque
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any, TypeVar
+from collections import Counter
+from typing import Any
 
-M = TypeVar("M")
-
-
-def fair_order(messages: Sequence[M], group_of: Callable[[M], str | None],
-               in_flight: Mapping[str, int]) -> list[M]:
-    """``messages`` (in send order) in the order a fair queue hands them out.
-
-    Greedy: the next message is the oldest one of the group with the fewest messages in
-    flight, counting those placed before it; ties go to the oldest message. A message
-    without a group is a group of its own with nothing in flight. Deterministic.
-    """
-    # A group's key is its id; a message without one is keyed by its position instead.
-    queues: dict[tuple[bool, str | int], deque[tuple[int, M]]] = {}
-    for index, message in enumerate(messages):
-        group = group_of(message)
-        key: tuple[bool, str | int] = (True, group) if group is not None else (False, index)
-        queues.setdefault(key, deque()).append((index, message))
-    load = {key: in_flight.get(str(key[1]), 0) if key[0] else 0 for key in queues}
-    heap = [(load[key], waiting[0][0], key) for key, waiting in queues.items()]
-    heapq.heapify(heap)
-    ordered: list[M] = []
-    while heap:
-        _, _, key = heapq.heappop(heap)
-        waiting = queues[key]
-        ordered.append(waiting.popleft()[1])
-        load[key] += 1
-        if waiting:
-            heapq.heappush(heap, (load[key], waiting[0][0], key))
-    return ordered
+from leasehold.polling.fairness import fair_order
 
 
 def install() -> None:
@@ -79,4 +49,4 @@ def install() -> None:
     queue._leasehold_fair = True
 
 
-__all__ = ["fair_order", "install"]
+__all__ = ["install"]

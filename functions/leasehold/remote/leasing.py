@@ -27,7 +27,7 @@ from leasehold.lifecycle import fleet, handoff
 from leasehold.lifecycle.app import Leasehold
 from leasehold.lifecycle.store import Change
 from leasehold.lifecycle.worker import Delivery, Worker
-from leasehold.local.poller import PollerOptions, PollingWorker, fair_order
+from leasehold.polling.poller import PollerOptions, PollingWorker, fair_order
 from leasehold.remote.hangup import Gone
 from leasehold.remote.tokens import Token
 from leasehold.settings import PRIORITIES

@@ -1,5 +1,5 @@
 """Which of a pool's three queues a busy polling worker asks first (see
-:mod:`leasehold.local.poller`)."""
+:mod:`leasehold.polling.poller`)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""The long-running polling worker (local runtime, ECS): Lambda's SQS event source, by hand.
+"""The long-running polling worker (ECS pools and the local runtime): Lambda's SQS event
+source, by hand.
 
 One poller thread feeds ``concurrency`` runner threads. While busy it short-polls one of the
 pool's three queues at a time, chosen by a smooth weighted round-robin (high 6 : normal 3 :
@@ -42,9 +43,9 @@ from leasehold.lifecycle import fleet
 from leasehold.lifecycle.app import Leasehold
 from leasehold.lifecycle.consumer import consume
 from leasehold.lifecycle.worker import Worker
-from leasehold.local import fair_queues
-from leasehold.local.priorities import DEFAULT_WEIGHTS, PriorityPicker
-from leasehold.local.task_protection import TaskProtection
+from leasehold.polling import fairness
+from leasehold.polling.priorities import DEFAULT_WEIGHTS, PriorityPicker
+from leasehold.polling.task_protection import TaskProtection
 from leasehold.settings import PRIORITIES
 
 log = logging.getLogger(__name__)
@@ -58,7 +59,7 @@ LISTEN_VISIBILITY_SECONDS = 2
 def fair_order(batch: Sequence[Received], in_flight: Mapping[str, int]) -> list[Received]:
     """The batch with the least busy tenants first, in the order an SQS fair queue hands
     messages out (a message's group is its tenant): each tenant's messages keep their order."""
-    return fair_queues.fair_order(batch, lambda message: message.group, in_flight)
+    return fairness.fair_order(batch, lambda message: message.group, in_flight)
 
 
 def _tenant(message: Received) -> str:

@@ -42,14 +42,14 @@ public final class WorkerTest {
             server.setExecutor(java.util.concurrent.Executors.newCachedThreadPool());
             server.createContext("/", exchange -> {
                 String raw = new String(exchange.getRequestBody().readAllBytes(), StandardCharsets.UTF_8);
-                Map<String, Object> body = (Map<String, Object>) Worker.Json.parse(raw);
+                Map<String, Object> body = (Map<String, Object>) Json.parse(raw);
                 String path = exchange.getRequestURI().getPath();
                 requests.add(new Request(path, body, System.currentTimeMillis()));
                 Answer answer = script.apply(path, body);
                 if (answer.delayMs() > 0) {
                     try { Thread.sleep(answer.delayMs()); } catch (InterruptedException e) { return; }
                 }
-                byte[] out = Worker.Json.write(answer.body()).getBytes(StandardCharsets.UTF_8);
+                byte[] out = Json.write(answer.body()).getBytes(StandardCharsets.UTF_8);
                 exchange.getResponseHeaders().add("content-type", "application/json");
                 exchange.sendResponseHeaders(answer.status(), out.length);
                 exchange.getResponseBody().write(out);
@@ -128,24 +128,24 @@ public final class WorkerTest {
     static void jsonRoundTrip() {
         String text = "{\"s\":\"a\\\"b\\\\c\\n\\t\\u00e9\\ud83d\\ude00/\",\"n\":[0,-12,3.5,1e3,-0.25,12345678901234],"
                 + "\"b\":[true,false,null],\"o\":{},\"a\":[],\"nested\":{\"x\":[{\"y\":\"\"}]}}";
-        Map<String, Object> value = (Map<String, Object>) Worker.Json.parse(text);
+        Map<String, Object> value = (Map<String, Object>) Json.parse(text);
         equal(value.get("s"), "a\"b\\c\n\té\uD83D\uDE00/");
         equal(value.get("n"), List.of(0L, -12L, 3.5, 1000.0, -0.25, 12345678901234L));
         equal(value.get("b"), Arrays.asList(true, false, null));
         equal(new ArrayList<>(value.keySet()), List.of("s", "n", "b", "o", "a", "nested"));
-        equal(Worker.Json.parse(Worker.Json.write(value)), value);
-        equal(Worker.Json.write(Map.of("c", "\u0001\u2028")), "{\"c\":\"\\u0001\\u2028\"}");
-        equal(Worker.Json.write(List.of(1.0, 2.5, 3L)), "[1.0,2.5,3]");
+        equal(Json.parse(Json.write(value)), value);
+        equal(Json.write(Map.of("c", "\u0001\u2028")), "{\"c\":\"\\u0001\\u2028\"}");
+        equal(Json.write(List.of(1.0, 2.5, 3L)), "[1.0,2.5,3]");
         for (String bad : List.of("", "{", "[1,]", "{\"a\" 1}", "01", "\"\\x\"", "[1] 2", "tru", "\"a\nb\"", "-", "1.")) {
             try {
-                Worker.Json.parse(bad);
+                Json.parse(bad);
                 throw new AssertionError("parsed bad JSON " + bad);
             } catch (IllegalArgumentException expected) {
                 // refused, as it should be
             }
         }
         try {
-            Worker.Json.write(Double.NaN);
+            Json.write(Double.NaN);
             throw new AssertionError("wrote NaN");
         } catch (IllegalArgumentException expected) {
             // refused
@@ -154,14 +154,14 @@ public final class WorkerTest {
 
     /** AWS's SigV4 test suite, get-vanilla: GET / on example.amazonaws.com, 2015-08-30T12:36:00Z. */
     static void sigv4GetVanilla() {
-        Worker.SigV4 signer = new Worker.SigV4("AKIDEXAMPLE", "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY", null,
+        SigV4 signer = new SigV4("AKIDEXAMPLE", "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY", null,
                 "us-east-1", "service");
         Map<String, String> headers = signer.sign("GET", java.net.URI.create("https://example.amazonaws.com/"), Map.of(),
                 new byte[0], Instant.parse("2015-08-30T12:36:00Z"));
         equal(headers.get("x-amz-date"), "20150830T123600Z");
         equal(headers.get("authorization"), "AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/20150830/us-east-1/service/aws4_request, "
                 + "SignedHeaders=host;x-amz-date, Signature=5fa00fa31553b73ebf1942676e86291e8372ff2a2260956d9b8aae1d763fbf31");
-        Map<String, String> withToken = new Worker.SigV4("AKIDEXAMPLE", "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY", "tok",
+        Map<String, String> withToken = new SigV4("AKIDEXAMPLE", "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY", "tok",
                 "us-east-1", "service").sign("GET", java.net.URI.create("https://example.amazonaws.com/"), Map.of(),
                 new byte[0], Instant.parse("2015-08-30T12:36:00Z"));
         equal(withToken.get("x-amz-security-token"), "tok");
@@ -332,7 +332,7 @@ public final class WorkerTest {
 
     /** AWS's SigV4 test suite, post-vanilla: POST / on example.amazonaws.com, 2015-08-30T12:36:00Z. */
     static void sigv4PostVanilla() {
-        Worker.SigV4 signer = new Worker.SigV4("AKIDEXAMPLE", "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY", null, "us-east-1", "service");
+        SigV4 signer = new SigV4("AKIDEXAMPLE", "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY", null, "us-east-1", "service");
         Instant at = Instant.parse("2015-08-30T12:36:00Z");
         URI uri = URI.create("https://example.amazonaws.com/");
         equal(signer.sign("POST", uri, Map.of(), new byte[0], at).get("authorization"),
@@ -342,7 +342,7 @@ public final class WorkerTest {
 
     /** A worker with a signer signs what it actually sends: the server recomputes the signature from the request it got. */
     static void signedRequests() throws Exception {
-        Worker.SigV4 signer = new Worker.SigV4("AKIDEXAMPLE", "secret", "session-token", "eu-west-1", "execute-api");
+        SigV4 signer = new SigV4("AKIDEXAMPLE", "secret", "session-token", "eu-west-1", "execute-api");
         HttpServer server = HttpServer.create(new InetSocketAddress("127.0.0.1", 0), 0);
         List<String> problems = new CopyOnWriteArrayList<>();
         AtomicInteger seen = new AtomicInteger();
