@@ -81,11 +81,14 @@ def finished_by_this_lease(job: Job, owner: str) -> bool:
 def _ends_the_lease(app: Leasehold, job_id: str, token_text: str, *,
                     on_return: bool) -> Iterator[None]:
     """The worker of ``token_text`` no longer holds the job once it is told its lease is
-    over (409), or its finish is answered (``on_return``): off its jobs in hand (``GET
-    /workers``), best effort."""
+    over (409), or its finish is answered (``on_return``: a finish's 413 too, the attempt
+    ended ``PayloadTooLarge``): off its jobs in hand (``GET /workers``), best effort. A
+    heartbeat's 413 (its progress too large) ends nothing."""
+    ends: tuple[type[Exception], ...] = (LeaseLost, PayloadTooLarge) if on_return else \
+        (LeaseLost,)
     try:
         yield
-    except (LeaseLost, PayloadTooLarge):
+    except ends:
         _release(app, job_id, token_text)
         raise
     if on_return:
