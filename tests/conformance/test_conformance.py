@@ -1,9 +1,12 @@
 """The conformance kit's cases against every reference worker (docs/protocol.md, "The
 conformance task set"): the same cases ``leasehold conformance --worker CMD`` runs, not a
-second copy. The concurrency scenario runs all three languages side by side."""
+second copy. The concurrency scenario runs all three languages side by side. A fourth worker,
+written in Perl from docs/protocol.md alone (tests/conformance/cleanroom, issue 45), runs them
+too: it is what says the page is enough to write a conforming worker."""
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,7 +15,7 @@ import pytest
 from leasehold.conformance.cases import CASES, Case, Run, lines
 from leasehold.conformance.server import Server
 from leasehold.conformance.workers import Workers
-from tests.conformance.conftest import LANGUAGES, REFERENCE, workers_of
+from tests.conformance.conftest import ENV, LANGUAGES, REFERENCE, ROOT, workers_of
 
 pytestmark = pytest.mark.e2e
 
@@ -33,6 +36,21 @@ def test_the_worker_conforms(runtime: Server, stop_after: list[Workers], tmp_pat
     stop_after.append(workers)
     case.check(Run(runtime, workers, tmp_path / "conformance.log", tmp_path,
                    language if language in REFERENCE else None))
+
+
+#: The clean-room worker: Perl 5 with core modules only, written from docs/protocol.md alone
+#: (its gaps are tests/conformance/cleanroom/NOTES.md). Run from the repository root.
+CLEANROOM = ["perl", "tests/conformance/cleanroom/worker.pl"]
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda case: case.name)
+def test_the_cleanroom_perl_worker_conforms(runtime: Server, stop_after: list[Workers],
+                                            tmp_path: Path, case: Case) -> None:
+    if shutil.which("perl") is None:
+        pytest.fail("perl is not installed: the clean-room worker's conformance cannot be checked")
+    workers = Workers(runtime, CLEANROOM, "perl", cwd=str(ROOT), env=ENV)
+    stop_after.append(workers)
+    case.check(Run(runtime, workers, tmp_path / "conformance.log", tmp_path, "perl"))
 
 
 def test_a_concurrency_key_holds_across_languages(runtime: Server, stop_after: list[Workers],

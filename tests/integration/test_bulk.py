@@ -18,6 +18,7 @@ from leasehold.lifecycle import sweeper
 from leasehold.lifecycle.app import Leasehold
 from leasehold.tenancy.plans import set_plan
 from leasehold.time import ticker
+from tests.conftest import MakeApp
 
 from .api_client import ApiClient, api_for
 from .helpers import deliver, inject
@@ -202,3 +203,21 @@ def test_both_bulk_answers_carry_the_bulk_id(api: ApiClient) -> None:
     assert followed.status == 200
     assert followed.body["bulk_id"] == started.body["bulk_id"] == started.body["job_id"]
     assert followed.body["created_before"] == started.body["created_before"]
+
+
+def test_a_bulk_job_runs_on_the_first_python_pool_never_on_an_external_one(
+        make_app: MakeApp) -> None:
+    # With ``images`` first and external, the bulk job went to ``images`` (``pools[0]``),
+    # where only a remote worker leases, and the registered task named a pool ``default``
+    # the deployment might not have: it is now on the first Python pool, both ways.
+    app = make_app(pools=("images", "work"), external_tasks={"images": ("resize",)})
+    api = ApiClient(app)
+    assert app.registry.get(run.TASK).pool == "work"
+    started = api.post("/jobs/bulk", {"action": "retry", "filter": {}}, tenant="acme")
+    assert started.status == 202, started.body
+    bulk_id = started.body["bulk_id"]
+    assert app.store.get(bulk_id).pool == "work"
+    leased = api.post("/workers/lease", {"pool": "images", "wait_seconds": 0})
+    assert leased.status == 200 and leased.body["jobs"] == []
+    deliver(app, pool="work")
+    assert app.store.get(bulk_id).state is JobState.SUCCEEDED

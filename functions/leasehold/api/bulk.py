@@ -100,9 +100,8 @@ def bulk_action(body: BulkIn) -> Response[Any]:
     spec = JobSpec(task=run.TASK, tenant=tenant, labels={"bulk": body.action},
                    payload={"action": body.action,
                             "filter": run.filter_to_payload(where)})
-    result = submit_admitted(app, spec, app.settings.pools[0], api.limits_for(app, tenant),
-                             api.backlog,
-                             api.buckets, internal=True)
+    result = submit_admitted(app, spec, run.pool(app), api.limits_for(app, tenant),
+                             api.backlog, api.buckets, internal=True)
     return Response(status_code=202, content_type=content_types.APPLICATION_JSON,
                     body=bulk_view(result.job, app.now()))
 

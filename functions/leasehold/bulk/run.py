@@ -197,11 +197,18 @@ class MoreToDo(Exception):
     """This attempt's time is nearly up; the next one resumes from the checkpoint."""
 
 
+def pool(app: Leasehold) -> str:
+    """The pool bulk jobs run on: the first Python pool (a pool of external tasks has no
+    worker that could run the built-in task). With every pool external there is no Python
+    worker at all, and the first pool is kept."""
+    return next(iter(app.settings.python_pools()), app.settings.pools[0])
+
+
 def install(app: Leasehold) -> None:
-    """Register the built-in bulk task on ``app``'s registry (idempotent)."""
+    """Register the built-in bulk task on ``app``'s registry (idempotent), on :func:`pool`."""
     if TASK in app.registry:
         return
     app.registry.register(TaskDefinition(
-        name=TASK, fn=lambda payload, ctx: handler(app, payload, ctx),
+        name=TASK, pool=pool(app), fn=lambda payload, ctx: handler(app, payload, ctx),
         timeout_seconds=240.0, max_attempts=100,
         retry=RetryPolicy(min_backoff_seconds=5, max_backoff_seconds=120)))
