@@ -83,3 +83,30 @@ def test_a_failure_of_type_non_retryable_error_is_final_whatever_retryable_says(
     failed = api.post(f"/jobs/{job_id}/fail", {"token": job["lease"]["token"], "retryable": True,
                                                "error": {"type": "NonRetryableError"}})
     assert (failed.status, failed.body["state"], failed.body["attempts"]) == (200, "DEAD", 1)
+
+
+def test_a_heartbeat_after_the_finish_is_recorded_answers_409_and_the_finish_again_200(
+        api: ApiClient) -> None:
+    """"Idempotent finishes": a 409 to a heartbeat sent while a finish is retried does not
+    mean the finish failed; the finish's own answer says."""
+    job_id = submit(api)
+    [job] = lease(api)
+    token = job["lease"]["token"]
+    assert api.post(f"/jobs/{job_id}/complete", {"token": token, "result": 2}).status == 200
+    late = api.post(f"/jobs/{job_id}/heartbeat", {"token": token})
+    assert (late.status, late.body["error"]["code"]) == (409, "lease_lost")
+    again = api.post(f"/jobs/{job_id}/complete", {"token": token, "result": 2})
+    assert (again.status, again.body["state"], again.body["result"]) == (200, "SUCCEEDED", 2)
+
+
+def test_a_fail_body_over_the_request_limit_is_413_and_records_nothing(api: ApiClient) -> None:
+    """"Sizes": a fail over 320 KiB is refused unread; the lease is still the worker's."""
+    job_id = submit(api)
+    [job] = lease(api)
+    token = job["lease"]["token"]
+    big = api.post(f"/jobs/{job_id}/fail", {"token": token, "error": {
+        "type": "Oops", "message": "\u2603" * 60000}})
+    assert big.status == 413 and shown(api, job_id)["state"] == "RUNNING"
+    short = api.post(f"/jobs/{job_id}/fail", {"token": token, "retryable": False,
+                                              "error": {"type": "Oops", "message": "cut"}})
+    assert (short.status, short.body["state"]) == (200, "DEAD")
