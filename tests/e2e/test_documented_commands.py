@@ -241,6 +241,10 @@ def runtime(state_dir: Path) -> Iterator[Runtime]:
                             "examples.tasks,examples.workflow_tasks",
                             # README's and docs/protocol.md's external pool
                             "--external", "images:resize,crop",
+                            # leasehold dev's own lease (FAST's 2 s): docs/protocol.md's
+                            # session by hand holds a lease across a process per step,
+                            # which under load outlasted 2 s and the sweeper took it over
+                            "--lease-seconds", "30",
                             env={"LEASEHOLD_STATE_DIR": str(state_dir)})
     yield started
     assert started.stop() == 0, "".join(started.output[-30:])

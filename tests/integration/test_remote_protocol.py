@@ -407,13 +407,63 @@ def test_a_remote_worker_is_listed_with_its_pool_last_lease_and_jobs(
                 if w["worker_id"] == "go-1"]
     assert (worker["kind"], worker["pool"], worker["current_jobs"], worker["processed"]) == \
         ("remote", "images", [job_id], 1)
-    lease(api, worker_id="go-1")  # an empty poll: still listed, holding nothing new
+    lease(api, worker_id="go-1")  # an empty poll: still listed, still holding the job
     [worker] = [w for w in api.get("/workers", tenant="acme").body["workers"]
                 if w["worker_id"] == "go-1"]
-    assert (worker["current_jobs"], worker["processed"]) == ([], 1)
+    assert (worker["current_jobs"], worker["processed"]) == ([job_id], 1)
     clock.advance(4 * remote.settings.lease_seconds)  # quiet for three intervals: gone
     assert [w for w in api.get("/workers", tenant="acme").body["workers"]
             if w["worker_id"] == "go-1"] == []
+
+
+def held_by(api: ApiClient, worker_id: str) -> list[str]:
+    [worker] = [w for w in api.get("/workers", tenant="acme").body["workers"]
+                if w["worker_id"] == worker_id]
+    return sorted(worker["current_jobs"])
+
+
+def test_a_remote_worker_holding_several_leases_shows_every_job_in_hand_until_each_ends(
+        remote: Leasehold, api: ApiClient, clock: Any) -> None:
+    """Jobs in hand are every lease the worker holds, not its last lease request's: a worker
+    leases one job per request as slots free up, and polls with jobs in hand."""
+    done, cancelled, failed, lost, kept = (submit(api) for _ in range(5))
+    leases = {}
+    for _ in range(5):
+        [job] = lease(api, worker_id="go-2")
+        leases[job["job_id"]] = job["lease"]["token"]
+    assert held_by(api, "go-2") == sorted(leases)
+    lease(api, worker_id="go-2")  # an empty poll with five in hand
+    assert held_by(api, "go-2") == sorted(leases)
+    assert api.post(f"/jobs/{done}/complete", {"token": leases[done], "result": 1}).status == 200
+    assert api.delete(f"/jobs/{cancelled}", tenant="acme").status == 200
+    beat = api.post(f"/jobs/{cancelled}/heartbeat", {"token": leases[cancelled]})
+    assert beat.body["cancel_requested"] is True
+    assert api.post(f"/jobs/{failed}/fail", {"token": leases[failed],
+                                             "error": {"type": "Oops"}}).status == 200
+    assert held_by(api, "go-2") == sorted([lost, kept])
+    # One lease taken over while the worker kept the other alive: its late heartbeat is
+    # told (409), and it holds that job no more.
+    settings = remote.settings
+    clock.advance(settings.lease_seconds * 0.6)
+    assert api.post(f"/jobs/{kept}/heartbeat", {"token": leases[kept]}).status == 200
+    clock.advance(settings.lease_seconds * 0.4 + settings.skew_grace_seconds + 1)
+    sweeper.sweep(remote)
+    assert api.post(f"/jobs/{lost}/heartbeat", {"token": leases[lost]}).status == 409
+    assert held_by(api, "go-2") == [kept]
+
+
+def test_a_finish_whose_jobs_in_hand_update_fails_is_still_recorded_and_answered(
+        remote: Leasehold, api: ApiClient) -> None:
+    """The view is best effort: the coordination table refusing the update (failing past
+    botocore's retries) neither fails the finish nor changes its answer."""
+    job_id = submit(api)
+    [job] = lease(api, worker_id="go-3")
+    inject(remote, Fault(target="dynamodb.UpdateItem", kind="fail", times=None,
+                         when=lambda body: body.get("TableName")
+                         == remote.settings.coordination_table))
+    reply = api.post(f"/jobs/{job_id}/complete", {"token": job["lease"]["token"], "result": 7})
+    assert (reply.status, reply.body["state"], reply.body["result"]) == (200, "SUCCEEDED", 7)
+    assert held_by(api, "go-3") == [job_id]  # the refused update: shown held a while longer
 
 
 def test_the_leased_job_carries_the_trace_context_it_was_submitted_in(api: ApiClient) -> None:

@@ -35,12 +35,20 @@ router = Router()
 
 #: The worker protocol's version (docs/protocol.md): sent by workers, answered by the server.
 PROTOCOL = 1
+#: The normative specification these routes' texts link to, section by section
+#: (``SPEC + "#routes"``: a GitHub heading anchor of docs/protocol.md).
+SPEC = "docs/protocol.md"
 #: The ``workers`` tag of the OpenAPI document.
 TAG = Tag(name="workers", description=(
     "Workers in any language: lease, heartbeat, complete, fail. The normative specification "
-    f"is docs/protocol.md (protocol version {PROTOCOL}): lease length and heartbeat interval, "
-    "retries on 429/5xx/503 (Retry-After), cancellation, timeouts, sizes, shutdown and "
-    "idempotent finishes."))
+    f"is [{SPEC}]({SPEC}) (protocol version {PROTOCOL}); where this schema is silent, it "
+    f"decides: status codes and retries ({SPEC}#routes: 5xx and lost answers retried with "
+    "backoff, 429/503 after Retry-After when sent), lease length and heartbeat interval "
+    f"({SPEC}#lease-length-and-heartbeats: a third of the time left), trace context "
+    f"({SPEC}#trace-context), cancellation ({SPEC}#cancellation), timeouts "
+    f"({SPEC}#timeouts), sizes ({SPEC}#sizes), idempotent finishes "
+    f"({SPEC}#idempotent-finishes), long polls and shutdown "
+    f"({SPEC}#stopping-during-a-long-poll-and-shutting-down)."))
 
 JobId = Annotated[str, Path(min_length=1, max_length=64, pattern=r"^[0-9A-Za-z]+$")]
 
@@ -49,13 +57,18 @@ class LeaseRequest(BaseModel):
     pool: str = Field(pattern=POOL_PATTERN, max_length=64)
     tasks: list[Annotated[str, Field(pattern=NAME_PATTERN, max_length=128)]] | None = Field(
         default=None, max_length=100,
-        description="only these tasks of the pool (default: every task of the pool)")
-    max_jobs: int = Field(default=1, ge=1, le=leasing.MAX_JOBS)
+        description="only these tasks of the pool (absent or empty: every task of the pool; "
+                    "a name the pool does not have leases nothing)")
+    max_jobs: int = Field(default=1, ge=1, le=leasing.MAX_JOBS,
+                          description="at most this many jobs (fewer may come, even when "
+                                      "more are queued)")
     wait_seconds: float = Field(
         default=leasing.MAX_WAIT_SECONDS, ge=0, le=leasing.MAX_WAIT_SECONDS,
         description="long poll: answer at the first job, or with none after this long")
     worker_id: str = Field(default="remote", min_length=1, max_length=128,
-                           pattern=r"^[A-Za-z0-9._@/-]+$")
+                           pattern=r"^[A-Za-z0-9._@/-]+$",
+                           description="the worker process, unique to it (GET /workers lists "
+                                       "workers by it; fencing never depends on it)")
     protocol: int = Field(
         default=PROTOCOL, ge=1, le=PROTOCOL,
         description=f"the protocol version the worker speaks (docs/protocol.md); this "
@@ -95,7 +108,8 @@ class LeaseAnswer(BaseModel):
 
 class HeartbeatRequest(BaseModel):
     token: str = Field(min_length=1, max_length=4096)
-    progress: Any = Field(default=None, description="any JSON, up to 16 KiB, shown on the job")
+    progress: Any = Field(default=None, description="any JSON, up to 16 KiB (over it: 413, "
+                          "the lease not extended), shown on the job until another is sent")
 
 
 class HeartbeatAnswer(BaseModel):
@@ -113,7 +127,9 @@ class CompleteRequest(BaseModel):
 
 
 class ErrorIn(BaseModel):
-    type: str = Field(min_length=1, max_length=256)
+    type: str = Field(min_length=1, max_length=256,
+                      description="a name (DiskFull); NonRetryableError, PayloadTooLarge or a "
+                                  "name in the retry policy's non_retryable is final")
     message: str = Field(default="", max_length=64 * 1024)
 
 
@@ -174,7 +190,8 @@ def _check_job(job_id: str) -> None:
              description="Up to max_jobs of an external pool's jobs (any other pool: 422), in "
                          "priority order and fairly between tenants, with flow control "
                          "applied as for Python workers. Do not abort the request: run or "
-                         "fail what it answers (docs/protocol.md, 'Stopping').",
+                         f"fail what it answers ({SPEC}#stopping-during-a-long-poll-and-"
+                         f"shutting-down). Fields, codes and retries: {SPEC}#routes.",
              responses=answers(LeaseAnswer, 401, 403, 422))
 def lease_jobs(body: LeaseRequest) -> LeaseAnswer:
     app = context.leasehold(router)
@@ -196,7 +213,10 @@ def lease_jobs(body: LeaseRequest) -> LeaseAnswer:
              tags=["workers"],
              description="409 lease_lost: stop the job, report nothing (the lease was taken "
                          "over, the job ended, or the attempt is past its timeout_at: the "
-                         "message says which). cancel_requested: the job is now CANCELLED.",
+                         "message says which). cancel_requested: the job is now CANCELLED "
+                         f"({SPEC}#cancellation). Heartbeat at a third of the time left "
+                         f"({SPEC}#lease-length-and-heartbeats); never extended past "
+                         f"timeout_at ({SPEC}#timeouts).",
              responses=answers(HeartbeatAnswer, 401, 403, 404, 409, 422))
 def heartbeat_job(job_id: JobId, body: HeartbeatRequest) -> HeartbeatAnswer:
     _check_job(job_id)
@@ -210,7 +230,9 @@ def heartbeat_job(job_id: JobId, body: HeartbeatRequest) -> HeartbeatAnswer:
              description="A zombie's token answers 409 lease_lost and changes nothing; a "
                          "repeat with the same token answers the job as recorded (200). A "
                          "result over 64 KiB ends the attempt PayloadTooLarge (never retried) "
-                         "and answers 413; on any 413 report fail PayloadTooLarge.",
+                         "and answers 413; on any 413 report fail PayloadTooLarge "
+                         f"({SPEC}#sizes, {SPEC}#idempotent-finishes). Sent while a cancel "
+                         "is pending: 200 with the CANCELLED job, the result not kept.",
              responses=answers(JobOut, 401, 403, 404, 409, 413, 422))
 def complete_job(job_id: JobId, body: CompleteRequest) -> JobOut:
     _check_job(job_id)
@@ -220,8 +242,10 @@ def complete_job(job_id: JobId, body: CompleteRequest) -> JobOut:
 @router.post("/jobs/<job_id>/fail", summary="Report a remote job's failure (fenced)",
              tags=["workers"],
              description="Retried by the job's policy unless retryable is false (or the "
-                         "type is PayloadTooLarge); a zombie's token answers 409 lease_lost; "
-                         "a repeat with the same token answers the job as recorded (200).",
+                         "type is PayloadTooLarge or NonRetryableError, or the policy's "
+                         "non_retryable names it); a zombie's token answers 409 lease_lost; "
+                         "a repeat with the same token answers the job as recorded (200) "
+                         f"({SPEC}#idempotent-finishes).",
              responses=answers(JobOut, 401, 403, 404, 409, 422))
 def fail_job(job_id: JobId, body: FailRequest) -> JobOut:
     _check_job(job_id)

@@ -62,6 +62,10 @@ class RemoteContext:
     attempt: int
     worker_id: str
     deadline_at: str | None
+    #: The W3C trace context the job was submitted in (None: none): a span of the job is
+    #: its child (docs/protocol.md, "Trace context").
+    traceparent: str | None = None
+    tracestate: str | None = None
     _cancel: threading.Event = field(default_factory=threading.Event, repr=False)
     #: Why the job should stop: "cancel requested" or "lease lost".
     reason: str = ""
@@ -170,7 +174,9 @@ class RemoteWorker:
         job_id, token = job["job_id"], job["lease"]["token"]
         ctx = RemoteContext(job_id=job_id, task=job["task"], tenant=job["tenant"],
                             attempt=int(job["attempt"]), worker_id=self.worker_id,
-                            deadline_at=job.get("deadline_at"))
+                            deadline_at=job.get("deadline_at"),
+                            traceparent=job.get("traceparent"),
+                            tracestate=job.get("tracestate"))
         done = threading.Event()
         beats = threading.Thread(target=self._beat, args=(job, ctx, done), daemon=True)
         beats.start()

@@ -8,6 +8,7 @@ conform. A case starts the workers it needs and the kit stops them after it.
 
 from __future__ import annotations
 
+import secrets
 import signal
 import time
 from collections.abc import Callable, Sequence
@@ -75,6 +76,14 @@ def equal(got: object, expected: object, what: str) -> None:
     check(got == expected, f"{what}: got {got!r}, expected {expected!r}")
 
 
+#: The echo result's trace context keys, checked by the ``trace-context`` case only.
+TRACE_KEYS = ("traceparent", "tracestate")
+
+
+def untraced(result: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in result.items() if k not in TRACE_KEYS}
+
+
 # -- the cases ------------------------------------------------------------------------------
 
 def lease_and_finish(run: Run) -> None:
@@ -82,8 +91,8 @@ def lease_and_finish(run: Run) -> None:
     job_id = run.server.submit("conformance.echo", {"x": [1, "two"]})
     job = run.server.wait_for([job_id])[job_id]
     equal(job["state"], "SUCCEEDED", "state")
-    equal(named(run, job["result"]), {"echo": {"x": [1, "two"]}, "worker_id": worker.worker_id,
-                                      "attempt": 1}, "result")
+    equal(untraced(named(run, job["result"])),
+          {"echo": {"x": [1, "two"]}, "worker_id": worker.worker_id, "attempt": 1}, "result")
 
 
 def retries_to_dead_and_non_retryable(run: Run) -> None:
@@ -247,6 +256,61 @@ def a_lost_finish_answer_is_sent_again(run: Run) -> None:
         proxy.close()
 
 
+def a_long_poll_abandoned_strands_nothing(run: Run) -> None:
+    """A worker that leaves in the middle of a long poll: killed (its connection closes
+    while the server waits for a job), and stopped (SIGTERM: it exits once its last poll
+    ends, running what that answers). Either way the job that arrives then is run once, at
+    attempt 1 with no crash counted: never leased to a caller that has gone and left RUNNING
+    until its lease runs out (docs/protocol.md, "Stopping during a long poll")."""
+    server = run.server
+    killed = run.workers.start(wait_seconds=20)
+    time.sleep(0.3)  # into its long poll (a kill before it changes nothing below)
+    killed.signal(signal.SIGKILL)
+    killed.process.wait()
+    after_kill = server.submit("conformance.echo", {"log": str(run.log)})
+    time.sleep(0.5)  # a poll the server kept open for the dead caller would take it now
+    second = run.workers.start()
+    job = server.wait_for([after_kill], timeout=15)[after_kill]
+    equal((job["state"], job["attempts"], job["crash_recoveries"]), ("SUCCEEDED", 1, 0),
+          "the job that came after a poller was killed: state, attempts, crashes")
+    equal(started_by(run.log, after_kill), [second.worker_id], "started by")
+    second.signal(signal.SIGTERM)  # polling again (1 s polls): stopped mid-poll
+    after_stop = server.submit("conformance.echo", {"log": str(run.log)})
+    try:
+        code = second.process.wait(15)
+    except Exception as exc:
+        raise CaseFailed("the worker did not exit within 15 s of SIGTERM mid-poll") from exc
+    equal(code, 0, "the exit status after SIGTERM mid-poll")
+    if run.server.job(after_stop)["state"] != "SUCCEEDED":
+        run.workers.start()  # its last poll did not answer the job: another runs it
+    job = server.wait_for([after_stop], timeout=15)[after_stop]
+    equal((job["state"], job["attempts"], job["crash_recoveries"]), ("SUCCEEDED", 1, 0),
+          "the job that came while a worker stopped mid-poll: state, attempts, crashes")
+
+
+def trace_context_reaches_the_worker(run: Run) -> None:
+    """The W3C trace context a job was submitted in is leased with it (``traceparent``,
+    ``tracestate``) and reaches the task: the echo result carries what the worker got."""
+    run.workers.start()
+    trace_id = secrets.token_hex(16)
+    parent = f"00-{trace_id}-{secrets.token_hex(8)}-01"
+    state = "conformance=kit"
+    traced = run.server.submit("conformance.echo", {"traced": True},
+                               headers={"traceparent": parent, "tracestate": state})
+    plain = run.server.submit("conformance.echo", {"traced": False})
+    jobs = run.server.wait_for([traced, plain])
+    result = jobs[traced]["result"]
+    got = result.get("traceparent") if isinstance(result, dict) else None
+    check(isinstance(got, str) and len(got.split("-")) == 4
+          and got.split("-")[1] == trace_id,
+          f"the traceparent the task got: {got!r}, expected one of trace {trace_id} "
+          f"(submitted as {parent})")
+    equal(result.get("tracestate"), state, "the tracestate the task got")
+    result = jobs[plain]["result"]
+    equal({k: result.get(k, "missing") for k in TRACE_KEYS},
+          {"traceparent": None, "tracestate": None}, "the trace context of a job without one")
+
+
 def a_faulty_run_loses_nothing_and_commits_once(run: Run) -> None:
     """Jepsen-style: jobs run while workers are killed, frozen past their leases and
     stopped; then count. Lost (not SUCCEEDED) 0, duplicated commits (a second SUCCEEDED in
@@ -299,6 +363,10 @@ CASES: tuple[Case, ...] = (
          "a result over 64 KiB ends the attempt PayloadTooLarge, not retried"),
     Case("lost-finish", a_lost_finish_answer_is_sent_again,
          "a complete whose answer was lost is sent again and answered 200; nothing twice"),
+    Case("long-poll-abort", a_long_poll_abandoned_strands_nothing,
+         "killed or stopped mid-poll: the job that arrives then runs once, attempt 1, no crash"),
+    Case("trace-context", trace_context_reaches_the_worker,
+         "the submission's traceparent and tracestate are leased with the job and reach it"),
     Case("faulty-run", a_faulty_run_loses_nothing_and_commits_once,
          "workers killed, frozen and stopped mid-run: lost 0, duplicated commits 0"),
 )

@@ -40,7 +40,8 @@ def build(worker: RemoteWorker) -> RemoteWorker:
     def echo(payload: Any, ctx: RemoteContext) -> Any:
         log_line(payload, "start", ctx)
         return {"echo": payload, "language": LANG, "worker_id": ctx.worker_id,
-                "attempt": ctx.attempt}
+                "attempt": ctx.attempt, "traceparent": ctx.traceparent,
+                "tracestate": ctx.tracestate}
 
     @worker.task("conformance.fail")
     def fail(payload: Any, ctx: RemoteContext) -> Any:

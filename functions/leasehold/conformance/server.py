@@ -13,6 +13,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -50,11 +51,12 @@ class Server:
     output: list[str] = field(default_factory=list)
 
     def call(self, method: str, path: str, body: Any = None, *,
-             tenant: str = TENANT) -> Reply:
+             tenant: str = TENANT, headers: Mapping[str, str] | None = None) -> Reply:
         data = None if body is None else json.dumps(body).encode()
         request = urllib.request.Request(
             self.url + path, data=data, method=method,
-            headers={"X-Leasehold-Tenant": tenant, "Content-Type": "application/json"})
+            headers={"X-Leasehold-Tenant": tenant, "Content-Type": "application/json",
+                     **(headers or {})})
         try:
             with urllib.request.urlopen(request, timeout=30) as response:
                 status, text = response.status, response.read()
@@ -62,9 +64,10 @@ class Server:
             status, text = exc.code, exc.read()
         return Reply(status, json.loads(text) if text else None)
 
-    def submit(self, task: str, payload: Any, tenant: str = TENANT, **extra: Any) -> str:
+    def submit(self, task: str, payload: Any, tenant: str = TENANT,
+               headers: Mapping[str, str] | None = None, **extra: Any) -> str:
         reply = self.call("POST", "/jobs", {"task": task, "payload": payload, **extra},
-                          tenant=tenant)
+                          tenant=tenant, headers=headers)
         check(reply.status in (200, 201), f"submitting {task}: {reply.status} {reply.body}")
         return str(reply.body["job_id"])
 

@@ -14,12 +14,19 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from leasehold.aws.dynamo import query, to_av
+from botocore.exceptions import ClientError
+
+from leasehold.aws.dynamo import condition_failed, query, to_av
 from leasehold.lifecycle.app import Leasehold
 
 PARTITION = "worker"
 #: A worker is listed while its last heartbeat is younger than this many heartbeats.
 MISSED_HEARTBEATS = 3
+#: A remote worker's jobs in hand: a string set, added to by each lease request and taken
+#: from as each lease ends (a polling worker writes its ``current_jobs`` whole instead).
+HELD = "held_jobs"
+#: At most this many held jobs per lease request are recorded (``max_jobs`` is 10).
+MAX_HELD = 100
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -54,11 +61,26 @@ def heartbeat(app: Leasehold, info: WorkerInfo, *, current_jobs: Sequence[str] =
 
 def leased_by(app: Leasehold, *, worker_id: str, pool: str, jobs: Sequence[str],
               interval_seconds: float) -> None:
-    """A remote worker's lease request (``leasehold.remote``): it is seen now, holding
-    ``jobs`` from this request; listed while it asks again within ``MISSED_HEARTBEATS``
-    intervals. One small update per lease request, in place of a heartbeat of its own."""
+    """A remote worker's lease request (``leasehold.remote``): it is seen now, and holds
+    ``jobs`` from this request besides those it held (:data:`HELD`, until :func:`released`);
+    listed while it asks again within ``MISSED_HEARTBEATS`` intervals. One small update per
+    lease request, in place of a heartbeat of its own."""
     now = app.now()
     ttl_seconds = int(interval_seconds * MISSED_HEARTBEATS * 10) + 3600
+    values: dict[str, Any] = {
+        ":pool": pool, ":host": "remote", ":zero": 0, ":kind": "remote", ":now": now,
+        ":beat": int(interval_seconds * 1000), ":ttl": now // 1000 + ttl_seconds,
+        ":count": len(jobs)}
+    names = {"#pool": "pool", "#host": "host", "#pid": "pid", "#kind": "kind",
+             "#started": "started_at", "#last": "last_heartbeat", "#beat": "heartbeat_ms",
+             "#ttl": "expires_at_s", "#processed": "processed"}
+    add = "#processed :count"
+    if jobs:  # a string set is never empty: an empty poll leaves the held set as it is
+        add += ", #held :held"
+        names["#held"] = HELD
+    av = to_av(values)
+    if jobs:
+        av[":held"] = {"SS": sorted(set(jobs))[:MAX_HELD]}
     app.clients.dynamodb.update_item(
         TableName=app.settings.coordination_table,
         Key={"pk": {"S": PARTITION}, "sk": {"S": worker_id}},
@@ -66,15 +88,23 @@ def leased_by(app: Leasehold, *, worker_id: str, pool: str, jobs: Sequence[str],
         UpdateExpression=(
             "SET #pool = :pool, #host = :host, #pid = :zero, #kind = :kind, "
             "#started = if_not_exists(#started, :now), #last = :now, "
-            "#beat = :beat, #jobs = :jobs, #ttl = :ttl ADD #processed :count"),
-        ExpressionAttributeNames={
-            "#pool": "pool", "#host": "host", "#pid": "pid", "#kind": "kind",
-            "#started": "started_at", "#last": "last_heartbeat", "#beat": "heartbeat_ms",
-            "#jobs": "current_jobs", "#ttl": "expires_at_s", "#processed": "processed"},
-        ExpressionAttributeValues=to_av({
-            ":pool": pool, ":host": "remote", ":zero": 0, ":kind": "remote", ":now": now,
-            ":beat": int(interval_seconds * 1000), ":jobs": list(jobs)[:100],
-            ":ttl": now // 1000 + ttl_seconds, ":count": len(jobs)}))
+            f"#beat = :beat, #ttl = :ttl ADD {add}"),
+        ExpressionAttributeNames=names, ExpressionAttributeValues=av)
+
+
+def released(app: Leasehold, *, worker_id: str, job_id: str) -> None:
+    """The remote worker ``worker_id`` no longer holds ``job_id`` (its lease ended: finished,
+    cancelled, timed out or found lost). Never makes a row for a worker that has none."""
+    try:
+        app.clients.dynamodb.update_item(
+            TableName=app.settings.coordination_table,
+            Key={"pk": {"S": PARTITION}, "sk": {"S": worker_id}},
+            UpdateExpression="DELETE #held :job", ConditionExpression="attribute_exists(pk)",
+            ExpressionAttributeNames={"#held": HELD},
+            ExpressionAttributeValues={":job": {"SS": [job_id]}})
+    except ClientError as exc:
+        if not condition_failed(exc):
+            raise
 
 
 def deregister(app: Leasehold, worker_id: str) -> None:
@@ -99,6 +129,7 @@ def live_workers(app: Leasehold, *, pool: str | None = None) -> list[WorkerInfo]
             worker_id=item["sk"], pool=item["pool"], host=item.get("host", ""),
             pid=int(item.get("pid", 0)), started_at=int(item.get("started_at", 0)),
             last_heartbeat=int(item["last_heartbeat"]), heartbeat_seconds=beat_ms / 1000,
-            current_jobs=tuple(item.get("current_jobs", ())),
+            current_jobs=tuple(sorted(item.get(HELD, ()))) if item.get("kind") == "remote"
+            else tuple(item.get("current_jobs", ())),
             processed=int(item.get("processed", 0)), kind=str(item.get("kind", "python"))))
     return sorted(found, key=lambda w: (w.started_at, w.worker_id))

@@ -10,6 +10,8 @@ was lost, and nothing is written twice.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,6 +20,7 @@ from leasehold.core.jobs import Job, JobError
 from leasehold.core.spec import MAX_RESULT_BYTES, encode_json
 from leasehold.core.states import JobState
 from leasehold.errors import LeaseLost, PayloadTooLarge
+from leasehold.lifecycle import fleet
 from leasehold.lifecycle.app import Leasehold
 from leasehold.lifecycle.heartbeat import Attempt, extend
 from leasehold.lifecycle.submission import DEADLINE
@@ -74,10 +77,48 @@ def finished_by_this_lease(job: Job, owner: str) -> bool:
     return job.extra.get(FINISHED_BY) == finisher(owner)
 
 
+@contextmanager
+def _ends_the_lease(app: Leasehold, job_id: str, token_text: str, *,
+                    on_return: bool) -> Iterator[None]:
+    """The worker of ``token_text`` no longer holds the job once it is told its lease is
+    over (409), or its finish is answered (``on_return``: a finish's 413 too, the attempt
+    ended ``PayloadTooLarge``): off its jobs in hand (``GET /workers``), best effort. A
+    heartbeat's 413 (its progress too large) ends nothing."""
+    ends: tuple[type[Exception], ...] = (LeaseLost, PayloadTooLarge) if on_return else \
+        (LeaseLost,)
+    try:
+        yield
+    except ends:
+        _release(app, job_id, token_text)
+        raise
+    if on_return:
+        _release(app, job_id, token_text)
+
+
+def _release(app: Leasehold, job_id: str, token_text: str) -> None:
+    try:
+        owner = Token.decode(token_text, job_id).owner
+    except LeaseLost:
+        return  # not a token: no worker to speak of
+    try:
+        fleet.released(app, worker_id=worker_of(owner), job_id=job_id)
+    except Exception:  # the view only: never a reason to fail the answer
+        log.info("could not record that %s no longer holds %s", worker_of(owner), job_id,
+                 exc_info=True)
+
+
 def heartbeat(app: Leasehold, job_id: str, token_text: str, progress: Any = None) -> Beat:
     """Extend the lease (never past the attempt's timeout); or end the attempt and say so:
     CANCELLED once a cancel was requested (the worker stops and need report nothing), or
     ``AttemptTimeout`` past its timeout (409, the worker stops)."""
+    with _ends_the_lease(app, job_id, token_text, on_return=False):
+        beat = _heartbeat(app, job_id, token_text, progress)
+    if beat.cancel_requested:
+        _release(app, job_id, token_text)
+    return beat
+
+
+def _heartbeat(app: Leasehold, job_id: str, token_text: str, progress: Any) -> Beat:
     job = app.store.get(job_id)  # an unknown job is 404, whatever the token
     token = Token.decode(token_text, job_id)
     if job.state is JobState.CANCELLED and finished_by_this_lease(job, token.owner):
@@ -137,12 +178,13 @@ def complete(app: Leasehold, job_id: str, token: str, result: Any) -> Job:
     """Record the attempt's result. One over :data:`MAX_RESULT_BYTES` ends the attempt
     ``PayloadTooLarge`` (never retried: every attempt would return it again), and is then
     refused (413) so the worker knows its result was not kept."""
-    try:
-        encode_json("result", result, MAX_RESULT_BYTES)
-    except PayloadTooLarge as exc:
-        _finish(app, job_id, token, Attempt(error=unfit_result(exc), finished=True))
-        raise
-    return _finish(app, job_id, token, Attempt(result=result, finished=True))
+    with _ends_the_lease(app, job_id, token, on_return=True):
+        try:
+            encode_json("result", result, MAX_RESULT_BYTES)
+        except PayloadTooLarge as exc:
+            _finish(app, job_id, token, Attempt(error=unfit_result(exc), finished=True))
+            raise
+        return _finish(app, job_id, token, Attempt(result=result, finished=True))
 
 
 def fail(app: Leasehold, job_id: str, token: str, *, error_type: str, message: str,
@@ -151,8 +193,9 @@ def fail(app: Leasehold, job_id: str, token: str, *, error_type: str, message: s
     # server refused: however it arrives, PayloadTooLarge is never retried.
     retryable = retryable and error_type != PayloadTooLarge.__name__
     types = (error_type,) if retryable else (error_type, NON_RETRYABLE)
-    return _finish(app, job_id, token, Attempt(
-        error=JobError(type=error_type, message=message, types=types), finished=True))
+    with _ends_the_lease(app, job_id, token, on_return=True):
+        return _finish(app, job_id, token, Attempt(
+            error=JobError(type=error_type, message=message, types=types), finished=True))
 
 
 def _finish(app: Leasehold, job_id: str, token_text: str, attempt: Attempt) -> Job:

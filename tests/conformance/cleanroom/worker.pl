@@ -160,6 +160,7 @@ sub start_job {
         token      => $j->{lease}{token},
         expires_at => parse_instant($j->{lease}{expires_at}) // ($now + 2),
         timeout_at => parse_instant($j->{timeout_at}),
+        traceparent => $j->{traceparent},
         tracestate => $j->{tracestate},
         span_traceparent => child_traceparent($j->{traceparent}),
         state      => 'running',
@@ -171,8 +172,11 @@ sub start_job {
     my $p = ref $job->{payload} eq 'HASH' ? $job->{payload} : {};
     if ($task eq 'conformance.echo') {
         log_event($job, 'start');
+        # The task set since the trace-context case: the trace context as leased (or null).
         finish_complete($job, { echo => $job->{payload}, language => $LANGUAGE,
-                                worker_id => $WORKER_ID, attempt => $job->{attempt} });
+                                worker_id => $WORKER_ID, attempt => $job->{attempt},
+                                traceparent => $job->{traceparent},
+                                tracestate => $job->{tracestate} });
     } elsif ($task eq 'conformance.fail') {
         my $succeed = $p->{succeed_on_attempt};
         if (defined $succeed && !ref $succeed && $job->{attempt} >= $succeed) {

@@ -27,7 +27,10 @@ function logLine(payload: any, event: string, ctx: JobContext): void {
 export function build(worker: Worker): Worker {
   worker.task("conformance.echo", async (payload, ctx) => {
     logLine(payload, "start", ctx);
-    return { echo: payload, language: LANG, worker_id: ctx.workerId, attempt: ctx.attempt };
+    return {
+      echo: payload, language: LANG, worker_id: ctx.workerId, attempt: ctx.attempt,
+      traceparent: ctx.traceparent, tracestate: ctx.tracestate,
+    };
   });
   worker.task("conformance.fail", async (payload, ctx) => {
     const p = payload && typeof payload === "object" ? payload : {};

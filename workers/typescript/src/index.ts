@@ -76,6 +76,9 @@ export interface JobContext {
   readonly tenant: string;
   readonly workerId: string;
   readonly deadlineAt: string | null;
+  /** The W3C trace context the job was submitted in (null: none): a span of the job is its child. */
+  readonly traceparent: string | null;
+  readonly tracestate: string | null;
   /** Aborted when a heartbeat answers cancel_requested (reason "cancel requested") or 409 lease_lost ("lease lost"). */
   readonly signal: AbortSignal;
   /** Reports progress with a heartbeat now (and with every later heartbeat). */
@@ -91,6 +94,8 @@ interface LeasedJob {
   attempt: number;
   tenant: string;
   deadline_at: string | null;
+  traceparent?: string | null;
+  tracestate?: string | null;
   lease: { token: string; expires_at: string };
 }
 
@@ -217,7 +222,8 @@ export class Worker {
 
     const ctx: JobContext = {
       jobId: job.job_id, task: job.task, attempt: job.attempt, tenant: job.tenant,
-      workerId: this.workerId, deadlineAt: job.deadline_at ?? null, signal: controller.signal,
+      workerId: this.workerId, deadlineAt: job.deadline_at ?? null,
+      traceparent: job.traceparent ?? null, tracestate: job.tracestate ?? null, signal: controller.signal,
       progress: async (value: unknown) => {
         progress = { value };
         await beat();

@@ -33,6 +33,8 @@ final class Conformance {
             result.put("language", LANG);
             result.put("worker_id", ctx.workerId);
             result.put("attempt", ctx.attempt);
+            result.put("traceparent", ctx.traceparent);
+            result.put("tracestate", ctx.tracestate);
             return result;
         });
         worker.task("conformance.fail", (payload, ctx) -> {

@@ -92,6 +92,8 @@ public class Worker {
     /** What a running job knows: its identity, whether to stop, and a way to report progress. */
     public static final class Context {
         public final String jobId, task, tenant, workerId, deadlineAt;
+        /** The W3C trace context the job was submitted in (null: none): make spans its children. */
+        public final String traceparent, tracestate;
         public final int attempt;
         private final CountDownLatch stopped = new CountDownLatch(1);
         private volatile String reason;
@@ -99,9 +101,11 @@ public class Worker {
         private volatile boolean hasProgress;
         private Runnable beatNow = () -> {};
 
-        Context(String jobId, String task, int attempt, String tenant, String workerId, String deadlineAt) {
+        Context(String jobId, String task, int attempt, String tenant, String workerId, String deadlineAt,
+                String traceparent, String tracestate) {
             this.jobId = jobId; this.task = task; this.attempt = attempt; this.tenant = tenant;
             this.workerId = workerId; this.deadlineAt = deadlineAt;
+            this.traceparent = traceparent; this.tracestate = tracestate;
         }
 
         /** True once a heartbeat answered cancel_requested or the lease was lost. */
@@ -256,7 +260,8 @@ public class Worker {
     private void runJob(Leased job) {
         Map<String, Object> raw = job.job;
         Context ctx = new Context(job.jobId, (String) raw.get("task"), ((Number) raw.get("attempt")).intValue(),
-                (String) raw.get("tenant"), workerId, (String) raw.get("deadline_at"));
+                (String) raw.get("tenant"), workerId, (String) raw.get("deadline_at"),
+                (String) raw.get("traceparent"), (String) raw.get("tracestate"));
         AtomicBoolean finished = new AtomicBoolean();
         ScheduledFuture<?>[] next = new ScheduledFuture<?>[1];
         Runnable beat = () -> heartbeat(job, ctx, finished);
