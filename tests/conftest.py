@@ -18,6 +18,8 @@ import random
 import uuid
 from collections.abc import Callable, Iterator
 
+import botocore.loaders
+import botocore.session
 import pytest
 from moto import mock_aws
 
@@ -37,6 +39,46 @@ TEST_ENDPOINT = os.environ.get("LEASEHOLD_TEST_ENDPOINT", "").strip()
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "ddblocal: also run each test with DynamoDB on AWS's DynamoDB Local")
+    share_botocore_models()
+
+
+class _SearchPaths(list[str]):
+    """A shared loader's search path: boto3 appends its own data folder on every Session."""
+
+    def append(self, path: str) -> None:
+        if path not in self:
+            super().append(path)
+
+
+_LOADERS: dict[str | None, botocore.loaders.Loader] = {}
+
+
+def share_botocore_models() -> None:
+    """One botocore data loader per data path for the whole test process.
+
+    Every :class:`leasehold.aws.clients.Clients` builds its clients from a new boto3 Session,
+    and each Session's own loader reads and parses the services' JSON models again (DynamoDB's,
+    SQS's, the endpoint rules, the partitions): about 0.1 s of CPU a client, a few clients an
+    app, an app or more a test, over a thousand tests. The models are static files, and one
+    loader already hands the same parsed model to every client of its Session, so sharing it
+    across Sessions changes nothing but the parsing. Only this process: the runtimes the
+    tests start as subprocesses build their clients once anyway.
+    """
+    if botocore.session.create_loader is not botocore.loaders.create_loader:
+        return  # shared already
+
+    def shared(search_path_string: str | None = None) -> botocore.loaders.Loader:
+        """botocore.loaders.create_loader's loader, made once per data path."""
+        loader = _LOADERS.get(search_path_string)
+        if loader is None:
+            extra = [] if search_path_string is None else [
+                os.path.expanduser(os.path.expandvars(path))
+                for path in search_path_string.split(os.pathsep)]
+            loader = botocore.loaders.Loader(extra_search_paths=_SearchPaths(extra))
+            _LOADERS[search_path_string] = loader
+        return loader
+
+    botocore.session.create_loader = shared
 
 
 #: The longest modules, handed to the workers first: `make test` runs two workers over
