@@ -81,16 +81,18 @@ def share_botocore_models() -> None:
     botocore.session.create_loader = shared
 
 
-#: The longest modules, handed to the workers first: `make test` runs two workers over
+#: The longest modules, handed to the workers first: `make test` runs its workers over
 #: modules in collection order (``--dist loadscope``), and a long module collected late is the
 #: whole suite's tail (the state machine alone runs for minutes, on one worker, while the
-#: other has nothing left to do).
+#: others have nothing left to do).
 #: The order is the measured one (the summary below prints it at the end of every run).
-LONGEST_FIRST = ("tests/integration/test_stateful.py", "tests/e2e/test_init_venv.py",
-                 "tests/infra/test_adoption.py", "tests/e2e/test_bench.py",
-                 "tests/integration/test_tracing_faults.py", "tests/e2e/test_dev_state_dir.py",
-                 "tests/integration/test_combinations_flow.py", "tests/e2e/test_walkthrough.py",
-                 "tests/e2e/test_schema.py")
+LONGEST_FIRST = ("tests/integration/test_stateful.py", "tests/conformance/test_conformance.py",
+                 "tests/infra/test_adoption.py", "tests/e2e/test_schema.py",
+                 "tests/e2e/test_bench.py", "tests/e2e/test_init_venv.py",
+                 "tests/integration/test_tracing_faults.py", "tests/e2e/test_time.py",
+                 "tests/e2e/test_documented_commands.py",
+                 "tests/integration/test_failure_model.py", "tests/e2e/test_dev_state_dir.py",
+                 "tests/integration/test_combinations_flow.py", "tests/e2e/test_walkthrough.py")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
