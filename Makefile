@@ -4,7 +4,9 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
-PYTEST_WORKERS ?= 2
+# Three workers on two cores: much of the suite waits on the processes it starts (runtimes,
+# emulators, the reference workers, pip, Chromium), and a third worker fills that wait.
+PYTEST_WORKERS ?= 3
 # `make dev PORT=9000 ARGS="--workers 4 --fresh"`: the API port and any other `leasehold dev`
 # options (`leasehold dev --help` lists them).
 PORT ?= 8080
@@ -33,9 +35,21 @@ dev: $(STAMP)
 
 # `make test` ends with its 20 slowest tests and its 10 slowest modules (tests/conftest.py sums
 # each module's setup, call and teardown, and starts the longest modules first).
-test: $(STAMP) lint typecheck chromium ddblocal workers
-	JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION=1 LEASEHOLD_DDBLOCAL_DIR=$(DDBLOCAL_DIR) $(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadscope \
-		--durations=20 tests
+# The types are checked beside the tests, not before them: mypy takes a minute of one core on
+# a fresh clone, and the tests spend much of theirs waiting on the processes they start; its
+# report follows the tests', and either failing fails `make test`.
+# Python writes its bytecode caches here even where the environment says not to
+# (PYTHONDONTWRITEBYTECODE): every worker imports the ~300 test modules (pytest's assertion
+# rewriting compiles each again without them), and the tests start hundreds of Python
+# processes (runtimes, emulators, workers) over the same sources.
+test: $(STAMP) lint chromium ddblocal workers
+	@$(VENV)/bin/mypy > $(VENV)/typecheck.log 2>&1 & typecheck=$$!; \
+	PYTHONDONTWRITEBYTECODE= JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION=1 \
+		LEASEHOLD_DDBLOCAL_DIR=$(DDBLOCAL_DIR) \
+		$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadscope --durations=20 tests; \
+	tests=$$?; wait $$typecheck; types=$$?; \
+	echo "$(VENV)/bin/mypy (beside the tests):"; cat $(VENV)/typecheck.log; \
+	[ $$tests -eq 0 ] && [ $$types -eq 0 ]
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check functions infra tests examples bench

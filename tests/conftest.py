@@ -18,6 +18,8 @@ import random
 import uuid
 from collections.abc import Callable, Iterator
 
+import botocore.loaders
+import botocore.session
 import pytest
 from moto import mock_aws
 
@@ -37,18 +39,60 @@ TEST_ENDPOINT = os.environ.get("LEASEHOLD_TEST_ENDPOINT", "").strip()
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "ddblocal: also run each test with DynamoDB on AWS's DynamoDB Local")
+    share_botocore_models()
 
 
-#: The longest modules, handed to the workers first: `make test` runs two workers over
+class _SearchPaths(list[str]):
+    """A shared loader's search path: boto3 appends its own data folder on every Session."""
+
+    def append(self, path: str) -> None:
+        if path not in self:
+            super().append(path)
+
+
+_LOADERS: dict[str | None, botocore.loaders.Loader] = {}
+
+
+def share_botocore_models() -> None:
+    """One botocore data loader per data path for the whole test process.
+
+    Every :class:`leasehold.aws.clients.Clients` builds its clients from a new boto3 Session,
+    and each Session's own loader reads and parses the services' JSON models again (DynamoDB's,
+    SQS's, the endpoint rules, the partitions): about 0.1 s of CPU a client, a few clients an
+    app, an app or more a test, over a thousand tests. The models are static files, and one
+    loader already hands the same parsed model to every client of its Session, so sharing it
+    across Sessions changes nothing but the parsing. Only this process: the runtimes the
+    tests start as subprocesses build their clients once anyway.
+    """
+    if botocore.session.create_loader is not botocore.loaders.create_loader:
+        return  # shared already
+
+    def shared(search_path_string: str | None = None) -> botocore.loaders.Loader:
+        """botocore.loaders.create_loader's loader, made once per data path."""
+        loader = _LOADERS.get(search_path_string)
+        if loader is None:
+            extra = [] if search_path_string is None else [
+                os.path.expanduser(os.path.expandvars(path))
+                for path in search_path_string.split(os.pathsep)]
+            loader = botocore.loaders.Loader(extra_search_paths=_SearchPaths(extra))
+            _LOADERS[search_path_string] = loader
+        return loader
+
+    botocore.session.create_loader = shared
+
+
+#: The longest modules, handed to the workers first: `make test` runs its workers over
 #: modules in collection order (``--dist loadscope``), and a long module collected late is the
 #: whole suite's tail (the state machine alone runs for minutes, on one worker, while the
-#: other has nothing left to do).
+#: others have nothing left to do).
 #: The order is the measured one (the summary below prints it at the end of every run).
-LONGEST_FIRST = ("tests/integration/test_stateful.py", "tests/e2e/test_init_venv.py",
-                 "tests/infra/test_adoption.py", "tests/e2e/test_bench.py",
-                 "tests/integration/test_tracing_faults.py", "tests/e2e/test_dev_state_dir.py",
-                 "tests/integration/test_combinations_flow.py", "tests/e2e/test_walkthrough.py",
-                 "tests/e2e/test_schema.py")
+LONGEST_FIRST = ("tests/integration/test_stateful.py", "tests/conformance/test_conformance.py",
+                 "tests/infra/test_adoption.py", "tests/e2e/test_schema.py",
+                 "tests/e2e/test_bench.py", "tests/e2e/test_init_venv.py",
+                 "tests/integration/test_tracing_faults.py", "tests/e2e/test_time.py",
+                 "tests/e2e/test_documented_commands.py",
+                 "tests/integration/test_failure_model.py", "tests/e2e/test_dev_state_dir.py",
+                 "tests/integration/test_combinations_flow.py", "tests/e2e/test_walkthrough.py")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
