@@ -28,14 +28,43 @@ def stop_after() -> Iterator[list[Workers]]:
         workers.stop_all()
 
 
-@pytest.mark.parametrize("case", CASES, ids=lambda case: case.name)
-@pytest.mark.parametrize("language", LANGUAGES)
-def test_the_worker_conforms(runtime: Server, stop_after: list[Workers], tmp_path: Path,
-                             language: str, case: Case) -> None:
-    workers = workers_of(runtime, language)
-    stop_after.append(workers)
-    case.check(Run(runtime, workers, tmp_path / "conformance.log", tmp_path,
-                   language if language in REFERENCE else None))
+class Conforms:
+    """The kit's cases against one worker. A class per language, so that ``--dist loadscope``
+    spreads the languages over the test processes (each starts its own runtime) instead of
+    running every language's cases one after another in one."""
+
+    language: str
+    #: The language its results must name (a reference worker's, or the clean-room one's).
+    named = True
+
+    def workers(self, runtime: Server) -> Workers:
+        return workers_of(runtime, self.language)
+
+    @pytest.mark.parametrize("case", CASES, ids=lambda case: case.name)
+    def test_the_worker_conforms(self, runtime: Server, stop_after: list[Workers],
+                                 tmp_path: Path, case: Case) -> None:
+        workers = self.workers(runtime)
+        stop_after.append(workers)
+        case.check(Run(runtime, workers, tmp_path / "conformance.log", tmp_path,
+                       self.language if self.named else None))
+
+
+class TestPython(Conforms):
+    language = "python"
+
+
+class TestTypeScript(Conforms):
+    language = "typescript"
+
+
+class TestJava(Conforms):
+    language = "java"
+
+
+if "custom" in LANGUAGES:
+    class TestCustom(Conforms):
+        language = "custom"
+        named = False
 
 
 #: The clean-room worker: Perl 5 with core modules only, written from docs/protocol.md alone
@@ -43,14 +72,14 @@ def test_the_worker_conforms(runtime: Server, stop_after: list[Workers], tmp_pat
 CLEANROOM = ["perl", "tests/conformance/cleanroom/worker.pl"]
 
 
-@pytest.mark.parametrize("case", CASES, ids=lambda case: case.name)
-def test_the_cleanroom_perl_worker_conforms(runtime: Server, stop_after: list[Workers],
-                                            tmp_path: Path, case: Case) -> None:
-    if shutil.which("perl") is None:
-        pytest.fail("perl is not installed: the clean-room worker's conformance cannot be checked")
-    workers = Workers(runtime, CLEANROOM, "perl", cwd=str(ROOT), env=ENV)
-    stop_after.append(workers)
-    case.check(Run(runtime, workers, tmp_path / "conformance.log", tmp_path, "perl"))
+class TestCleanroomPerl(Conforms):
+    language = "perl"
+
+    def workers(self, runtime: Server) -> Workers:
+        if shutil.which("perl") is None:
+            pytest.fail("perl is not installed: the clean-room worker's conformance cannot "
+                        "be checked")
+        return Workers(runtime, CLEANROOM, "perl", cwd=str(ROOT), env=ENV)
 
 
 def test_a_concurrency_key_holds_across_languages(runtime: Server, stop_after: list[Workers],
