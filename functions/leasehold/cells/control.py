@@ -36,6 +36,8 @@ class Home:
     tenant: str
     region: str
     epoch: int
+    #: The Region a failover moved the tenant from ("" if none).
+    origin: str = ""
 
 
 @dataclass(frozen=True)
@@ -68,7 +70,7 @@ def _conditional(exc: ClientError) -> bool:
 
 def _home(item: dict[str, Any]) -> Home:
     return Home(tenant=item["pk"]["S"].partition("#")[2], region=item["home"]["S"],
-                epoch=int(item["epoch"]["N"]))
+                epoch=int(item["epoch"]["N"]), origin=item.get("origin", {}).get("S", ""))
 
 
 def _region(item: dict[str, Any]) -> RegionRecord:
@@ -111,11 +113,14 @@ class ControlTable:
             return home
         return Home(tenant=tenant, region=region, epoch=1)
 
-    def move_home(self, tenant: str, to: str, now: int, *, epoch: int | None = None) -> Home:
+    def move_home(self, tenant: str, to: str, now: int, *, epoch: int | None = None,
+                  origin: str | None = None) -> Home:
         """Re-home ``tenant`` to ``to``, bumping its epoch; with ``epoch``, only if its epoch
-        is still that (two operators' failovers cannot interleave)."""
+        is still that (two operators' failovers cannot interleave). ``origin``: the Region
+        a failover moved it from (a failback without names moves it back)."""
         values: dict[str, Any] = {":to": {"S": to}, ":one": {"N": "1"},
-                                  ":zero": {"N": "0"}, ":now": {"N": str(now)}}
+                                  ":zero": {"N": "0"}, ":now": {"N": str(now)},
+                                  ":origin": {"S": origin or ""}}
         condition = None
         if epoch is not None:
             condition = "epoch = :seen"
@@ -123,7 +128,7 @@ class ControlTable:
         try:
             answer = self.client.update_item(
                 TableName=self.table, Key=_tenant_key(tenant),
-                UpdateExpression="SET home = :to, moved_at = :now, "
+                UpdateExpression="SET home = :to, moved_at = :now, origin = :origin, "
                                  "epoch = if_not_exists(epoch, :zero) + :one",
                 ExpressionAttributeValues=values, ReturnValues="ALL_NEW",
                 **({"ConditionExpression": condition} if condition else {}))
