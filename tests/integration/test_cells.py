@@ -4,6 +4,9 @@ table's calls, at the botocore layer, against the real emulators."""
 
 from __future__ import annotations
 
+import json
+import urllib.parse
+
 import pytest
 from aws_lambda_powertools.utilities.batch.exceptions import BatchProcessingError
 
@@ -12,7 +15,9 @@ from leasehold.cells.failover import failback, failover
 from leasehold.clock import FakeClock
 from leasehold.core.spec import JobSpec
 from leasehold.core.states import JobState
-from leasehold.errors import Fenced
+from leasehold.cli import main as cli_main
+from leasehold.client import Client
+from leasehold.errors import Fenced, NotFound
 from leasehold.lifecycle import sweeper
 from leasehold.lifecycle.app import Leasehold
 from leasehold.lifecycle.submission import submit
@@ -35,7 +40,7 @@ def test_a_cell_answers_421_with_the_home_s_url_for_a_tenant_homed_elsewhere(
         two_cells: tuple[Leasehold, Leasehold], clock: FakeClock) -> None:
     a, b = two_cells
     control = control_table_for(a)
-    cell_a, _ = cell_of(a, "us-east-1", control)
+    cell_of(a, "us-east-1", control)
     cell_b, _ = cell_of(b, "us-east-2", control)
     cell_b.renew()  # B's lease carries its URL
     # The first cell a tenant submits to becomes its home.
@@ -151,3 +156,40 @@ def test_a_fenced_cell_records_no_finish_and_runs_the_job_once_after_failback(
     final = a.store.get(job.job_id)
     assert final.state is JobState.SUCCEEDED
     assert runs == [1, 1]  # the attempt that could not finish, then its one re-run
+
+
+def _transport(cells: dict[str, Leasehold]):  # type: ignore[no-untyped-def]
+    """The client's HTTP, to each cell's API handler by host (no sockets)."""
+    def send(method: str, url: str, headers, body, timeout):  # type: ignore[no-untyped-def]
+        parts = urllib.parse.urlsplit(url)
+        path = parts.path + (f"?{parts.query}" if parts.query else "")
+        reply = api_for(cells[parts.netloc]).call(method, path, raw=body,
+                                                  headers=dict(headers))
+        return reply.status, reply.headers, json.dumps(reply.body).encode()
+    return send
+
+
+def test_the_client_and_the_cli_follow_a_failover_to_the_new_home(
+        two_cells: tuple[Leasehold, Leasehold], clock: FakeClock,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    a, b = two_cells
+    control = control_table_for(a)
+    cell_of(a, "us-east-1", control)
+    cell_b, _ = cell_of(b, "us-east-2", control)
+    cell_b.renew()
+    client = Client("https://us-east-1.leasehold.test", tenant="acme",
+                    transport=_transport({"us-east-1.leasehold.test": a,
+                                          "us-east-2.leasehold.test": b}))
+    first = client.submit("echo", {"n": 1})
+    assert a.store.get(first.job_id).tenant == "acme"
+    code = cli_main(["cells", "failover", "--from", "us-east-1", "--to", "us-east-2",
+                     "--control-table", control.table, "--json"])
+    assert code == 0
+    assert json.loads(capsys.readouterr().out)["moved"][0]["home"] == "us-east-2"
+    clock.advance(6)  # A's cached home of acme expires
+    second = client.submit("echo", {"n": 2})  # 421 from A, followed to B
+    assert b.store.get(second.job_id).tenant == "acme"
+    assert client.url == "https://us-east-2.leasehold.test"
+    # The first job stays in A (fail-static): nothing was copied to B.
+    with pytest.raises(NotFound):
+        b.store.get(first.job_id)
