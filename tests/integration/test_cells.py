@@ -12,11 +12,11 @@ from aws_lambda_powertools.utilities.batch.exceptions import BatchProcessingErro
 
 from leasehold.aws.faults import Fault
 from leasehold.cells.failover import failback, failover
+from leasehold.cli import main as cli_main
+from leasehold.client import Client
 from leasehold.clock import FakeClock
 from leasehold.core.spec import JobSpec
 from leasehold.core.states import JobState
-from leasehold.cli import main as cli_main
-from leasehold.client import Client
 from leasehold.errors import Fenced, NotFound
 from leasehold.lifecycle import sweeper
 from leasehold.lifecycle.app import Leasehold
