@@ -14,7 +14,7 @@ ARGS ?=
 
 # `make dist`: the sdist and wheel a user installs (dist/; issue 47). `make docs`: the
 # documentation site (mkdocs.yml, docs/) on http://127.0.0.1:8000, rebuilt on each edit.
-.PHONY: dist docs dev test lint typecheck unit soak mutants chromium ddblocal workers bench bench-quick bench-cost bench-remote bench-peer synth clean
+.PHONY: dist docs dev test lint typecheck unit drill soak mutants chromium ddblocal workers bench bench-quick bench-cost bench-remote bench-peer synth clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Leasehold needs Python 3.11+"'
@@ -118,6 +118,12 @@ workers: ddblocal
 
 unit: $(STAMP)
 	$(PY) -m pytest -q tests/unit
+
+# The Regions drill (issue 48) at full size, on both DynamoDB substrates: three cells, one
+# Region lost mid-run and failed over (`make test` runs it at DRILL_JOBS=60).
+DRILL_JOBS ?= 300
+drill: $(STAMP) ddblocal
+	DRILL_JOBS=$(DRILL_JOBS) $(PY) -m pytest -q -s tests/integration/test_cells_drill.py
 
 # The fault-injecting state machine with a larger budget than `make test` gives it
 # (SOAK_EXAMPLES examples of SOAK_STEPS steps; about 15 s per example on 2 cores; it fails if

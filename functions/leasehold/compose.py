@@ -11,6 +11,7 @@ from functools import partial
 
 from leasehold.aws.clients import Clients
 from leasehold.bulk.run import install as install_bulk
+from leasehold.cells import install as install_cells
 from leasehold.clock import Clock
 from leasehold.core.enqueueing import install_enqueuer
 from leasehold.core.registry import TaskRegistry
@@ -95,4 +96,7 @@ def compose(
     # Workers in any language: the deployment's external tasks, registered in their pools
     # so submissions accept them; remote workers lease them over HTTP (leasehold.remote).
     install_remote(app)
+    # Cells with a home Region (LEASEHOLD_CELL_REGION): no lease or finish without this
+    # cell's Region lease, and new work only for the tenants homed here (421 otherwise).
+    install_cells(app)
     return app

@@ -117,3 +117,22 @@ class Overloaded(RateLimited):
     """The scheduler's backlog is full; retry later."""
 
     code = "overloaded"
+
+
+class Misdirected(LeaseholdError):
+    """This cell is not the tenant's home Region: submit there."""
+
+    code = "misdirected"
+
+    def __init__(self, tenant: str, *, home: str, url: str | None) -> None:
+        self.home = home
+        self.url = url
+        super().__init__(f"tenant {tenant!r} is homed in {home}: submit there"
+                         + (f" ({url})" if url else ""), home=home, url=url)
+
+
+class Fenced(LeaseholdError):
+    """This cell does not hold its Region lease: it neither leases nor finishes jobs, nor
+    accepts new ones, until it holds it again."""
+
+    code = "cell_fenced"

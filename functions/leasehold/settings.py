@@ -126,6 +126,20 @@ class Settings:
     #: ``{"timeout_seconds", "max_attempts", "retry", "priority"}``), the defaults their jobs
     #: get as a Python task's decorator gives them; a job's own values win.
     external_policies: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    #: Cells with a home Region (``leasehold.cells``, docs/regions.md): this cell's Region
+    #: (``LEASEHOLD_CELL_REGION``; "": one Region, cells off), the control table, an MRSC
+    #: global table that holds every tenant's home and each cell's Region lease
+    #: (``LEASEHOLD_CONTROL_TABLE``), the Region of the replica this cell calls
+    #: (``LEASEHOLD_CONTROL_REGION``; "": its own), and this cell's API URL, which a
+    #: misdirected submission is pointed to (``LEASEHOLD_CELL_URL``).
+    cell_region: str = ""
+    control_table: str = ""
+    control_region: str = ""
+    cell_url: str = ""
+    #: How long a Region lease lasts, and how long a cell trusts what it read from the
+    #: control table (a tenant's home, its own lease) before it reads again.
+    region_lease_seconds: float = 30.0
+    control_cache_seconds: float = 5.0
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
@@ -148,6 +162,10 @@ class Settings:
             "code_version": "LEASEHOLD_CODE_VERSION",
             "targets_role_arn": "LEASEHOLD_TARGETS_ROLE_ARN",
             "targets_pool": "LEASEHOLD_TARGETS_POOL",
+            "cell_region": "LEASEHOLD_CELL_REGION",
+            "control_table": "LEASEHOLD_CONTROL_TABLE",
+            "control_region": "LEASEHOLD_CONTROL_REGION",
+            "cell_url": "LEASEHOLD_CELL_URL",
         }
         for name, var in text.items():
             if env.get(var):
@@ -169,6 +187,8 @@ class Settings:
             "tenant_max_live": ("LEASEHOLD_TENANT_MAX_LIVE", int),
             "max_backlog": ("LEASEHOLD_MAX_BACKLOG", int),
             "tenant_admission_shards": ("LEASEHOLD_TENANT_ADMISSION_SHARDS", int),
+            "region_lease_seconds": ("LEASEHOLD_REGION_LEASE_SECONDS", float),
+            "control_cache_seconds": ("LEASEHOLD_CONTROL_CACHE_SECONDS", float),
         }
         for name, (var, kind) in numbers.items():
             if env.get(var):
@@ -215,6 +235,13 @@ class Settings:
                 raise ValidationError("external_tasks", f"pool {pool!r} is not one of the "
                                                         f"pools {', '.join(self.pools)}")
         self._validate_targets_pool()
+        if self.cell_region and not self.control_table:
+            raise ValidationError("LEASEHOLD_CONTROL_TABLE", "a cell (LEASEHOLD_CELL_REGION) "
+                                  "needs the control table that holds its Region lease")
+        if self.cell_region and not \
+                0 < self.control_cache_seconds * 2 < self.region_lease_seconds:
+            raise ValidationError("LEASEHOLD_REGION_LEASE_SECONDS", "a Region lease must "
+                                  "outlast two reads of the control table's cache")
         if self.tenant_rate <= 0 or self.tenant_burst < 1:
             raise ValidationError("tenant_rate", "a tenant's rate must be above 0 and its "
                                   "burst at least 1")
@@ -308,6 +335,15 @@ class Settings:
             env["AWS_ENDPOINT_URL"] = self.endpoint_url
         if self.code_version:
             env["LEASEHOLD_CODE_VERSION"] = self.code_version
+        if self.cell_region:
+            env.update({"LEASEHOLD_CELL_REGION": self.cell_region,
+                        "LEASEHOLD_CONTROL_TABLE": self.control_table,
+                        "LEASEHOLD_REGION_LEASE_SECONDS": f"{self.region_lease_seconds:g}",
+                        "LEASEHOLD_CONTROL_CACHE_SECONDS": f"{self.control_cache_seconds:g}"})
+            if self.control_region:
+                env["LEASEHOLD_CONTROL_REGION"] = self.control_region
+            if self.cell_url:
+                env["LEASEHOLD_CELL_URL"] = self.cell_url
         if self.targets_role_arn:
             env["LEASEHOLD_TARGETS_ROLE_ARN"] = self.targets_role_arn
         if self.queue_urls:

@@ -249,7 +249,8 @@ def test_a_throttle_on_some_items_fails_only_those_and_a_resend_makes_them_once(
 def test_the_openapi_document_states_the_batch_route(api: ApiClient) -> None:
     document = api.get("/openapi.json").body
     operation = document["paths"]["/jobs/batch"]["post"]
-    assert set(operation["responses"]) == {"200", "400", "401", "413", "422"}
+    # 421 and 503: a cell's front door (issue 48: a tenant homed elsewhere, a fenced cell).
+    assert set(operation["responses"]) == {"200", "400", "401", "413", "421", "422", "503"}
     jobs = document["components"]["schemas"]["SubmitBatch"]["properties"]["jobs"]
     assert (jobs["minItems"], jobs["maxItems"]) == (1, 100)
 

@@ -29,7 +29,7 @@ LAYERS: dict[str, int] = {
     "core": 1, "aws": 1,
     "lifecycle": 2, "tenancy": 2,
     "time": 3, "workflows": 3, "events": 3, "metrics": 3, "flow": 3, "bulk": 3, "durable": 3,
-    "streams": 3, "targets": 3, "tracing": 3, "polling": 3,
+    "streams": 3, "targets": 3, "tracing": 3, "polling": 3, "cells": 3,
     "compose": 4, "api": 4, "cli": 4, "handlers": 4, "local": 4, "console": 4, "client": 4,
     "remote": 4, "conformance": 4,
     "testing": 5, "cdk": 5,

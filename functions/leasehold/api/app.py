@@ -37,6 +37,7 @@ from leasehold.api import (
 )
 from leasehold.api.answers import errors as error_answers
 from leasehold.api.context import ApiConfig
+from leasehold.api.front_door import NEW_WORK, front_door
 from leasehold.api.surrogates import lone_surrogate
 from leasehold.core.spec import MAX_PAYLOAD_BYTES
 from leasehold.lifecycle.app import Leasehold
@@ -160,6 +161,14 @@ def build() -> APIGatewayRestResolver:
         resolver.include_router(router)
 
     _document_unreadable(resolver)
+    # New work passes the features' front doors first (a cell's 421 for a tenant homed in
+    # another Region).
+    resolver.use([front_door])
+    for route in (*resolver._static_routes, *resolver._dynamic_routes):
+        if route.include_in_schema and route.responses and \
+                (route.method, route.path) in NEW_WORK:
+            for status, answer in error_answers(421, 503).items():
+                route.responses.setdefault(status, answer)
 
     @resolver.get("/openapi.json", include_in_schema=False)
     def openapi() -> Response[str]:

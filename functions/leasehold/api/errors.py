@@ -26,8 +26,10 @@ from leasehold.api.context import Forbidden, Unauthenticated
 from leasehold.api.models import TEXT
 from leasehold.errors import (
     Conflict,
+    Fenced,
     LeaseholdError,
     LeaseLost,
+    Misdirected,
     NotFound,
     Overloaded,
     PayloadTooLarge,
@@ -54,9 +56,14 @@ class BodyTooLarge(BadRequest):
     code = "payload_too_large"
 
 
+#: The header a ``421 Misdirected`` answer names the tenant's home cell's API in.
+HOME_URL_HEADER = "Leasehold-Home-Url"
+
+
 def error_response(status: int, code: str, message: str, field: str | None = None,
-                   headers: dict[str, str] | None = None) -> Response:
-    body = {"error": {"code": code, "message": message, "field": field}}
+                   headers: dict[str, str] | None = None,
+                   extra: Mapping[str, Any] | None = None) -> Response:
+    body = {"error": {"code": code, "message": message, "field": field, **(extra or {})}}
     return Response(status_code=status, content_type=content_types.APPLICATION_JSON,
                     body=json.dumps(body), headers=headers or {})
 
@@ -66,7 +73,8 @@ def _status(exc: LeaseholdError) -> int:
     for kind, status in ((BodyTooLarge, 413), (BadRequest, 400), (Unauthenticated, 401),
                          (Forbidden, 403),
                          (PayloadTooLarge, 413), (ValidationError, 422), (NotFound, 404),
-                         (Conflict, 409), (LeaseLost, 409), (Overloaded, 503), (RateLimited, 429)):
+                         (Conflict, 409), (LeaseLost, 409), (Overloaded, 503), (RateLimited, 429),
+                         (Misdirected, 421), (Fenced, 503)):
         if isinstance(exc, kind):
             return status
     return 500
@@ -82,13 +90,23 @@ def described(exc: LeaseholdError) -> tuple[int, dict[str, Any], dict[str, str]]
     headers = {}
     if isinstance(exc, RateLimited):
         headers["Retry-After"] = str(max(1, math.ceil(exc.retry_after)))
-    return status, {"code": exc.code, "message": str(exc),
-                    "field": getattr(exc, "field", None)}, headers
+    if isinstance(exc, Fenced):
+        headers["Retry-After"] = "5"
+    answer = {"code": exc.code, "message": str(exc), "field": getattr(exc, "field", None)}
+    if isinstance(exc, Misdirected):
+        # Where to submit instead: the tenant's home Region and its cell's API.
+        answer.update(home=exc.home, home_url=exc.url)
+        if exc.url:
+            headers[HOME_URL_HEADER] = exc.url
+    return status, answer, headers
 
 
 def from_domain(exc: LeaseholdError) -> Response:
     status, error, headers = described(exc)
-    return error_response(status, error["code"], error["message"], error["field"], headers)
+    extra = {key: value for key, value in error.items()
+             if key not in ("code", "message", "field")}
+    return error_response(status, error["code"], error["message"], error["field"], headers,
+                          extra)
 
 
 def field_path(parts: Iterable[str | int]) -> str | None:

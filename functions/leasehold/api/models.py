@@ -319,6 +319,10 @@ class ErrorDetail(BaseModel):
     code: str
     message: str
     field: str | None = None
+    #: ``421 misdirected`` only: the tenant's home Region, and its cell's API URL (also in
+    #: the ``Leasehold-Home-Url`` header), where to submit instead.
+    home: str | None = None
+    home_url: str | None = None
 
 
 class ErrorOut(BaseModel):

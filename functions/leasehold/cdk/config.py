@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from leasehold.api.principals import parse_mapping
 from leasehold.aws.definitions import TABLES
+from leasehold.cdk.control import check_control_regions
 from leasehold.cdk.environment import check_network
 from leasehold.cdk.pool_config import PoolConfig
 from leasehold.core.retention import DEFAULT_RETENTION_DAYS, MAX_RETENTION_DAYS
@@ -150,6 +151,13 @@ class LeaseholdConfig:
     tenant_burst: float = DEFAULT_TENANT_BURST
     tenant_max_live: int = DEFAULT_TENANT_MAX_LIVE
     max_backlog: int = DEFAULT_MAX_BACKLOG
+    #: Cells with a home Region (docs/regions.md): this stack's Region as a cell
+    #: (``-c cellRegion=us-east-1``; None: one Region, no control table), and the control
+    #: table's Regions: three, or two and ``control_witness`` (``-c controlRegions=...``),
+    #: in one Region set. The stack of the first creates the MRSC global table.
+    cell_region: str | None = None
+    control_regions: tuple[str, ...] = ()
+    control_witness: str | None = None
 
     def targets(self) -> dict[str, Any]:
         """``Settings.targets`` as deployed (only what is set)."""
@@ -163,6 +171,8 @@ class LeaseholdConfig:
         return {name: value for name, value in out.items() if value or name == "redact_headers"}
 
     def validate(self) -> None:
+        if self.cell_region:
+            check_control_regions(self.control_regions, self.control_witness)
         if self.table_encryption not in ("aws-owned", "customer-managed"):
             raise ValueError("tableEncryption must be 'aws-owned' or 'customer-managed', "
                              f"not {self.table_encryption!r}")
@@ -232,6 +242,11 @@ class LeaseholdConfig:
         # definitions is deployed and named without a change here.
         names: dict[str, Any] = {
             f"{table.role}_table": f"{self.prefix}-{table.role}" for table in TABLES}
+        if self.cell_region:
+            names.update(
+                cell_region=self.cell_region, control_table=f"{self.prefix}-control",
+                control_region=self.cell_region if self.cell_region in self.control_regions
+                else self.control_regions[0])
         return Settings(
             **names,
             queue_prefix=self.prefix,
@@ -280,7 +295,8 @@ class LeaseholdConfig:
                 "events": "events", "tableEncryption": "table_encryption",
                 "tracing": "tracing",
                 "cognitoUserPoolArn": "cognito_user_pool_arn", "requirements": "requirements",
-                "api": "api", "targetsPool": "targets_pool"}
+                "api": "api", "targetsPool": "targets_pool", "cellRegion": "cell_region",
+                "controlWitness": "control_witness"}
         for key, name in text.items():
             if (value := get(key)) not in (None, ""):
                 values[name] = str(value)
@@ -300,7 +316,8 @@ class LeaseholdConfig:
         for key, name in {"retainData": "retain_data", "waf": "waf"}.items():
             if (value := get(key)) is not None:
                 values[name] = _flag(value)
-        lists = {"tasks": "task_modules", "taskPackages": "code", "requiredTasks": "required_tasks"}
+        lists = {"tasks": "task_modules", "taskPackages": "code", "requiredTasks": "required_tasks",
+                 "controlRegions": "control_regions"}
         for key, name in lists.items():
             if (value := get(key)) is not None:
                 values[name] = _names(value)

@@ -34,6 +34,7 @@ from leasehold.cdk.api import STAGE, Api
 from leasehold.cdk.bus import EventBus
 from leasehold.cdk.code import PACKAGE, BundleSpec, bundling
 from leasehold.cdk.config import LeaseholdConfig, PoolConfig
+from leasehold.cdk.control import ControlTable
 from leasehold.cdk.functions import LeaseholdFunction
 from leasehold.cdk.http_api import HttpApiFront
 from leasehold.cdk.image import WorkerImage
@@ -250,6 +251,18 @@ class Leasehold(Construct):
                      api_fn, self.triggers.function)
         for grantee in functions:
             self.tables.acknowledge_index_grants(grantee.role)  # type: ignore[arg-type]
+        # Cells with a home Region: every process that leases, finishes or accepts work reads
+        # and writes the control table (its Region lease, tenants' homes).
+        self.control: ControlTable | None = None
+        if settings.cell_region:
+            self.control = ControlTable(
+                self, "ControlTable", table_name=settings.control_table,
+                regions=config.control_regions, witness=config.control_witness,
+                cell_region=settings.cell_region, retain_data=config.retain_data)
+            for function in functions:
+                self.control.grant(function)
+            for role in self.workers.roles.values():
+                self.control.grant(role)
         # Job state events come from the jobs table's change stream (LEASEHOLD_EVENTS_FROM,
         # set by LeaseholdConfig.settings): the relay is the only process that publishes, so
         # it alone may put events on the bus; no other function or task is granted it.

@@ -90,7 +90,29 @@ class Client(ScheduleOperations, Operations):
                  query: Mapping[str, Any] | None = None, *, repeatable: bool | None = None,
                  wait: float = 0.0, headers: Mapping[str, str] | None = None
                  ) -> tuple[int, Any]:
-        """As :meth:`request`, with the answer's status; ``headers`` go with every try."""
+        """As :meth:`request`, with the answer's status; ``headers`` go with every try.
+
+        A ``421 misdirected`` answer (a cell that is not the tenant's home Region, see
+        docs/regions.md) is followed once to the home's URL, which the client keeps for
+        later requests (and, signing with SigV4, the home's Region)."""
+        try:
+            return self._exchange(method, path, body, query, repeatable=repeatable, wait=wait,
+                                  headers=headers)
+        except ApiError as error:
+            home = error.home_url if error.status == 421 else None
+            if not home or urllib.parse.urlsplit(home).scheme not in ("http", "https") or \
+                    home.rstrip("/") == self.url:
+                raise
+            self.url = home.rstrip("/")
+            if error.home and self.aws_auth:
+                self.region = error.home
+            return self._exchange(method, path, body, query, repeatable=repeatable,
+                                  wait=wait, headers=headers)
+
+    def _exchange(self, method: str, path: str, body: Any = None,
+                  query: Mapping[str, Any] | None = None, *, repeatable: bool | None = None,
+                  wait: float = 0.0, headers: Mapping[str, str] | None = None
+                  ) -> tuple[int, Any]:
         extra = headers
         url = self.url + path
         if query:
@@ -374,5 +396,9 @@ def _error(status: int, headers: Mapping[str, str], raw: bytes) -> ApiError:
             raise TypeError
     except (ValueError, KeyError, TypeError):
         error = {"code": "http_error", "message": text[:200] or f"HTTP {status}"}
-    return ApiError(status, error.get("code", "error"), error.get("message", ""),
-                    error.get("field"), _header(headers, "Retry-After"))
+    answer = ApiError(status, error.get("code", "error"), error.get("message", ""),
+                      error.get("field"), _header(headers, "Retry-After"))
+    if status == 421:
+        answer.home = error.get("home")
+        answer.home_url = _header(headers, "Leasehold-Home-Url") or error.get("home_url")
+    return answer

@@ -19,6 +19,9 @@ class ApiError(LeaseholdError):
         #: The answer is to a request sent again after an earlier try that may have landed
         #: (its answer lost): a 409 or 404 may be that earlier try's own effect.
         self.repeated = False
+        #: ``421 misdirected``: the tenant's home Region and its cell's API URL.
+        self.home: str | None = None
+        self.home_url: str | None = None
         # No HTTP status means no answer: say what happened, not "0 unreachable".
         super().__init__(f"{status} {code}: {message}" if status else message)
 

@@ -93,6 +93,29 @@ class Leasehold:
     #: batch is acknowledged. Each must be idempotent (a batch is read again after any
     #: failure) and raise when it could not finish (then the batch is read again).
     removals: list[Callable[[Leasehold, Sequence[str]], None]] = field(default_factory=list)
+    #: Asked, as (app, now), before a worker takes a lease and before it records an
+    #: attempt's outcome; one that raises stops it there (nothing is written, the message
+    #: comes back after its visibility timeout). Cells (``leasehold.cells``) refuse while
+    #: this cell does not hold its Region lease. Each must answer from memory: it is on
+    #: every job's path.
+    work_guards: list[Callable[[Leasehold, int], None]] = field(default_factory=list)
+
+    #: Asked, as (app, tenant, now), before new work of a tenant is accepted from outside
+    #: (the API's submissions, workflows, schedules, triggers and events; a schedule's or a
+    #: trigger's firing); one that raises refuses it. Cells refuse tenants homed in another
+    #: Region (``Misdirected``, 421) and all while fenced. Work a job makes (``ctx.spawn``,
+    #: a workflow's next step) is not asked: it belongs where its parent runs.
+    front_doors: list[Callable[[Leasehold, str, int], None]] = field(default_factory=list)
+
+    def admit_tenant(self, tenant: str, now: int) -> None:
+        """Raise if a feature refuses new work of ``tenant`` here now."""
+        for door in self.front_doors:
+            door(self, tenant, now)
+
+    def guard_work(self, now: int) -> None:
+        """Raise if a feature forbids this process to lease or finish jobs now."""
+        for guard in self.work_guards:
+            guard(self, now)
 
     @classmethod
     def from_settings(

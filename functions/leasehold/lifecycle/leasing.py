@@ -76,6 +76,7 @@ def lease(app: Leasehold, worker_id: str, delivery: Delivery) -> tuple[Job, str,
         # starts at its time, never before. More than that would be a clock far off.
         app.clock.sleep(min(early, MAX_EARLY_WAIT_SECONDS))
     now = app.now()
+    app.guard_work(now)  # a fenced cell takes no lease: the message comes back
     owner = f"{worker_id}:{secrets.token_hex(4)}"
     lease_ms = int(app.settings.lease_seconds * 1000)
     try:

@@ -248,6 +248,9 @@ class Worker:
         same ``now``, so a try whose response was lost is recognised by the next one.
         """
         now = self.app.now()
+        # A fenced cell records nothing: the job stays RUNNING until its lease runs out,
+        # and the sweeper of this cell, once it holds its Region lease again, runs it.
+        self.app.guard_work(now)
         for tries in range(1, FINISH_TRIES + 1):
             try:
                 return self._finish(job, owner, attempt, now)
