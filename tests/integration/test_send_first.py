@@ -26,7 +26,7 @@ from leasehold.core.context import JobContext
 from leasehold.core.registry import TaskRegistry
 from leasehold.core.spec import JobSpec, resolve
 from leasehold.core.states import JobState
-from leasehold.lifecycle import handoff, sweeper
+from leasehold.lifecycle import control, handoff, pausing, sweeper
 from leasehold.lifecycle.app import Leasehold
 from leasehold.lifecycle.consumer import consume
 from leasehold.lifecycle.leasing import HandedBack
@@ -218,6 +218,38 @@ def test_a_message_back_while_its_lease_runs_is_kept_until_the_lease_ends(
     assert app.store.get(job.job_id).state is JobState.RUNNING
     assert left_in_queue(app) == 1
     assert runs[job.job_id] == 0
+
+
+def test_a_cancel_requested_on_a_lost_worker_ends_cancelled_when_its_message_comes_back(
+        app: Leasehold, clock: FakeClock, runs: Counter[str]) -> None:
+    job = submit(app, JobSpec(task="echo")).job
+    message, _ = _lease_and_die(app)
+    control.cancel(app, job.job_id)  # flagged: the dead worker's heartbeat never sees it
+    clock.advance(app.settings.lease_seconds + app.settings.skew_grace_seconds + 1)
+    app.queues.extend(message.queue_url, message.receipt_handle, 0)
+    assert handle_one(app) == "stale"  # the worker that meets it ends it, as the sweeper would
+    assert app.store.get(job.job_id).state is JobState.CANCELLED
+    assert left_in_queue(app) == 0 and runs[job.job_id] == 0
+
+
+def test_a_paused_plain_job_gets_a_sweep_entry_so_a_lost_resume_is_re_sent(
+        app: Leasehold, clock: FakeClock, runs: Counter[str]) -> None:
+    job = submit(app, JobSpec(task="echo")).job
+    assert not in_sweep_index(app, job.job_id)
+    pausing.pause(app, job.job_id)
+    assert in_sweep_index(app, job.job_id)  # its message meets the hold and is done with
+    assert handle_one(app) == "stale"
+    # The resume lifts the hold and its process dies before its send.
+    injector = inject(app, Fault(target="sqs.SendMessage", kind="crash", times=1))
+    with pytest.raises(InjectedCrash):
+        pausing.resume(app, job.job_id)
+    injector.revive()
+    injector.faults.clear()
+    clock.advance(app.settings.handoff_seconds + app.settings.skew_grace_seconds + 1)
+    assert sweeper.sweep(app).redispatched == 1  # the entry the pause wrote finds it
+    assert deliver(app) == 1
+    assert app.store.get(job.job_id).state is JobState.SUCCEEDED
+    assert runs[job.job_id] == 1
 
 
 def test_a_job_that_keeps_killing_its_worker_goes_dead_through_its_messages(
