@@ -30,7 +30,7 @@ from leasehold.lifecycle.store import Change, Gated
 from leasehold.lifecycle.submission import submit
 from leasehold.lifecycle.worker import Delivery, Outcome, Worker
 from tests.conftest import MakeApp
-from tests.integration.helpers import deliver, inject, receive_all
+from tests.integration.helpers import deliver, inject, receive_all, submit_swept
 from tests.integration.liveness import (
     WakePath,
     assert_every_live_job_can_wake,
@@ -122,7 +122,7 @@ def test_a_job_value_overrides_the_task_default_and_a_missing_field_is_refused(
 def test_a_crashed_holder_s_slot_comes_back_at_the_sweep_that_takes_it_over(
         app: Leasehold, clock: Any) -> None:
     for _ in range(3):
-        submit(app, JobSpec(task="sync", payload={"account": "a"}))
+        submit_swept(app, JobSpec(task="sync", payload={"account": "a"}))
     lease_all(app)  # two held by a worker that dies now; one parked
     assert len(holders(app, "default", "acct:a")) == 2
     clock.advance(app.settings.lease_seconds + app.settings.skew_grace_seconds + 1)
@@ -173,7 +173,7 @@ def napping(app: Leasehold, registry: TaskRegistry) -> tuple[str, str, Received]
     deliver(app, once=True)  # runs up to ctx.sleep: SLEEPING, its wake-up handed off
     assert app.store.get(nap.job_id).state is JobState.SLEEPING
     [wake] = receive_all(app)
-    holder = submit(app, JobSpec(task="hold", payload={})).job
+    holder = submit_swept(app, JobSpec(task="hold", payload={})).job
     [handoff] = receive_all(app)
     assert lease_all(app, [handoff]) == {holder.job_id: Outcome.SUCCEEDED}
     app.queues.delete(handoff.queue_url, [handoff.receipt_handle])
