@@ -131,6 +131,27 @@ def test_a_crashed_holder_s_slot_comes_back_at_the_sweep_that_takes_it_over(
     assert len(receive_all(app)) == 3  # two re-driven, one woken
 
 
+def test_a_crashed_holder_sent_first_gives_its_slot_back_when_its_message_comes_back(
+        app: Leasehold, clock: Any) -> None:
+    # Plain submissions (issue 46): no sweep entry; the holders' messages are their sweeper.
+    for _ in range(3):
+        submit(app, JobSpec(task="sync", payload={"account": "a"}))
+    messages = receive_all(app)
+    outcomes = lease_all(app, messages)  # two held by a worker that dies now; one parked
+    assert len(holders(app, "default", "acct:a")) == 2
+    clock.advance(app.settings.lease_seconds + app.settings.skew_grace_seconds + 1)
+    # Nothing in the index names the holders (only the parked job's recheck is there).
+    assert sweeper.sweep(app).recovered == 0
+    assert len(holders(app, "default", "acct:a")) == 2
+    held = [m for m in messages if outcomes[Message.parse(m.body).job_id] is Outcome.SUCCEEDED]
+    for message in held:  # their visibility timeout ends: the next worker takes them over
+        app.queues.extend(message.queue_url, message.receipt_handle, 0)
+    deliver(app)  # re-driven (slots back), then run; the parked job woken and run
+    assert holders(app, "default", "acct:a") == set()
+    assert {app.store.get(Message.parse(m.body).job_id).state for m in messages} == \
+        {JobState.SUCCEEDED}
+
+
 def test_a_parked_job_whose_wake_up_was_lost_is_handed_off_by_the_sweeper(
         app: Leasehold, clock: Any) -> None:
     ids = [submit(app, JobSpec(task="sync", payload={"account": "a"})).job.job_id
