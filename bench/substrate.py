@@ -198,8 +198,7 @@ class Router(http.server.ThreadingHTTPServer):
 
 
 def _serve_dynamodb_local(parent: int | None) -> None:
-    sys.path.insert(0, str(ROOT))
-    from tests import ddblocal
+    from leasehold.local import dynamodb_local as ddblocal
 
     database = ddblocal.start()
     router = Router(dynamodb_socket=str(database.workdir / "ddb.sock"))

@@ -14,6 +14,7 @@ from leasehold.aws.faults import Fault, FaultInjector
 from leasehold.aws.queues import Received
 from leasehold.core.jobs import Job
 from leasehold.core.spec import JobSpec
+from leasehold.lifecycle import handoff
 from leasehold.lifecycle.app import Leasehold
 from leasehold.lifecycle.consumer import consume
 from leasehold.lifecycle.submission import COUNTED, Submitted, submit
@@ -21,6 +22,16 @@ from leasehold.lifecycle.worker import Worker
 from leasehold.settings import PRIORITIES
 from leasehold.tenancy.admission import Gcra, Limits, submit_admitted
 from leasehold.tenancy.counters import slot_item
+
+
+def submit_swept(app: Leasehold, spec: JobSpec) -> Submitted:
+    """Submit ``spec`` the way a batch does: the row first, with its ``sweep`` entry (the
+    outbox the sweeper reads), and its message after it. A single plain submission sends
+    first and writes no entry (issue 46); the sweeper's own tests need a row it can find."""
+    pending: list[handoff.Pending] = []
+    submitted = submit(app, spec, handoffs=pending)
+    handoff.send_all(app.queues, pending)
+    return submitted
 
 
 def receive_all(app: Leasehold, pool: str = "default") -> list[Received]:

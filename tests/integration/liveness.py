@@ -70,7 +70,10 @@ def wake_paths(app: Leasehold, row: Mapping[str, Any], *,
         return []
     paths: list[WakePath] = []
     epoch = int(row.get("epoch", 0))
-    if state in (JobState.QUEUED, JobState.SLEEPING) and (row["job_id"], epoch) in in_flight:
+    # A RUNNING job's message of its epoch, in flight, is its sweeper when the row has no
+    # sweep entry (sent first, issue 46): it shows again when its worker stops extending it.
+    if state in (JobState.QUEUED, JobState.SLEEPING, JobState.RUNNING) and \
+            (row["job_id"], epoch) in in_flight:
         paths.append(WakePath("message", int(row.get("run_at") or 0)))
     if state in (JobState.SCHEDULED, JobState.SLEEPING) and "due_shard" in row and \
             row.get("run_at") is not None:

@@ -14,7 +14,7 @@ from leasehold.lifecycle import control, sweeper
 from leasehold.lifecycle.app import Leasehold
 from leasehold.lifecycle.submission import submit
 
-from .helpers import deliver
+from .helpers import deliver, submit_swept
 
 
 def test_a_queued_job_is_cancelled_at_once_and_its_message_never_runs(
@@ -61,7 +61,7 @@ def test_a_cancel_requested_on_a_lost_worker_ends_cancelled_at_the_sweep(
     app: Leasehold, registry: TaskRegistry, clock: FakeClock
 ) -> None:
     registry.task("echo")(lambda payload, ctx: payload)
-    job = submit(app, JobSpec(task="echo")).job
+    job = submit_swept(app, JobSpec(task="echo")).job
     # A lease as long as the settings say (the sweep index's bound assumes no shorter one).
     lease_ms = int(app.settings.lease_seconds * 1000)
     app.store.lease(job.job_id, job.epoch, owner="gone", now=app.now(),

@@ -24,7 +24,7 @@ from leasehold.lifecycle.submission import submit
 from leasehold.time.ticker import promote_due
 
 from .api_client import ApiClient
-from .helpers import deliver, inject, receive_all
+from .helpers import deliver, inject, receive_all, submit_swept
 from .liveness import assert_every_live_job_can_wake, messages_in_queues
 
 FAST = RetryPolicy(min_backoff_seconds=0, max_backoff_seconds=0)
@@ -132,7 +132,7 @@ def test_an_attempt_that_lost_its_lease_stores_no_step(
             return f"from attempt {ctx.attempt}"
         return ctx.step("work", work)
 
-    job = submit(app, JobSpec(task="slow_step")).job
+    job = submit_swept(app, JobSpec(task="slow_step")).job
     deliver(app, once=True)
     assert ran == ["work 1"]
     assert stored(app, job.job_id) == {}  # the zombie's result was refused

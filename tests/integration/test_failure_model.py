@@ -32,7 +32,7 @@ from leasehold.lifecycle.worker import Delivery, Outcome, Worker
 from leasehold.time import ticker
 
 from .api_client import api_for
-from .helpers import deliver, inject, live_counted_jobs, receive_all, tenant_live
+from .helpers import deliver, inject, live_counted_jobs, receive_all, submit_swept, tenant_live
 
 # The DynamoDB semantics these tests rely on hold on AWS's DynamoDB Local too (issue 19).
 pytestmark = pytest.mark.ddblocal
@@ -268,7 +268,7 @@ def test_a_lease_really_lost_during_heartbeat_errors_stops_the_handler(
 def test_the_sweeper_never_overrides_a_heartbeat_that_landed_after_its_read(
         make_app: Any, clock: FakeClock, tasks: TaskRegistry) -> None:
     app = make_app()
-    job = submit(app, JobSpec(task="echo")).job
+    job = submit_swept(app, JobSpec(task="echo")).job
     leased = app.store.lease(job.job_id, job.epoch, owner="w1", now=clock.now_ms(),
                              expires_at=clock.now_ms() + 1000, actor="w1")
     clock.advance(60)
@@ -304,7 +304,7 @@ def test_a_worker_finishing_a_job_the_sweeper_cancelled_returns_quietly(
         sweeper.sweep(app)  # the lease looks lost: the sweeper honours the cancel
         return "finished anyway"
 
-    job = submit(app, JobSpec(task="slowpoke")).job
+    job = submit_swept(app, JobSpec(task="slowpoke")).job
     [message] = receive_all(app)
     outcome = Worker(app).process(Delivery(message.body))
     assert outcome in (Outcome.CANCELLED, Outcome.LEASE_LOST)
@@ -326,7 +326,7 @@ def test_a_job_promoted_after_a_long_ticker_outage_gets_a_deadline_from_now(
 
 def test_a_long_backlog_duplicates_each_message_at_most_once(
         app: Leasehold, clock: FakeClock, tasks: TaskRegistry) -> None:
-    jobs = [submit(app, JobSpec(task="echo")).job for _ in range(3)]
+    jobs = [submit_swept(app, JobSpec(task="echo")).job for _ in range(3)]
     for _ in range(4):  # an hour in which no worker takes anything
         clock.advance(app.settings.handoff_seconds + 10)
         sweeper.sweep(app)

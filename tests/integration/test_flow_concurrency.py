@@ -30,7 +30,7 @@ from leasehold.lifecycle.store import Change, Gated
 from leasehold.lifecycle.submission import submit
 from leasehold.lifecycle.worker import Delivery, Outcome, Worker
 from tests.conftest import MakeApp
-from tests.integration.helpers import deliver, inject, receive_all
+from tests.integration.helpers import deliver, inject, receive_all, submit_swept
 from tests.integration.liveness import (
     WakePath,
     assert_every_live_job_can_wake,
@@ -122,13 +122,34 @@ def test_a_job_value_overrides_the_task_default_and_a_missing_field_is_refused(
 def test_a_crashed_holder_s_slot_comes_back_at_the_sweep_that_takes_it_over(
         app: Leasehold, clock: Any) -> None:
     for _ in range(3):
-        submit(app, JobSpec(task="sync", payload={"account": "a"}))
+        submit_swept(app, JobSpec(task="sync", payload={"account": "a"}))
     lease_all(app)  # two held by a worker that dies now; one parked
     assert len(holders(app, "default", "acct:a")) == 2
     clock.advance(app.settings.lease_seconds + app.settings.skew_grace_seconds + 1)
     sweeper.sweep(app)  # takes both over (their slots back) and wakes the parked job
     assert holders(app, "default", "acct:a") == set()
     assert len(receive_all(app)) == 3  # two re-driven, one woken
+
+
+def test_a_crashed_holder_sent_first_gives_its_slot_back_when_its_message_comes_back(
+        app: Leasehold, clock: Any) -> None:
+    # Plain submissions (issue 46): no sweep entry; the holders' messages are their sweeper.
+    for _ in range(3):
+        submit(app, JobSpec(task="sync", payload={"account": "a"}))
+    messages = receive_all(app)
+    outcomes = lease_all(app, messages)  # two held by a worker that dies now; one parked
+    assert len(holders(app, "default", "acct:a")) == 2
+    clock.advance(app.settings.lease_seconds + app.settings.skew_grace_seconds + 1)
+    # Nothing in the index names the holders (only the parked job's recheck is there).
+    assert sweeper.sweep(app).recovered == 0
+    assert len(holders(app, "default", "acct:a")) == 2
+    held = [m for m in messages if outcomes[Message.parse(m.body).job_id] is Outcome.SUCCEEDED]
+    for message in held:  # their visibility timeout ends: the next worker takes them over
+        app.queues.extend(message.queue_url, message.receipt_handle, 0)
+    deliver(app)  # re-driven (slots back), then run; the parked job woken and run
+    assert holders(app, "default", "acct:a") == set()
+    assert {app.store.get(Message.parse(m.body).job_id).state for m in messages} == \
+        {JobState.SUCCEEDED}
 
 
 def test_a_parked_job_whose_wake_up_was_lost_is_handed_off_by_the_sweeper(
@@ -173,7 +194,7 @@ def napping(app: Leasehold, registry: TaskRegistry) -> tuple[str, str, Received]
     deliver(app, once=True)  # runs up to ctx.sleep: SLEEPING, its wake-up handed off
     assert app.store.get(nap.job_id).state is JobState.SLEEPING
     [wake] = receive_all(app)
-    holder = submit(app, JobSpec(task="hold", payload={})).job
+    holder = submit_swept(app, JobSpec(task="hold", payload={})).job
     [handoff] = receive_all(app)
     assert lease_all(app, [handoff]) == {holder.job_id: Outcome.SUCCEEDED}
     app.queues.delete(handoff.queue_url, [handoff.receipt_handle])

@@ -25,7 +25,7 @@ from leasehold.tenancy.admission import Limits, submit_admitted
 from leasehold.tenancy.counters import counts
 
 from .flow_helpers import flow_item
-from .helpers import deliver, inject, receive_all, tenant_live
+from .helpers import deliver, inject, receive_all, submit_swept, tenant_live
 from .liveness import assert_every_live_job_can_wake, messages_in_queues
 
 RUNS: Counter[str] = Counter()
@@ -113,7 +113,7 @@ def test_a_job_held_by_its_key_expires_at_its_start_window_and_gives_back_its_sl
     if hold == "paused key":
         keys.pause(app, "acme", "k")
     elif hold == "full key":  # a job of the key RUNNING (its worker is slow)
-        holder = submit(app, JobSpec(task="keyed", tenant="acme", payload={})).job
+        holder = submit_swept(app, JobSpec(task="keyed", tenant="acme", payload={})).job
         [message] = receive_all(app)
         app.store.lease(holder.job_id, holder.epoch, owner="w", now=app.now(), actor="w",
                         expires_at=app.now() + 3_600_000, gate=holder.extra[GATE])

@@ -29,11 +29,10 @@ from leasehold.core.spec import JobSpec
 from leasehold.core.states import JobState
 from leasehold.lifecycle import sweeper
 from leasehold.lifecycle.app import Leasehold
-from leasehold.lifecycle.submission import submit
 from leasehold.lifecycle.worker import Delivery, Outcome, Worker
 from leasehold.settings import Settings
 
-from .helpers import deliver, receive_all
+from .helpers import deliver, receive_all, submit_swept
 
 #: Long enough that the lease's own round trip to the emulator fits in it on a loaded machine:
 #: at 3 s a lease under load came back already expired ("ran out before it was granted"),
@@ -121,7 +120,7 @@ def test_a_hung_heartbeat_stops_the_handler_before_the_sweepers_cutoff(
     leased: list[Job] = []
     first.store.observers.append(
         lambda job, source: leased.append(job) if job.state is JobState.RUNNING else None)
-    job = submit(second, JobSpec(task="guarded")).job
+    job = submit_swept(second, JobSpec(task="guarded")).job
     [message] = receive_all(first)
     returned, _ = _first_worker(first, message.body, injector)
     # The sweeper re-drives the job as soon as its cutoff passes; a second worker takes it.
@@ -183,7 +182,7 @@ def test_a_hung_outcome_write_is_given_up_when_the_lease_runs_out(setup: Setup) 
     leased: list[Job] = []
     first.store.observers.append(
         lambda job, source: leased.append(job) if job.state is JobState.RUNNING else None)
-    job = submit(second, JobSpec(task="quick")).job
+    job = submit_swept(second, JobSpec(task="quick")).job
     [message] = receive_all(first)
     returned, thread = _first_worker(first, message.body, injector)
     thread.join(LEASE_S + GRACE_S + 3)  # botocore alone would wait 30 s a try, 9 tries
@@ -208,7 +207,7 @@ def test_a_lease_granted_only_after_it_ran_out_never_starts_the_handler(
     app = make_app(lease_seconds=LEASE_S, skew_grace_seconds=GRACE_S)
     runs: list[int] = []
     registry.task("counted")(lambda payload, ctx: runs.append(ctx.attempt))
-    job = submit(app, JobSpec(task="counted")).job
+    job = submit_swept(app, JobSpec(task="counted")).job
 
     def slow_lease(request: Any, **_: Any) -> None:
         if b"list_append" in (request.body or b""):  # the lease: its call takes a lease long

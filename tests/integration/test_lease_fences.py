@@ -25,7 +25,7 @@ from leasehold.lifecycle.store import Change
 from leasehold.lifecycle.submission import submit
 from leasehold.lifecycle.worker import Delivery, Outcome, Worker
 
-from .helpers import inject, receive_all
+from .helpers import inject, receive_all, submit_swept
 
 
 def test_a_copy_of_the_first_attempts_message_never_leases_the_retry(
@@ -60,7 +60,7 @@ def test_a_copy_of_the_first_attempts_message_never_leases_the_retry(
 def test_a_zombie_can_neither_heartbeat_nor_finish_while_its_successor_runs(
         app: Leasehold, registry: TaskRegistry, clock: FakeClock) -> None:
     registry.task("echo")(lambda payload, ctx: payload)
-    job = submit(app, JobSpec(task="echo")).job
+    job = submit_swept(app, JobSpec(task="echo")).job
     [first] = receive_all(app)
     lease_ms = int(app.settings.lease_seconds * 1000)
     zombie = app.store.lease(job.job_id, json.loads(first.body)["epoch"], owner="old",

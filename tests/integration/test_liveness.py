@@ -12,14 +12,14 @@ from leasehold.core.spec import JobSpec
 from leasehold.lifecycle.app import Leasehold
 from leasehold.lifecycle.submission import submit
 
-from .helpers import receive_all
+from .helpers import receive_all, submit_swept
 from .liveness import assert_every_live_job_can_wake, messages_in_queues
 
 
 def test_a_live_job_with_no_index_entry_and_no_message_fails_the_check(
         app: Leasehold, registry: TaskRegistry) -> None:
     registry.task("echo")(lambda payload, ctx: payload)
-    queued = submit(app, JobSpec(task="echo", payload=1)).job
+    queued = submit_swept(app, JobSpec(task="echo", payload=1)).job
     later = submit(app, JobSpec(task="echo", payload=2, delay_seconds=3600)).job
     paths = assert_every_live_job_can_wake(app, in_flight=messages_in_queues(app))
     assert {p.kind for p in paths[queued.job_id]} == {"message", "sweep"}

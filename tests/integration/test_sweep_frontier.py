@@ -21,9 +21,8 @@ from leasehold.core.spec import JobSpec
 from leasehold.core.states import JobState
 from leasehold.lifecycle import sweep_frontier, sweeper
 from leasehold.lifecycle.app import Leasehold
-from leasehold.lifecycle.submission import submit
 
-from .helpers import deliver, inject, receive_all
+from .helpers import deliver, inject, receive_all, submit_swept
 from .test_sweep_index import assert_sweep_invariant, is_move, lease, past_the_lease, row
 
 
@@ -100,7 +99,7 @@ def index_write_units(app: Leasehold, index: str) -> Iterator[list[float]]:
 def test_a_job_handed_off_leased_and_finished_writes_its_sweep_entry_once(
         app: Leasehold, clock: FakeClock, tasks: TaskRegistry, backend: str) -> None:
     with index_write_units(app, "sweep") as units:
-        job = submit(app, JobSpec(task="echo")).job
+        job = submit_swept(app, JobSpec(task="echo")).job
         entered = index_keys(row(app, job.job_id))
         assert None not in entered
         assert deliver(app) == 1  # the lease, the run, the finish
@@ -127,7 +126,7 @@ def test_a_job_leased_under_the_sweepers_move_is_moved_to_its_lease_and_recovere
     # The sweeper reads the job QUEUED, past its bound; a worker leases it before the move.
     # The move is refused; the frontier must not pass the entry with the row RUNNING and
     # its entry left behind: the pass reads the row again and moves it to its lease.
-    job = submit(app, JobSpec(task="echo")).job
+    job = submit_swept(app, JobSpec(task="echo")).job
     past_the_bound(app, clock)
     receive_all(app)  # the worker holds the message ...
     leased: list[int] = []
@@ -152,7 +151,7 @@ def test_a_job_leased_under_the_sweepers_move_is_moved_to_its_lease_and_recovere
 @pytest.mark.parametrize("kind", ["lose", "throttle"])
 def test_a_lost_response_or_a_throttle_on_the_frontier_still_saves_it(
         app: Leasehold, clock: FakeClock, tasks: TaskRegistry, kind: str) -> None:
-    submit(app, JobSpec(task="echo"))
+    submit_swept(app, JobSpec(task="echo"))
     deliver(app)
     past_the_bound(app, clock)
     injector = inject(app, Fault(target="dynamodb.UpdateItem", kind=kind, times=1,
@@ -169,10 +168,10 @@ def test_a_pass_killed_or_refused_before_it_saves_the_frontier_loses_nothing(
     # Three due entries: a finished job, a job whose worker died, one still running. The
     # pass settles them and is then killed (or its frontier write refused) before the
     # frontier is saved: the next pass reads them again, and does nothing twice.
-    done = submit(app, JobSpec(task="echo")).job
+    done = submit_swept(app, JobSpec(task="echo")).job
     deliver(app)
-    lost = submit(app, JobSpec(task="echo")).job
-    running = submit(app, JobSpec(task="echo")).job
+    lost = submit_swept(app, JobSpec(task="echo")).job
+    running = submit_swept(app, JobSpec(task="echo")).job
     receive_all(app)
     lease(app, lost.job_id)
     lease(app, running.job_id)
@@ -205,7 +204,7 @@ def test_a_pass_killed_or_refused_before_it_saves_the_frontier_loses_nothing(
 
 def test_a_move_failed_past_the_retries_holds_the_frontier_at_its_entry(
         app: Leasehold, clock: FakeClock, tasks: TaskRegistry) -> None:
-    job = submit(app, JobSpec(task="echo")).job
+    job = submit_swept(app, JobSpec(task="echo")).job
     receive_all(app)
     lease(app, job.job_id)
     clock.advance(app.settings.lease_seconds / 2)
@@ -232,7 +231,7 @@ def test_a_pass_reads_about_its_limit_and_the_next_goes_on_from_there(
     # share one could hold the frontier for ever).
     app = make_app(shards=1)
     for _ in range(5):
-        submit(app, JobSpec(task="echo"))
+        submit_swept(app, JobSpec(task="echo"))
         if not same_time:
             clock.advance(1)
     deliver(app)

@@ -23,11 +23,10 @@ from leasehold.core.spec import JobSpec
 from leasehold.core.states import JobState
 from leasehold.lifecycle import control, sweep_frontier, sweeper
 from leasehold.lifecycle.app import Leasehold
-from leasehold.lifecycle.submission import submit
 from leasehold.lifecycle.worker import Delivery, Worker
 from leasehold.time import ticker
 
-from .helpers import deliver, inject, receive_all
+from .helpers import deliver, inject, receive_all, submit_swept
 
 LIVE = (JobState.QUEUED, JobState.RUNNING)
 
@@ -82,7 +81,7 @@ def test_a_job_leased_long_after_it_was_queued_is_recovered_within_its_lease(
         app: Leasehold, clock: FakeClock, tasks: TaskRegistry, sweeps_while_queued: bool
 ) -> None:
     # A bound taken from the hand-off deadline alone would hide this crash for 15 minutes.
-    job = submit(app, JobSpec(task="echo")).job
+    job = submit_swept(app, JobSpec(task="echo")).job
     receive_all(app)  # the message waits behind a backlog (here: is taken and dropped)
     for _ in range(10):  # 5 minutes in the queue
         clock.advance(30)
@@ -99,7 +98,7 @@ def test_a_job_leased_long_after_it_was_queued_is_recovered_within_its_lease(
 
 def test_a_heartbeat_extended_lease_is_moved_never_swept(
         app: Leasehold, clock: FakeClock, tasks: TaskRegistry) -> None:
-    job = submit(app, JobSpec(task="echo")).job
+    job = submit_swept(app, JobSpec(task="echo")).job
     epoch = lease(app, job.job_id)
     entered = row(app, job.job_id)["sweep_at"]
     moved = 0
@@ -126,7 +125,7 @@ def test_a_heartbeat_extended_lease_is_moved_never_swept(
 @pytest.mark.ddblocal
 def test_a_lease_and_a_heartbeat_leave_the_index_alone(
         app: Leasehold, clock: FakeClock, tasks: TaskRegistry) -> None:
-    job = submit(app, JobSpec(task="echo")).job
+    job = submit_swept(app, JobSpec(task="echo")).job
     entered = row(app, job.job_id)
     assert entered["sweep_at"] == job.created_at + int(
         (app.settings.lease_seconds - app.settings.skew_grace_seconds) * 1000)
@@ -141,8 +140,8 @@ def test_a_lease_and_a_heartbeat_leave_the_index_alone(
 
 def test_a_lost_hand_off_is_found_at_its_deadline_and_not_before(
         app: Leasehold, clock: FakeClock, tasks: TaskRegistry) -> None:
-    inject(app, Fault(target="sqs.SendMessage", kind="fail", times=1))
-    job = submit(app, JobSpec(task="echo")).job
+    inject(app, Fault(target="sqs.SendMessageBatch", kind="fail", times=1))
+    job = submit_swept(app, JobSpec(task="echo")).job
     assert receive_all(app) == []  # the hand-off was lost
     deadline = app.store.get(job.job_id).lease_expires_at
     assert deadline is not None
@@ -164,7 +163,7 @@ def is_move(params: Mapping[str, Any]) -> bool:
 @pytest.mark.parametrize("kind", ["lose", "throttle"])
 def test_a_lost_response_or_a_throttle_on_the_move_still_moves_it(
         app: Leasehold, clock: FakeClock, tasks: TaskRegistry, kind: str) -> None:
-    job = submit(app, JobSpec(task="echo")).job
+    job = submit_swept(app, JobSpec(task="echo")).job
     lease(app, job.job_id)
     clock.advance(app.settings.lease_seconds / 2)
     app.store.update_running(app.store.get(job.job_id), owner="w1", conflict=LookupError,
@@ -185,7 +184,7 @@ def test_a_move_refused_because_the_job_finished_passes_its_entry(
         app: Leasehold, clock: FakeClock, tasks: TaskRegistry) -> None:
     # The worker finishes between the sweeper's read and its move: the move is refused, the
     # row read again is finished, and its entry passed (never read again).
-    job = submit(app, JobSpec(task="echo")).job
+    job = submit_swept(app, JobSpec(task="echo")).job
     clock.advance(app.settings.lease_seconds + 1)  # queued past its bound, not its deadline
     [message] = receive_all(app)
     finished: list[bool] = []
@@ -216,10 +215,10 @@ def test_every_writer_keeps_the_invariant(
     registry.task("echo")(lambda payload, ctx: payload)
     # retry -> QUEUED (short backoff) and -> SCHEDULED (long backoff), then manual retry,
     # cancel, the ticker promoting a delayed job, and a job handed off ahead of time.
-    short = submit(app, JobSpec(task="flaky", max_attempts=2)).job
-    delayed = submit(app, JobSpec(task="echo", delay_seconds=1200)).job
-    ahead = submit(app, JobSpec(task="echo", delay_seconds=600)).job
-    doomed = submit(app, JobSpec(task="echo")).job
+    short = submit_swept(app, JobSpec(task="flaky", max_attempts=2)).job
+    delayed = submit_swept(app, JobSpec(task="echo", delay_seconds=1200)).job
+    ahead = submit_swept(app, JobSpec(task="echo", delay_seconds=600)).job
+    doomed = submit_swept(app, JobSpec(task="echo")).job
     assert_sweep_invariant(app)
     control.cancel(app, doomed.job_id)
     deliver(app, once=True)
@@ -245,7 +244,7 @@ def test_a_job_requeued_past_its_deadline_stays_where_the_sweeper_reads(
     deadline already past must not put the entry below the frontier, where no pass would
     find the job again. Found by the state machine: a woken parent entered QUEUED past its
     deadline with ``sweep_at`` = its deadline, below the frontier."""
-    job = submit(app, JobSpec(task="echo", deadline_seconds=10)).job
+    job = submit_swept(app, JobSpec(task="echo", deadline_seconds=10)).job
     receive_all(app)  # the hand-off; the worker that leases it is lost
     lease(app, job.job_id)
     clock.advance(5)

@@ -36,6 +36,10 @@ class Message:
     #: The job's flow-control gate (``leasehold.core.flowcontrol``), so that the lease takes
     #: its slot in the same write without reading the row first; None for most jobs.
     gate: dict[str, Any] | None = None
+    #: When the sender sent it (epoch ms, the sender's clock), on a message sent *before*
+    #: its row is put (send-first, :mod:`leasehold.lifecycle.handoff`): a worker that finds
+    #: no row keeps such a message until ``handoff.ORPHAN_GRACE_MS`` after it, then drops it.
+    sent_at: int | None = None
 
     def body(self) -> str:
         data: dict[str, object] = {"job_id": self.job_id, "epoch": self.epoch}
@@ -45,6 +49,8 @@ class Message:
             data["timeout"] = self.timeout
         if self.gate is not None:
             data["gate"] = self.gate
+        if self.sent_at is not None:
+            data["sent"] = self.sent_at
         return json.dumps(data, separators=(",", ":"))
 
     @classmethod
@@ -53,11 +59,12 @@ class Message:
         try:
             data = json.loads(body)
             run_at, timeout = data.get("run_at"), data.get("timeout")
-            gate = data.get("gate")
+            gate, sent = data.get("gate"), data.get("sent")
             return cls(str(data["job_id"]), int(data["epoch"]),
                        None if run_at is None else int(run_at),
                        None if timeout is None else float(timeout),
-                       gate if isinstance(gate, dict) else None)
+                       gate if isinstance(gate, dict) else None,
+                       None if sent is None else int(sent))
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise StaleMessage(f"not a Leasehold message: {body[:100]!r}") from exc
 

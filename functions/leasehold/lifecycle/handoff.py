@@ -1,8 +1,14 @@
-"""Hand-off: the job row is the outbox; the SQS message follows it.
+"""Hand-off: the SQS message that names a QUEUED row.
 
-The row is written first (QUEUED, with a hand-off deadline in ``lease_expires_at``) and the
-message sent second. If the process dies between the two, the sweeper finds the QUEUED row
-past its deadline and sends again, so a crash there loses nothing.
+A plain submission sends first (:func:`send_first`): the message goes out before the row is
+put, and the row carries no ``sweep`` entry, so no write at hand-off time has to name the
+row for the sweeper (issue 46). A worker that meets the message before the row keeps it
+(hands it back) for :data:`ORPHAN_GRACE_MS` after it was sent, then drops it; the submitter
+sends again when its put took longer than :data:`RESEND_AFTER_MS`. A send that fails makes
+the row the outbox instead: it is put with its ``sweep`` entry (QUEUED, with a hand-off
+deadline in ``lease_expires_at``) and the sweeper re-sends at the deadline. Every other
+entry into QUEUED (a retry, a promotion, a re-drive, a batch's items) puts the row first and
+sends second, with the entry, as before.
 """
 
 from __future__ import annotations
@@ -10,7 +16,7 @@ from __future__ import annotations
 import logging
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from botocore.exceptions import BotoCoreError, ClientError
 
@@ -22,6 +28,16 @@ from leasehold.settings import Settings
 
 log = logging.getLogger(__name__)
 
+#: How long after a send-first message was sent a worker that finds no row for it keeps it
+#: (handing it back) before it drops it. The submitter sends again when its put took more
+#: than :data:`RESEND_AFTER_MS`, so a row that lands later than the first message's grace
+#: has a newer message; the margin between the two is well above the skew grace between
+#: two processes' clocks.
+ORPHAN_GRACE_MS = 30_000
+RESEND_AFTER_MS = 10_000
+#: How long a worker hands back a message whose row it did not find, at most.
+ORPHAN_RECHECK_SECONDS = 2
+
 
 def handoff_deadline(run_at: int, settings: Settings) -> int:
     """When a QUEUED job that has not been leased counts as lost in hand-off."""
@@ -32,12 +48,16 @@ def within_sqs_delay(run_at: int, now: int) -> bool:
     return run_at - now <= MAX_DELAY_SECONDS * 1000
 
 
-def send(queues: Queues, job: Job, now: int, *, not_before: int = 0) -> bool:
+def send(queues: Queues, job: Job, now: int, *, not_before: int = 0,
+         first: bool = False) -> bool:
     """Send the job's hand-off message, due at its ``run_at`` (or ``not_before``, if later);
-    False (logged) if SQS refused: the sweeper re-sends."""
+    False (logged) if SQS refused: the sweeper re-sends. ``first``: sent before the row is
+    put (stamped with ``now``, so a worker that finds no row knows how long to keep it)."""
     if job.state not in (JobState.QUEUED, JobState.SLEEPING):
         return False
     message, delay = _message(job, now, not_before)
+    if first:
+        message = replace(message, sent_at=now)
     try:
         # The tenant as message group: SQS fair queues keep a quiet tenant's wait short
         # while another floods the queue.

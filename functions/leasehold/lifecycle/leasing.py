@@ -8,7 +8,9 @@ cancelled, is past its deadline, or whose lease ran out before it was granted.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import math
 import os
 import secrets
 import socket
@@ -20,7 +22,8 @@ from leasehold.aws.queues import Message
 from leasehold.core.failures import deadline_exceeded
 from leasehold.core.jobs import Job, JobError
 from leasehold.core.states import JobState
-from leasehold.errors import NotFound, StaleMessage
+from leasehold.errors import Conflict, LeaseholdError, NotFound, StaleMessage
+from leasehold.lifecycle import handoff, sweeper
 from leasehold.lifecycle.app import Leasehold
 from leasehold.lifecycle.store import Gated
 from leasehold.lifecycle.submission import DEADLINE
@@ -92,10 +95,55 @@ def lease(app: Leasehold, worker_id: str, delivery: Delivery) -> tuple[Job, str,
                 current.epoch == message.epoch:
             for refused in app.refused_leases:  # not stale, refused: a start window
                 refused(app, current, now)
+        if isinstance(current, Job) and current.state is JobState.RUNNING and \
+                current.epoch == message.epoch:
+            return _running(app, current, delivery, now)
+        if current is None:  # the lease's condition found no row
+            return _no_row(app, message, delivery, now)
         return Outcome.STALE
     except NotFound:
-        return Outcome.STALE
+        return _no_row(app, message, delivery, now)
     return job, owner, now
+
+
+class HandedBack(LeaseholdError):
+    """The message is kept (not acknowledged) and shows again shortly: its row is not put
+    yet, or its job's lease still runs."""
+
+
+def _hand_back(app: Leasehold, delivery: Delivery, seconds: float, why: str) -> HandedBack:
+    if delivery.queue_url and delivery.receipt_handle:
+        app.queues.extend(delivery.queue_url, delivery.receipt_handle,
+                          max(1, math.ceil(seconds)))
+    return HandedBack(why)
+
+
+def _no_row(app: Leasehold, message: Message, delivery: Delivery, now: int) -> Outcome:
+    """A message whose row is not there: sent first, its put may still be on its way (kept
+    until :data:`handoff.ORPHAN_GRACE_MS` after it was sent); else stale (acknowledged):
+    its put failed, or its process died before it, or the row was deleted."""
+    if message.sent_at is None or now - message.sent_at >= handoff.ORPHAN_GRACE_MS:
+        return Outcome.STALE
+    left = (message.sent_at + handoff.ORPHAN_GRACE_MS - now) / 1000
+    raise _hand_back(app, delivery, min(left, handoff.ORPHAN_RECHECK_SECONDS),
+                     f"no row for {message.job_id} yet: kept for {left:.0f}s more")
+
+
+def _running(app: Leasehold, job: Job, delivery: Delivery, now: int) -> Outcome:
+    """A message of a RUNNING job's own epoch came back: its worker let it go visible (it
+    died, or could not extend it). A job whose lease ran out (past the skew grace) is
+    re-driven as the sweeper would, and the message acknowledged (the re-drive sends a new
+    one); one whose lease still runs keeps the message until it ends. SQS is the sweeper of
+    a job without a ``sweep`` entry (send-first, :mod:`.handoff`)."""
+    cutoff = now - int(app.settings.skew_grace_seconds * 1000)
+    expires = job.lease_expires_at or 0
+    if expires >= cutoff:
+        raise _hand_back(app, delivery, (expires - cutoff) / 1000,
+                         f"{job.job_id} is running under a lease that has not run out")
+    # A heartbeat, a finish or the sweeper that came first refuses it: done with, too.
+    with contextlib.suppress(Conflict):
+        sweeper.recover(app, job, now)
+    return Outcome.STALE
 
 
 def unstartable(app: Leasehold, job: Job, now: int) -> Outcome | JobError | None:
@@ -117,5 +165,5 @@ def unstartable(app: Leasehold, job: Job, now: int) -> Outcome | JobError | None
     return None
 
 
-__all__ = ["MAX_EARLY_WAIT_SECONDS", "Delivery", "Outcome", "lease", "unstartable",
+__all__ = ["MAX_EARLY_WAIT_SECONDS", "Delivery", "HandedBack", "Outcome", "lease", "unstartable",
            "worker_identity"]

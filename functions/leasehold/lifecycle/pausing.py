@@ -7,7 +7,8 @@ a transition: the job keeps its state and every way it has to wake, and the leas
 - QUEUED, SCHEDULED, SLEEPING (a sleep or a callback), WAITING (a workflow step): the hand-off
   that would start it (its message, the ticker's promotion, a callback's or a child's
   wake-up, the flow waker) meets the refused lease and is done with; the job stays (or
-  becomes) QUEUED, its sweep entry moved on by the sweeper without a re-send. A start window
+  becomes) QUEUED, its sweep entry moved on by the sweeper without a re-send (a QUEUED row
+  sent first, which has no entry, is given one by the pause's write). A start window
   that passes meanwhile ends it EXPIRED as for a paused concurrency key: by the worker whose
   lease was refused, or by the sweeper at its hand-off deadline (never later than
   ``start_by``).
@@ -23,14 +24,17 @@ cancel): a manual re-run of it is QUEUED still paused; only a resume lifts a pau
 
 from __future__ import annotations
 
+from typing import Any
+
 from leasehold.core.holds import PAUSED_AT
+from leasehold.core.ids import shard_of
 from leasehold.core.jobs import Job
 from leasehold.core.states import JobState
 from leasehold.errors import Conflict
 from leasehold.lifecycle import handoff
 from leasehold.lifecycle.app import Leasehold
 from leasehold.lifecycle.control import get_job
-from leasehold.lifecycle.store import ConditionFailed
+from leasehold.lifecycle.store import ConditionFailed, sweep_bound
 
 #: How many times a pause or a resume reads the row again when it moved under the write.
 TRIES = 5
@@ -46,10 +50,24 @@ def pause(app: Leasehold, job_id: str, tenant: str | None = None) -> Job:
         if job.extra.get(PAUSED_AT) is not None:
             return job
         try:
-            return app.store.set_hold(job, set={PAUSED_AT: app.now()}, remove=())
+            return app.store.set_hold(job, set={PAUSED_AT: app.now(), **_watched(app, job)},
+                                      remove=())
         except ConditionFailed:
             continue  # leased, woken or handed off meanwhile: pause it as it is now
     raise Conflict(f"job {job_id} kept changing; try again", job_id=job_id)
+
+
+def _watched(app: Leasehold, job: Job) -> dict[str, Any]:
+    """The ``sweep`` entry a paused QUEUED row must carry: its message meets the hold and is
+    done with, and a resume killed before its send is re-sent from it. A row sent first has
+    none (issue 46); one put first gets it again, never below ``now`` (a frontier)."""
+    if job.state is not JobState.QUEUED:
+        return {}
+    now = app.now()
+    deadline = max(int(job.lease_expires_at or now), now)
+    return {"lease_expires_at": deadline,
+            "sweep_shard": shard_of(job.job_id, app.settings.shards),
+            "sweep_at": sweep_bound(now, deadline, app.settings)}
 
 
 def resume(app: Leasehold, job_id: str, tenant: str | None = None) -> Job:

@@ -89,9 +89,9 @@ class JobStore(Protocol):
     lease_gate: LeaseGate | None
     cleared: list[str]
 
-    def create(self, job: Job, *, also: Sequence[Mapping[str, Any]] = ()
-               ) -> tuple[Job, bool]: ...
-    def put_request(self, job: Job) -> dict[str, Any]: ...
+    def create(self, job: Job, *, also: Sequence[Mapping[str, Any]] = (),
+               swept: bool = True) -> tuple[Job, bool]: ...
+    def put_request(self, job: Job, *, swept: bool = True) -> dict[str, Any]: ...
     def get(self, job_id: str) -> Job: ...
     def lease(self, job_id: str, epoch: int, *, owner: str, expires_at: int, now: int,
               actor: str, gate: Mapping[str, Any] | None = None,
@@ -138,15 +138,17 @@ class DynamoJobStore(LeaseWrites, IndexQueries):
     primitive (here), the lease (:mod:`.store_lease`), the indexes (:mod:`.store_index`)."""
 
 
-    def create(self, job: Job, *, also: Sequence[Mapping[str, Any]] = ()
-               ) -> tuple[Job, bool]:
+    def create(self, job: Job, *, also: Sequence[Mapping[str, Any]] = (),
+               swept: bool = True) -> tuple[Job, bool]:
         """Put a new job; if the id exists, return the stored one and ``False``.
 
         ``also``: items written in the same transaction (the tenant's slot an admission
         takes). If one of their conditions fails, nothing is written and
         :class:`~leasehold.aws.dynamo.Cancelled` is raised for the caller to read.
+        ``swept``: False for a QUEUED row whose message was sent before it (send-first,
+        :mod:`.handoff`): the row carries no ``sweep`` entry; its message recovers it.
         """
-        put = self.put_request(job)
+        put = self.put_request(job, swept=swept)
         token = put["Item"][WRITE_TOKEN]["S"]
         try:
             if also:
@@ -164,12 +166,15 @@ class DynamoJobStore(LeaseWrites, IndexQueries):
             return self._existing(job.job_id, from_av(old) if old else None, token)
         return self._notify(replace(job, extra={**job.extra, CHANGES: 0}), None), True
 
-    def put_request(self, job: Job) -> dict[str, Any]:
+    def put_request(self, job: Job, *, swept: bool = True) -> dict[str, Any]:
         """The conditional ``Put`` that creates ``job``'s row with its index keys (one
-        :meth:`create` makes, or a caller's own transaction carries: ``enqueue_item``)."""
+        :meth:`create` makes, or a caller's own transaction carries: ``enqueue_item``);
+        ``swept``: see :meth:`create`."""
         check_initial(job.state)
-        item = job_to_item(job) | self._index_keys(job.job_id, job.state, job,
-                                                   now=job.created_at) | {
+        keys = self._index_keys(job.job_id, job.state, job, now=job.created_at)
+        if not swept and job.state is JobState.QUEUED:
+            keys = {k: v for k, v in keys.items() if k not in ("sweep_shard", "sweep_at")}
+        item = job_to_item(job) | keys | {
             WRITE_TOKEN: secrets.token_hex(8), CHANGES: 0,
             "tenant_shard": tenant_shard(job.tenant,
                                          shard_of(job.job_id, self.settings.tenant_shards))}

@@ -12,7 +12,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from leasehold.core.flowcontrol import GATE
+from leasehold.core.flowcontrol import GATE, START_BY
+from leasehold.core.holds import held
 from leasehold.core.ids import derived_id, new_id
 from leasehold.core.jobs import Job, Transition
 from leasehold.core.retention import RETENTION_DAYS
@@ -24,7 +25,8 @@ from leasehold.lifecycle.app import Leasehold
 from leasehold.lifecycle.store_base import ADMISSION_SHARD, COUNTED, DEADLINE
 
 __all__ = ["ADMISSION_SHARD", "COUNTED", "DEADLINE", "REPLAY_GRACE_MS", "Create", "Intake",
-           "Submitted", "job_id_for", "new_job", "resend_at", "submit", "through_intakes"]
+           "Submitted", "job_id_for", "new_job", "resend_at", "sends_first", "submit",
+           "through_intakes"]
 
 log = logging.getLogger(__name__)
 
@@ -116,7 +118,18 @@ def submit(app: Leasehold, spec: JobSpec, *, counted: bool | None = None, shard:
         extra = {COUNTED: counted, **({ADMISSION_SHARD: shard} if counted and shard else {})}
 
     def create(row: Job, writes: Sequence[Mapping[str, Any]]) -> Submitted:
-        job, created = app.store.create(row, also=writes)
+        # Send first (issue 46): the message names the row before it exists, so the row
+        # needs no ``sweep`` entry. A failed send makes the row the outbox instead.
+        first = handoffs is None and sends_first(row, writes) and \
+            handoff.send(app.queues, row, now, first=True)
+        try:
+            job, created = app.store.create(row, also=writes, swept=not first)
+        except Exception:
+            if first:  # the put may have landed late: a worker may have dropped the message
+                _resend_if_slow(app, row, now)
+            raise
+        if first and created:
+            _resend_if_slow(app, job, now)
         if not created and (job.spec_hash != resolved.spec_hash or
                             job.tenant != resolved.tenant):
             raise IdempotencyConflict(
@@ -128,7 +141,8 @@ def submit(app: Leasehold, spec: JobSpec, *, counted: bool | None = None, shard:
         # leased: the first submission's put may have landed while its caller saw an error
         # past botocore's retries (a 500), and then nothing sent the message. A duplicate is
         # harmless (the lease is fenced by the epoch, the first one wins).
-        due = 0 if created else resend_at(job, now)
+        # Sent first, the message went out already (never for a replay: it has no key).
+        due = None if first else 0 if created else resend_at(job, now)
         if due is not None and not created:
             log.info("replay of %s found it queued and never leased: handed off again",
                      job.job_id)
@@ -139,6 +153,28 @@ def submit(app: Leasehold, spec: JobSpec, *, counted: bool | None = None, shard:
         return Submitted(job, created=created)
 
     return through_intakes(app, spec, create)(new_job(app, resolved, now, extra=extra), also)
+
+
+def sends_first(row: Job, writes: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether a new row's message goes out before it is put, so the row needs no ``sweep``
+    entry: a QUEUED row with nothing the sweeper must watch besides a lost worker (no start
+    window or deadline it would end it at, no hold), put alone (an admission transaction
+    that refuses would leave a message for nothing, one per refusal), and without an
+    idempotency key (a keyed replay sends only for a row it finds queued and never leased,
+    :func:`resend_at`: it cannot know that before its put)."""
+    return row.state is JobState.QUEUED and not writes and not held(row.extra) and \
+        row.idempotency_key is None and START_BY not in row.extra and \
+        DEADLINE not in row.extra
+
+
+def _resend_if_slow(app: Leasehold, job: Job, sent_at: int) -> None:
+    """Send again when the put ended more than :data:`handoff.RESEND_AFTER_MS` after the
+    first message: a worker that met that message before the row may drop it once it is
+    :data:`handoff.ORPHAN_GRACE_MS` old. A duplicate is fenced by the epoch."""
+    now = app.now()
+    if now - sent_at > handoff.RESEND_AFTER_MS:
+        log.info("the put of %s took %d ms: handed off again", job.job_id, now - sent_at)
+        handoff.send(app.queues, job, now)
 
 
 def through_intakes(app: Leasehold, spec: JobSpec, create: Create) -> Create:

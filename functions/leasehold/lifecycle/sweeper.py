@@ -276,6 +276,14 @@ def _redispatch(app: Leasehold, job: Job, now: int, cutoff: int, report: SweepRe
         report.waiting += 1
 
 
+def recover(app: Leasehold, job: Job, now: int) -> None:
+    """Re-drive a RUNNING job whose lease ran out (past the skew grace), as a pass does: a
+    worker that meets its message again calls it (SQS is the sweeper of a job without a
+    ``sweep`` entry). Raises :class:`Conflict` if the row changed (a heartbeat landed)."""
+    _recover_running(app, job, now, now - int(app.settings.skew_grace_seconds * 1000),
+                     SweepReport())
+
+
 def _recover_running(app: Leasehold, job: Job, now: int, cutoff: int,
                      report: SweepReport) -> None:
     crashes = job.crash_count + 1
