@@ -9,16 +9,16 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from leasehold.cells.cell import control_client
-from leasehold.cells.control import ControlTable
-from leasehold.cells.failover import failback, failover
 from leasehold.cli.output import emit
 from leasehold.cli.parsing import command, group
 from leasehold.clock import SystemClock
 from leasehold.errors import LeaseholdError
 from leasehold.settings import Settings
+
+if TYPE_CHECKING:  # the commands import boto3 when they run, not when the CLI starts
+    from leasehold.cells.control import ControlTable
 
 
 def register(subparsers: Any) -> None:
@@ -65,6 +65,9 @@ def _control_options(parser: argparse.ArgumentParser) -> None:
 
 
 def _control(args: argparse.Namespace) -> ControlTable:
+    from leasehold.cells.cell import control_client
+    from leasehold.cells.control import ControlTable
+
     if not args.control_table:
         raise LeaseholdError("name the control table: --control-table or "
                              "$LEASEHOLD_CONTROL_TABLE")
@@ -105,6 +108,8 @@ def run_show(args: argparse.Namespace) -> int:
 
 
 def run_failover(args: argparse.Namespace) -> int:
+    from leasehold.cells.failover import failover
+
     try:
         done = failover(_control(args), source=args.source, to=args.to,
                         now=SystemClock().now_ms(), tenants=args.tenants)
@@ -121,6 +126,8 @@ def run_failover(args: argparse.Namespace) -> int:
 
 
 def run_failback(args: argparse.Namespace) -> int:
+    from leasehold.cells.failover import failback
+
     try:
         record, moved = failback(_control(args), region=args.region,
                                  now=SystemClock().now_ms(), tenants=args.tenants)
