@@ -247,7 +247,7 @@ OPTIONS = {
     "durable step": ("durable step", "plain"),
     "callback": ("callback", "plain"),
     "ctx.transact item": ("ctx.transact item", "plain"),
-    "one retry (a failed attempt, its error in the row)": ("retried once", "plain"),
+    "one retry (a failed attempt, an excerpt of its error in the row)": ("retried once", "plain"),
     "terminal events (events=\"terminal\")": ("terminal events", "plain"),
     "all events (events=\"all\")": ("all events", "plain"),
 }

@@ -13,14 +13,17 @@ from typing import Any
 
 import pytest
 
+from leasehold.aws.dynamo import from_av
 from leasehold.aws.faults import Fault
 from leasehold.clock import FakeClock
 from leasehold.core.registry import TaskRegistry
+from leasehold.core.spec import JobSpec
 from leasehold.core.states import JobState
 from leasehold.errors import NonRetryableError
 from leasehold.lifecycle import sweeper
 from leasehold.lifecycle.app import Leasehold
-from leasehold.tenancy.counters import counts
+from leasehold.lifecycle.submission import COUNTED, submit
+from leasehold.tenancy.counters import counts, slot_item
 
 from .api_client import ApiClient, api_for
 from .helpers import deliver, inject, live_counted_jobs, lost_past_retries, tenant_live
@@ -193,3 +196,56 @@ def test_a_retry_on_a_sharded_tenant_takes_its_slot_and_its_outcome_back_exactly
     assert _exact(app) == 0
     outcomes, _ = counts(app, "default", admission_shards=4)
     assert (outcomes["DEAD"], outcomes["SUCCEEDED"]) == (4, 1)
+
+
+def _ledgers(app: Leasehold, tenant: str, state: str) -> tuple[int, int]:
+    """``count_<state>`` summed over the tenant's admission items (the exact ledger of the
+    jobs that hold slots) and over its outcome items (the observer's, of the others)."""
+    items = [from_av(item) for item in app.clients.dynamodb.scan(
+        TableName=app.settings.tenants_table)["Items"]]
+    admission = sum(int(i.get(f"count_{state}", 0)) for i in items
+                    if i["tenant"] in {slot_item(tenant, s) for s in range(8)})
+    outcomes = sum(int(i.get(f"count_{state}", 0)) for i in items
+                   if str(i["tenant"]).startswith(f"{tenant}#outcomes#"))
+    return admission, outcomes
+
+
+def test_a_library_job_retried_under_a_cap_is_taken_back_from_the_outcome_items(
+        app: Leasehold, tasks: TaskRegistry) -> None:
+    """The state machine's seed 3203...529: a library job of a capped tenant (uncounted)
+    died, was redriven through admission (counted now) and died again. Its first death was
+    counted by the observer on an outcome item; the re-run took it back from the admission
+    item, which then counted 0 DEAD against 1 counted DEAD job (and the outcome items 1
+    against none), for good."""
+    api = api_for(app, max_live=2)
+    job_id = submit(app, JobSpec(task="doomed", tenant="acme")).job.job_id
+    deliver(app)
+    assert app.store.get(job_id).state is JobState.DEAD
+    assert _ledgers(app, "acme", "DEAD") == (0, 1)  # uncounted: the observer's
+
+    report = api.post("/dead-letters/redrive", {"pool": "default"}, tenant="acme")
+    assert report.body["redriven"] == [job_id], report.body
+    assert app.store.get(job_id).extra.get(COUNTED) is True
+    assert _ledgers(app, "acme", "DEAD") == (0, 0)
+    deliver(app)
+    assert app.store.get(job_id).state is JobState.DEAD
+    # The counted job's death is on the admission items, and nothing else is counted.
+    assert _ledgers(app, "acme", "DEAD") == (1, 0)
+    assert counts(app, "acme")[0]["DEAD"] == 1
+    assert _exact(app, "acme") == 0
+
+
+def test_a_counted_job_retried_after_its_cap_was_lifted_moves_its_outcome_to_the_observer(
+        app: Leasehold, tasks: TaskRegistry) -> None:
+    """The other crossing: a counted job's death is on its admission item; re-run without a
+    cap it holds no slot, so the observer counts its next end and takes back the first on
+    the outcome items. The admission item gives that first death up in the re-run."""
+    [job_id] = _dead_jobs(api_for(app, max_live=2), 1, tenant="acme")
+    assert _ledgers(app, "acme", "DEAD") == (1, 0)
+    reply = api_for(app, max_live=None).post(f"/jobs/{job_id}/retry", tenant="acme")
+    assert reply.status == 200, reply.body
+    assert app.store.get(job_id).extra.get(COUNTED) is False
+    assert _ledgers(app, "acme", "DEAD") == (0, 0)
+    deliver(app)
+    assert _ledgers(app, "acme", "DEAD") == (0, 1)
+    assert counts(app, "acme")[0]["DEAD"] == 1

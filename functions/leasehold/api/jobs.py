@@ -28,7 +28,7 @@ from leasehold.core.spec import NAME_PATTERN, POOL_PATTERN
 from leasehold.core.states import JobState
 from leasehold.durable import children, patches
 from leasehold.durable.reset import reset
-from leasehold.lifecycle import control, pausing
+from leasehold.lifecycle import control, pausing, tracebacks
 from leasehold.lifecycle.app import Leasehold
 from leasehold.tenancy.admission import retry_admitted
 from leasehold.tenancy.listing import list_jobs
@@ -106,7 +106,8 @@ def get_job(
     app = context.leasehold(router)
     tenant = context.tenant(router)
     job = await_job(app, job_id, tenant, wait_seconds)
-    shown = view(job, app.now())
+    # The row keeps an excerpt of its last error; the whole of it is in its own item.
+    shown = view(dataclasses.replace(job, error=tracebacks.full_error(app, job)), app.now())
     family = children.shown(app, job)  # a durable parent's children, bounded
     if family is not None:
         shown.children = [ChildOut.model_validate(child) for child in family[0]]

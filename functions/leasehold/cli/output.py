@@ -81,6 +81,8 @@ def show_job(job: dict[str, Any], history: bool = False) -> str:
     for warning in job.get("warnings") or ():
         pairs.append(("warning", warning))
     text = fields(pairs)
+    if (job.get("error") or {}).get("traceback"):
+        text += "\n\n" + job["error"]["traceback"].rstrip()
     if job.get("children"):
         text += "\n\n" + children_table(job["children"])
         if job.get("more_children"):

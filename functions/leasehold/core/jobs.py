@@ -45,6 +45,9 @@ class JobError:
     #: When the failure itself says the next attempt may start (UTC epoch ms; an HTTP
     #: target's ``Retry-After``): the retry is due then, not after the policy's backoff.
     retry_at_ms: int | None = None
+    #: The epoch of the attempt whose whole message and traceback are kept in an item of
+    #: their own (``lifecycle.tracebacks``); the row keeps an excerpt. None: nothing kept.
+    kept: int | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -151,6 +154,9 @@ VISIBLE_EXTRA = frozenset({"schedule_id", "scheduled_for", "workflow_id", "step_
 #: How many failed attempts' errors a job keeps (newest last), after its last error is cleared
 #: by a success: enough to see why it needed its retries, small enough for the row.
 ATTEMPT_ERRORS_KEPT = 5
+#: Characters of each kept attempt error's message: the row stays under 1 KB through a
+#: retry (issue 46); the last error's whole message is kept apart (``lifecycle.tracebacks``).
+ATTEMPT_EXCERPT = 40
 
 
 def with_attempt_error(job: Job, error: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -158,7 +164,7 @@ def with_attempt_error(job: Job, error: Mapping[str, Any]) -> list[dict[str, Any
     last error keeps one)."""
     kept = list(job.extra.get("attempt_errors") or ())
     kept.append({"attempt": job.attempt, "type": error.get("type", ""),
-                 "message": str(error.get("message", ""))[:1000]})
+                 "message": str(error.get("message", ""))[:ATTEMPT_EXCERPT]})
     return kept[-ATTEMPT_ERRORS_KEPT:]
 
 _FIELDS = {
@@ -219,6 +225,7 @@ def job_from_item(item: Mapping[str, Any]) -> Job:
         error=None if not error else JobError(
             type=error.get("type", ""), message=error.get("message", ""),
             traceback=error.get("traceback", ""), types=tuple(error.get("types", ())),
+            kept=_opt_int(error.get("kept")),
         ),
         progress_json=item.get("progress"),
         history=tuple(Transition.from_item(h) for h in item.get("history", ())),

@@ -34,7 +34,7 @@ from leasehold.errors import (
     PayloadTooLarge,
     ValidationError,
 )
-from leasehold.lifecycle import handoff
+from leasehold.lifecycle import handoff, tracebacks
 from leasehold.lifecycle.app import Leasehold
 from leasehold.lifecycle.deadline import Overdue, call_before
 from leasehold.lifecycle.endings import bury, error_sets, retry_change
@@ -354,8 +354,9 @@ class Worker:
             error_types=failure.types or (failure.type,), rng=app.rng,
             not_before_ms=failure.retry_at_ms,
         )
-        error_item = {"type": failure.type, "message": failure.message,
-                      "traceback": failure.traceback, "types": list(failure.types)}
+        # An excerpt on the row (under 1 KB through its retries); the whole of it kept
+        # first in an item of its own, which the job view reads.
+        error_item = tracebacks.row_error(app, job, failure)
         if not decision.retry:
             change = Change(target=JobState.DEAD, actor=self.worker_id, reason=decision.reason,
                             owner=owner, unless_cancel_requested=True,

@@ -52,7 +52,7 @@ from leasehold.lifecycle.app import Leasehold
 from leasehold.lifecycle.handoff import Pending
 from leasehold.lifecycle.submission import ADMISSION_SHARD, COUNTED, Submitted, submit
 from leasehold.tenancy.backlog import Backlog
-from leasehold.tenancy.counters import add, slot_item
+from leasehold.tenancy.counters import add, outcome_item, slot_item
 from leasehold.tenancy.gcra import (
     TAT,
     Buckets,
@@ -248,10 +248,12 @@ def retry_admitted(app: Leasehold, job_id: str, tenant: str | None, limits: Limi
     (429) and, for a job the API admitted, a live slot under the cap (429), all in the one
     transaction that puts the job back in QUEUED.
 
-    The outcome the finished job counted is taken back with it: in the slot's update when
-    the slot is on the item that counted it, else by a second update in the transaction (one
-    transaction cannot write an item twice). A lost response is recognised by the job row's
-    fenced condition (``store.transition``), so nothing is taken twice.
+    The outcome the finished job counted is taken back with it, from the ledger that
+    counted it: a counted job's from its admission item (in the slot's update when the slot
+    is on that item, else by a second update in the transaction: one transaction cannot
+    write an item twice), an uncounted one's from an outcome item. A lost response is
+    recognised by the job row's fenced condition (``store.transition``), so nothing is
+    taken twice.
 
     ``job``: the finished job as the caller read and checked it (a reset from a step, which
     also re-runs a SUCCEEDED job); ``writes``, ``remove``: what that re-run also commits
@@ -259,20 +261,35 @@ def retry_admitted(app: Leasehold, job_id: str, tenant: str | None, limits: Limi
     """
     job = job or control.finished(app, job_id, tenant)
     # The re-run holds a slot when the tenant has a cap now, whatever the job held before
-    # (a cap set or lifted since). Its outcome is taken back here when the re-run is
-    # counted (on the item that counted it, if it was), else by the outcome observer.
+    # (a cap set or lifted since). Its outcome is taken back from the ledger that counted
+    # it: a counted job's from the admission item that counted it (``home``), an uncounted
+    # one's from its tenant's outcome items, where the observer counted it. The observer
+    # takes it back itself only when the re-run is uncounted (it cannot tell what the row
+    # held before), so the two crossings are written here:
+    # * uncounted before, counted now: taken back on an outcome item, in this transaction
+    #   (taking it from an admission item left those items one short of their counted
+    #   jobs' outcomes, and the outcome items one over, for good);
+    # * counted before, uncounted now (a cap lifted): taken back on ``home`` and moved to an
+    #   outcome item, from which the observer then takes it back.
     counted = limits.capped
     home = int(job.extra.get(ADMISSION_SHARD) or 0) if job.extra.get(COUNTED) else None
     outcome = {f"count_{job.state.value}": -1}
+    moved = {f"count_{job.state.value}": 1}
 
     def adds(shard: int) -> Mapping[str, int]:
         if not counted:
             return {}  # a token only: the job holds no slot
-        return {"live": 1, **outcome} if home in (None, shard) else {"live": 1}
+        return {"live": 1, **outcome} if home == shard else {"live": 1}
 
     def write(update: dict[str, Any], shard: int) -> Job:
         also = [{"Update": update}]
-        if counted and home not in (None, shard):
+        if home is None:
+            if counted:
+                also.append(add(app.settings, outcome_item(job.tenant, job.job_id), outcome))
+        elif not counted:
+            also.append(add(app.settings, slot_item(job.tenant, home), outcome))
+            also.append(add(app.settings, outcome_item(job.tenant, job.job_id), moved))
+        elif home != shard:
             also.append(add(app.settings, slot_item(job.tenant, home), outcome))
         try:
             return control.requeue(app, job, actor=actor, reason=reason,

@@ -82,6 +82,14 @@ def _outcome_item(tenant: str, shard: int) -> str:
     return f"{tenant}#outcomes#{shard}"
 
 
+def outcome_item(tenant: str, job_id: str) -> str:
+    """The outcome item a job's own outcome write goes to (one of :data:`OUTCOME_SHARDS`,
+    by its id): where a re-run takes back, in its transaction, the outcome of a job the
+    observer counted (the observer's batches spread theirs by a batch's first job; only the
+    sum over the items means anything)."""
+    return _outcome_item(tenant, shard_of(job_id, OUTCOME_SHARDS))
+
+
 class OutcomeCounts:
     """The store observer counting the outcomes of jobs the API did not admit.
 
