@@ -83,6 +83,7 @@ from tests.integration.stateful_flow import FlowRules
 from tests.integration.stateful_flowkeys import FlowKeysRules
 from tests.integration.stateful_leanadmit import LeanAdmissionRules
 from tests.integration.stateful_pausereset import PauseResetRules
+from tests.integration.stateful_phantoms import MAX_CHILDREN, PhantomRules
 from tests.integration.stateful_remote import EXTERNAL, RemoteRules
 from tests.integration.stateful_retention import RetentionRules
 from tests.integration.stateful_seams import BULK_TENANT, SeamsRules
@@ -128,7 +129,7 @@ GROUPS: dict[str, tuple[type, ...]] = {
     "effects": (EffectsRules,), "admission": (AdmissionContention,),
     "flowkeys": (FlowKeysRules,), "flow": (FlowRules,), "durable": (DurableRules,),
     "enqueue": (EnqueueRules,), "leanadmit": (LeanAdmissionRules,),
-    "targets": (TargetsRules,), "faults": (),
+    "targets": (TargetsRules,), "phantoms": (PhantomRules,), "faults": (),
 }
 #: The machine's own rules in a group (the others are the core, always on).
 OWN_GROUPS = {"weather": "faults", "next_write_fails_past_its_retries": "faults"}
@@ -136,7 +137,7 @@ OWN_GROUPS = {"weather": "faults", "next_write_fails_past_its_retries": "faults"
 
 class Lifecycle(TargetsRules, Snapshots, RemoteRules, PauseResetRules, SeamsRules, EffectsRules,
                 AdmissionContention, FlowKeysRules, FlowRules, RetentionRules, DurableRules,
-                DurverRules, EnqueueRules, LeanAdmissionRules,
+                DurverRules, EnqueueRules, LeanAdmissionRules, PhantomRules,
                 RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
@@ -182,6 +183,7 @@ class Lifecycle(TargetsRules, Snapshots, RemoteRules, PauseResetRules, SeamsRule
 
         self.app = compose(settings_, clock=self.clock, registry=registry,
                                            clients=clients, rng=random.Random(0))
+        self.phantoms_setup()
         self.succeeded: Counter[str] = Counter()
         self.grants: dict[str, list[int]] = defaultdict(list)
         #: Every job as the store last wrote it (observers see every change it makes).
@@ -240,6 +242,7 @@ class Lifecycle(TargetsRules, Snapshots, RemoteRules, PauseResetRules, SeamsRule
         try:
             self._drain()
         finally:
+            self.phantoms_teardown()
             self.mock.stop()
 
     # -- rules --------------------------------------------------------------------------
@@ -265,6 +268,11 @@ class Lifecycle(TargetsRules, Snapshots, RemoteRules, PauseResetRules, SeamsRule
             consume(Worker(self.app), batch)
         for _ in range(LIMITS.max_live):
             self.submit_job(0, lose_send=False, tenant=TENANTS[0])
+        # Issue 44's two defects, met in every example: a submission on a stale admission
+        # item (refused once, written again under a new id), and a capped parent that
+        # spawns more children than its tenant's cap has room for.
+        self.submit_on_a_stale_admission_item(0)
+        self.a_capped_parent_spawns_children(MAX_CHILDREN)
 
     @rule(fail_first=st.integers(0, MAX_ATTEMPTS + 1), lose_send=st.booleans(),
           task=st.sampled_from(["work", "work", "slow", "once"]),
