@@ -74,6 +74,7 @@ from leasehold.workflows import parse_workflow, start_workflow
 from leasehold.workflows.progress import step_job_id
 from tests import ddblocal
 from tests.integration.stateful_admission import AdmissionContention
+from tests.integration.stateful_api import ApiRules
 from tests.integration.stateful_durable import DurableRules
 from tests.integration.stateful_durver import DurverRules
 from tests.integration.stateful_effects import EffectsRules
@@ -129,7 +130,8 @@ GROUPS: dict[str, tuple[type, ...]] = {
     "effects": (EffectsRules,), "admission": (AdmissionContention,),
     "flowkeys": (FlowKeysRules,), "flow": (FlowRules,), "durable": (DurableRules,),
     "enqueue": (EnqueueRules,), "leanadmit": (LeanAdmissionRules,),
-    "targets": (TargetsRules,), "phantoms": (PhantomRules,), "faults": (),
+    "targets": (TargetsRules,), "phantoms": (PhantomRules,), "api": (ApiRules,),
+    "faults": (),
 }
 #: The machine's own rules in a group (the others are the core, always on).
 OWN_GROUPS = {"weather": "faults", "next_write_fails_past_its_retries": "faults"}
@@ -138,7 +140,7 @@ OWN_GROUPS = {"weather": "faults", "next_write_fails_past_its_retries": "faults"
 class Lifecycle(TargetsRules, Snapshots, RemoteRules, PauseResetRules, SeamsRules, EffectsRules,
                 AdmissionContention, FlowKeysRules, FlowRules, RetentionRules, DurableRules,
                 DurverRules, EnqueueRules, LeanAdmissionRules, PhantomRules,
-                RuleBasedStateMachine):
+                ApiRules, RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         # The bulk job and a durable parent's spawns admit under the runtime's limits (its
@@ -184,6 +186,7 @@ class Lifecycle(TargetsRules, Snapshots, RemoteRules, PauseResetRules, SeamsRule
         self.app = compose(settings_, clock=self.clock, registry=registry,
                                            clients=clients, rng=random.Random(0))
         self.phantoms_setup()
+        self.api_setup()
         self.succeeded: Counter[str] = Counter()
         self.grants: dict[str, list[int]] = defaultdict(list)
         #: Every job as the store last wrote it (observers see every change it makes).
@@ -273,6 +276,8 @@ class Lifecycle(TargetsRules, Snapshots, RemoteRules, PauseResetRules, SeamsRule
         # spawns more children than its tenant's cap has room for.
         self.submit_on_a_stale_admission_item(0)
         self.a_capped_parent_spawns_children(MAX_CHILDREN)
+        # And a traced batch through the front door (its rules: the swarm's "api").
+        self.submit_through_the_front_door([0, 1], True, False)
 
     @rule(fail_first=st.integers(0, MAX_ATTEMPTS + 1), lose_send=st.booleans(),
           task=st.sampled_from(["work", "work", "slow", "once"]),
