@@ -17,6 +17,7 @@ CHECKS: tuple[str, ...] = (
     "a bulk action acts within its request (a job it changed)",
     "a deterministic handler never stops as non-deterministic (a DEAD job)",
     "a job exists for exactly the committed orders (an order)",
+    "a job re-run by hand after its deadline passed runs (a re-run)",
     "a paused job never started and holds no slot (a held job)",
     "a job carries its caller's trace (a span of a traced job)",
     "a remote lease's repeated finish answers as it was",
@@ -56,6 +57,7 @@ CHECKS: tuple[str, ...] = (
     "nothing succeeds twice",
     "one live job per unique key (a key with a live holder)",
     "one live job per unique key (a live unique child)",
+    "one live job per unique key (a live unique kid of a fan-out)",
     "the lean tenant counts its live counted jobs (one counted)",
 )
 

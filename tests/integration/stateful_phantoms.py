@@ -60,6 +60,9 @@ from tests.integration.stateful_fired import fire
 KAPPA = "kappa"
 FANOUT = "phantoms.fanout"
 KID = "phantoms.kid"
+#: A child task with a ``unique`` default: a second parent's spawn of it while the first's
+#: is live is answered by that one (the spawn goes through the submission intakes).
+UNIQUE_KID = "phantoms.unique_kid"
 #: Tenants whose admission item a rule made stale: one fresh tenant each (the stale item
 #: replaces the tenant's item, counters and all).
 STALE = "theta"
@@ -98,17 +101,20 @@ class PhantomRules:
         @registry.task(FANOUT, max_attempts=2,
                        retry=RetryPolicy(min_backoff_seconds=0, max_backoff_seconds=0.3))
         def fanout(payload: Any, ctx: JobContext) -> Any:
-            kids = [ctx.spawn(KID, {"n": i}, name=f"k{i}") for i in range(payload["n"])]
+            kids = [ctx.spawn(UNIQUE_KID, {"n": 0}, name="u0")] if payload.get("unique") \
+                else []
+            kids += [ctx.spawn(KID, {"n": i}, name=f"k{i}") for i in range(payload["n"])]
             return [r["result"] for r in ctx.wait_for(kids)]
 
         def kid(payload: Any, ctx: JobContext) -> Any:
             return payload["n"]
 
         registry.task(KID, max_attempts=2)(kid)
+        registry.task(UNIQUE_KID, max_attempts=2, unique={"key": "kid{payload.n}"})(kid)
         self.app.store.observers.append(self._phantoms_observe)
 
     def _phantoms_observe(self, job: Job, source: JobState | None) -> None:
-        if job.task == KID and job.job_id not in self.jobs:
+        if job.task in (KID, UNIQUE_KID) and job.job_id not in self.jobs:
             self.jobs.append(job.job_id)  # a fan-out parent's child
 
     def phantoms_teardown(self) -> None:
@@ -132,12 +138,13 @@ class PhantomRules:
             self.injector.faults[:] = weather
         self.jobs.append(made.job.job_id)
 
-    @rule(n=st.integers(1, MAX_CHILDREN))
-    def a_capped_parent_spawns_children(self, n: int) -> None:
-        """A parent admitted under :data:`KAPPA`'s cap spawns ``n`` children, and runs now
-        (its message arrives later as a duplicate, fenced by its epoch): the children take
-        slots under the same cap, and past it the parent sleeps until one frees."""
-        spec = JobSpec(task=FANOUT, payload={"n": n}, tenant=KAPPA,
+    @rule(n=st.integers(0, MAX_CHILDREN), unique=st.booleans())
+    def a_capped_parent_spawns_children(self, n: int, unique: bool = False) -> None:
+        """A parent admitted under :data:`KAPPA`'s cap spawns ``n`` children (and first,
+        ``unique``, one of a task with a unique default), and runs now (its message arrives
+        later as a duplicate, fenced by its epoch): the children take slots under the same
+        cap, and past it the parent sleeps until one frees."""
+        spec = JobSpec(task=FANOUT, payload={"n": n, "unique": unique}, tenant=KAPPA,
                        idempotency_key=f"f{next(self.keys)}")
         for _ in range(3):
             try:
@@ -219,9 +226,12 @@ class PhantomRules:
         counted = {row["job_id"] for row in rows if row.get(COUNTED)}
         live: Counter[str] = Counter()
         children = 0
+        unique: Counter[str] = Counter()
         for row in rows:
             if not JobState(row["state"]).live:
                 continue
+            if row["task"] == UNIQUE_KID:
+                unique[row["tenant"]] += 1
             if row.get(COUNTED) or row.get(PARENT) in counted:
                 live[row["tenant"]] += 1
                 children += row.get(PARENT) in counted
@@ -232,3 +242,6 @@ class PhantomRules:
             assert count <= cap, ("more live jobs than the cap", tenant, count, cap)
         fire("no tenant above its cap, children included (a live child of a counted job)",
              children)
+        assert all(count <= 1 for count in unique.values()), (
+            "two live children with one unique key", unique)
+        fire("one live job per unique key (a live unique kid of a fan-out)", sum(unique.values()))

@@ -75,6 +75,7 @@ from leasehold.workflows.progress import step_job_id
 from tests import ddblocal
 from tests.integration.stateful_admission import AdmissionContention
 from tests.integration.stateful_api import ApiRules
+from tests.integration.stateful_deadlines import DeadlineRules
 from tests.integration.stateful_durable import DurableRules
 from tests.integration.stateful_durver import DurverRules
 from tests.integration.stateful_effects import EffectsRules
@@ -131,6 +132,7 @@ GROUPS: dict[str, tuple[type, ...]] = {
     "flowkeys": (FlowKeysRules,), "flow": (FlowRules,), "durable": (DurableRules,),
     "enqueue": (EnqueueRules,), "leanadmit": (LeanAdmissionRules,),
     "targets": (TargetsRules,), "phantoms": (PhantomRules,), "api": (ApiRules,),
+    "deadlines": (DeadlineRules,),
     "faults": (),
 }
 #: The machine's own rules in a group (the others are the core, always on).
@@ -140,7 +142,7 @@ OWN_GROUPS = {"weather": "faults", "next_write_fails_past_its_retries": "faults"
 class Lifecycle(TargetsRules, Snapshots, RemoteRules, PauseResetRules, SeamsRules, EffectsRules,
                 AdmissionContention, FlowKeysRules, FlowRules, RetentionRules, DurableRules,
                 DurverRules, EnqueueRules, LeanAdmissionRules, PhantomRules,
-                ApiRules, RuleBasedStateMachine):
+                ApiRules, DeadlineRules, RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         # The bulk job and a durable parent's spawns admit under the runtime's limits (its
@@ -275,7 +277,13 @@ class Lifecycle(TargetsRules, Snapshots, RemoteRules, PauseResetRules, SeamsRule
         # item (refused once, written again under a new id), and a capped parent that
         # spawns more children than its tenant's cap has room for.
         self.submit_on_a_stale_admission_item(0)
+        for _ in range(2):  # two parents, each spawning the one child of a unique key
+            self.a_capped_parent_spawns_children(0, unique=True)
         self.a_capped_parent_spawns_children(MAX_CHILDREN)
+        # The deadline chains (stateful_deadlines.py): held QUEUED, and re-queued, past
+        # a deadline when the sweeper runs; each then re-run by hand.
+        self.a_job_past_its_deadline_meets_the_sweeper(False)
+        self.a_job_past_its_deadline_meets_the_sweeper(True)
         # And a traced batch through the front door (its rules: the swarm's "api").
         self.submit_through_the_front_door([0, 1], True, False)
 
