@@ -163,6 +163,7 @@ class PhantomRules:
             Worker(self.app).process(Delivery(Message(job.job_id, job.epoch).body()))
         except self.failed:
             event("a fan-out parent's run failed")
+        self._one_live_unique_kid(list(self.latest.values()))
 
     # -- checks ---------------------------------------------------------------------------
 
@@ -226,12 +227,9 @@ class PhantomRules:
         counted = {row["job_id"] for row in rows if row.get(COUNTED)}
         live: Counter[str] = Counter()
         children = 0
-        unique: Counter[str] = Counter()
         for row in rows:
             if not JobState(row["state"]).live:
                 continue
-            if row["task"] == UNIQUE_KID:
-                unique[row["tenant"]] += 1
             if row.get(COUNTED) or row.get(PARENT) in counted:
                 live[row["tenant"]] += 1
                 children += row.get(PARENT) in counted
@@ -242,6 +240,11 @@ class PhantomRules:
             assert count <= cap, ("more live jobs than the cap", tenant, count, cap)
         fire("no tenant above its cap, children included (a live child of a counted job)",
              children)
+
+    def _one_live_unique_kid(self, jobs: list[Job]) -> None:
+        """Right after a fan-out parent ran (its children are QUEUED until delivered)."""
+        unique = Counter(job.tenant for job in jobs
+                         if job.task == UNIQUE_KID and job.state.live)
         assert all(count <= 1 for count in unique.values()), (
             "two live children with one unique key", unique)
         fire("one live job per unique key (a live unique kid of a fan-out)", sum(unique.values()))

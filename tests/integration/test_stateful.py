@@ -277,13 +277,13 @@ class Lifecycle(TargetsRules, Snapshots, RemoteRules, PauseResetRules, SeamsRule
         # item (refused once, written again under a new id), and a capped parent that
         # spawns more children than its tenant's cap has room for.
         self.submit_on_a_stale_admission_item(0)
-        for _ in range(2):  # two parents, each spawning the one child of a unique key
-            self.a_capped_parent_spawns_children(0, unique=True)
-        self.a_capped_parent_spawns_children(MAX_CHILDREN)
         # The deadline chains (stateful_deadlines.py): held QUEUED, and re-queued, past
         # a deadline when the sweeper runs; each then re-run by hand.
         self.a_job_past_its_deadline_meets_the_sweeper(False)
         self.a_job_past_its_deadline_meets_the_sweeper(True)
+        for _ in range(2):  # two parents, each spawning the one child of a unique key
+            self.a_capped_parent_spawns_children(0, unique=True)
+        self.a_capped_parent_spawns_children(MAX_CHILDREN)
         # And a traced batch through the front door (its rules: the swarm's "api").
         self.submit_through_the_front_door([0, 1], True, False)
 
