@@ -577,7 +577,11 @@ class Lifecycle(TargetsRules, Snapshots, RemoteRules, PauseResetRules, SeamsRule
             if item["state"] != JobState.QUEUED.value or item.get(DEADLINE) is None:
                 continue
             checked += 1
-            entered = int(item["history"][-1]["at"]) if item.get("history") else 0
+            # When it entered QUEUED: a re-send (QUEUED to QUEUED) is no entry, or a
+            # sweeper that re-sent a job past its deadline instead of ending it would pass.
+            entered = max((int(h["at"]) for h in item.get("history") or ()
+                           if h.get("to") == JobState.QUEUED.value
+                           and h.get("from") != JobState.QUEUED.value), default=0)
             assert not (int(item[DEADLINE]) < cutoff and entered < cutoff), (
                 "QUEUED past its deadline after a sweep", cutoff, item)
         fire("no QUEUED row past its deadline after a sweep", checked)
