@@ -53,6 +53,7 @@ class ApiRules:
         self.trace_ids = itertools.count(1)
         #: Job -> the trace id (hex) of the request that made it.
         self.traced: dict[str, str] = {}
+        self.trace_spans_read = 0
 
     def _traceparent(self) -> tuple[str, str]:
         n = next(self.trace_ids)
@@ -133,7 +134,9 @@ class ApiRules:
         if not getattr(self, "traced", None):
             return
         checked = 0
-        for span in self.span_exporter.get_finished_spans():
+        spans = self.span_exporter.get_finished_spans()
+        new, self.trace_spans_read = spans[self.trace_spans_read:], len(spans)
+        for span in new:  # each span once, when it ends
             job_id = (span.attributes or {}).get("leasehold.job_id")
             trace_id = self.traced.get(str(job_id))
             if trace_id is None or self.manual_retries[job_id]:
