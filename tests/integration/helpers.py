@@ -145,15 +145,19 @@ def submit_as_a_caller(app: Leasehold, spec: JobSpec, what: str,
     return None
 
 
-def submit_on_a_stale_admission_item(app: Leasehold, tenant: str = "acme") -> Submitted:
+def submit_on_a_stale_admission_item(app: Leasehold, tenant: str = "acme",
+                                     spec: JobSpec | None = None,
+                                     client: Any | None = None) -> Submitted:
     """A capped submission whose tenant's admission item fell behind, unknown to this
     process (as after a restart): the first transaction is refused, and admission catches up
-    and writes again as a new row under a new id (issue 44's phantom event and span)."""
+    and writes again as a new row under a new id (issue 44's phantom event and span).
+    ``spec`` (an ``echo`` job by default) names ``tenant``, a tenant with no admission item
+    yet; ``client`` writes the stale item (the app's own by default)."""
     limits = Limits(shards=1)
     behind = app.now() - int(Gcra.of(limits).lag) - 60_000
-    app.clients.dynamodb.put_item(TableName=app.settings.tenants_table,
-                                  Item=to_av({"tenant": tenant, "tat": behind}))
-    made = submit_admitted(app, JobSpec(task="echo", tenant=tenant), "default", limits,
+    (client or app.clients.dynamodb).put_item(TableName=app.settings.tenants_table,
+                                              Item=to_av({"tenant": tenant, "tat": behind}))
+    made = submit_admitted(app, spec or JobSpec(task="echo", tenant=tenant), "default", limits,
                            buckets={})
     assert made.created
     return made

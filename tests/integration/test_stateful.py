@@ -74,6 +74,8 @@ from leasehold.workflows import parse_workflow, start_workflow
 from leasehold.workflows.progress import step_job_id
 from tests import ddblocal
 from tests.integration.stateful_admission import AdmissionContention
+from tests.integration.stateful_api import ApiRules
+from tests.integration.stateful_deadlines import DeadlineRules
 from tests.integration.stateful_durable import DurableRules
 from tests.integration.stateful_durver import DurverRules
 from tests.integration.stateful_effects import EffectsRules
@@ -83,6 +85,7 @@ from tests.integration.stateful_flow import FlowRules
 from tests.integration.stateful_flowkeys import FlowKeysRules
 from tests.integration.stateful_leanadmit import LeanAdmissionRules
 from tests.integration.stateful_pausereset import PauseResetRules
+from tests.integration.stateful_phantoms import MAX_CHILDREN, PhantomRules
 from tests.integration.stateful_remote import EXTERNAL, RemoteRules
 from tests.integration.stateful_retention import RetentionRules
 from tests.integration.stateful_seams import BULK_TENANT, SeamsRules
@@ -128,7 +131,9 @@ GROUPS: dict[str, tuple[type, ...]] = {
     "effects": (EffectsRules,), "admission": (AdmissionContention,),
     "flowkeys": (FlowKeysRules,), "flow": (FlowRules,), "durable": (DurableRules,),
     "enqueue": (EnqueueRules,), "leanadmit": (LeanAdmissionRules,),
-    "targets": (TargetsRules,), "faults": (),
+    "targets": (TargetsRules,), "phantoms": (PhantomRules,), "api": (ApiRules,),
+    "deadlines": (DeadlineRules,),
+    "faults": (),
 }
 #: The machine's own rules in a group (the others are the core, always on).
 OWN_GROUPS = {"weather": "faults", "next_write_fails_past_its_retries": "faults"}
@@ -136,8 +141,8 @@ OWN_GROUPS = {"weather": "faults", "next_write_fails_past_its_retries": "faults"
 
 class Lifecycle(TargetsRules, Snapshots, RemoteRules, PauseResetRules, SeamsRules, EffectsRules,
                 AdmissionContention, FlowKeysRules, FlowRules, RetentionRules, DurableRules,
-                DurverRules, EnqueueRules, LeanAdmissionRules,
-                RuleBasedStateMachine):
+                DurverRules, EnqueueRules, LeanAdmissionRules, PhantomRules,
+                ApiRules, DeadlineRules, RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         # The bulk job and a durable parent's spawns admit under the runtime's limits (its
@@ -182,6 +187,8 @@ class Lifecycle(TargetsRules, Snapshots, RemoteRules, PauseResetRules, SeamsRule
 
         self.app = compose(settings_, clock=self.clock, registry=registry,
                                            clients=clients, rng=random.Random(0))
+        self.phantoms_setup()
+        self.api_setup()
         self.succeeded: Counter[str] = Counter()
         self.grants: dict[str, list[int]] = defaultdict(list)
         #: Every job as the store last wrote it (observers see every change it makes).
@@ -240,6 +247,7 @@ class Lifecycle(TargetsRules, Snapshots, RemoteRules, PauseResetRules, SeamsRule
         try:
             self._drain()
         finally:
+            self.phantoms_teardown()
             self.mock.stop()
 
     # -- rules --------------------------------------------------------------------------
@@ -265,6 +273,19 @@ class Lifecycle(TargetsRules, Snapshots, RemoteRules, PauseResetRules, SeamsRule
             consume(Worker(self.app), batch)
         for _ in range(LIMITS.max_live):
             self.submit_job(0, lose_send=False, tenant=TENANTS[0])
+        # Issue 44's two defects, met in every example: a submission on a stale admission
+        # item (refused once, written again under a new id), and a capped parent that
+        # spawns more children than its tenant's cap has room for.
+        self.submit_on_a_stale_admission_item(0)
+        # The deadline chains (stateful_deadlines.py): held QUEUED, and re-queued, past
+        # a deadline when the sweeper runs; each then re-run by hand.
+        self.a_job_past_its_deadline_meets_the_sweeper(False)
+        self.a_job_past_its_deadline_meets_the_sweeper(True)
+        for _ in range(2):  # two parents, each spawning the one child of a unique key
+            self.a_capped_parent_spawns_children(0, unique=True)
+        self.a_capped_parent_spawns_children(MAX_CHILDREN)
+        # And a traced batch through the front door (its rules: the swarm's "api").
+        self.submit_through_the_front_door([0, 1], True, False)
 
     @rule(fail_first=st.integers(0, MAX_ATTEMPTS + 1), lose_send=st.booleans(),
           task=st.sampled_from(["work", "work", "slow", "once"]),
@@ -556,7 +577,11 @@ class Lifecycle(TargetsRules, Snapshots, RemoteRules, PauseResetRules, SeamsRule
             if item["state"] != JobState.QUEUED.value or item.get(DEADLINE) is None:
                 continue
             checked += 1
-            entered = int(item["history"][-1]["at"]) if item.get("history") else 0
+            # When it entered QUEUED: a re-send (QUEUED to QUEUED) is no entry, or a
+            # sweeper that re-sent a job past its deadline instead of ending it would pass.
+            entered = max((int(h["at"]) for h in item.get("history") or ()
+                           if h.get("to") == JobState.QUEUED.value
+                           and h.get("from") != JobState.QUEUED.value), default=0)
             assert not (int(item[DEADLINE]) < cutoff and entered < cutoff), (
                 "QUEUED past its deadline after a sweep", cutoff, item)
         fire("no QUEUED row past its deadline after a sweep", checked)

@@ -327,6 +327,49 @@ MUTANTS: tuple[Mutant, ...] = (
               "                        expires = min(int(expires), max(int(bound), now))\n",
               "                        expires = min(int(expires), int(bound))\n"),
          )),
+    # -- issue 44's two defects --------------------------------------------------------
+    Mutant(
+        "cancelled-transaction-keeps-its-stream-record",
+        "The emulator's transaction undo puts a cancelled transaction's rows back but keeps "
+        "the records its writes appended to the stream: an admission refused by its stale "
+        "admission item and written again under a new id is published as two Job Queued "
+        "events, one for a job that never existed.",
+        "4e65f17 (issue 44, the phantom event)",
+        "tests/integration/test_stream_events.py::"
+        "test_an_admission_refused_and_retried_under_a_new_id_is_one_job_queued_event",
+        (Edit(F + "local/dynamo_transactions.py",
+              "            for shard, records, length in marks.values():\n"
+              "                _cut(shard, records, length)\n",
+              ""),
+         )),
+    Mutant(
+        "unkeyed-submit-span-ended-before-its-write",
+        "A submission without an idempotency key reports its submit span before its row is "
+        "written: an admission refused and written again under a new id leaves a submit "
+        "span for a job that never existed.",
+        "4e65f17 (issue 44, the phantom span)",
+        "tests/integration/test_tracing.py::"
+        "test_an_admission_refused_and_retried_under_a_new_id_reports_one_submit_span",
+        (Edit(F + "tracing/spans.py",
+              "    if row.state is JobState.WAITING:\n        span.end()\n",
+              "    if row.state is JobState.WAITING or row.idempotency_key is None:\n"
+              "        span.end()\n"),
+         )),
+    Mutant(
+        "spawn-reads-its-own-cap",
+        "A worker's ctx.spawn takes the tenant's limits from its own process (the defaults "
+        "of a worker deployed without the API's variables), not the runtime's settings and "
+        "the tenant's plan: an admitted parent under a cap runs its children past it.",
+        "60279b9 (issue 44, the tenant's cap per function)",
+        "tests/integration/test_durable_children.py::"
+        "test_a_tenants_plan_caps_its_admission_and_its_workers_spawns_alike",
+        (Edit(F + "durable/children.py",
+              "    limits = limits_for(app, parent.tenant)\n",
+              "    limits = Limits()  # the worker's own environment: no variable set\n"),
+         Edit(F + "durable/children.py",
+              "from leasehold.tenancy.admission import slot_admitted\n",
+              "from leasehold.tenancy.admission import Limits, slot_admitted\n"),
+         )),
 )
 
 
