@@ -328,3 +328,24 @@ def test_a_submission_whose_write_landed_but_failed_past_its_retries_is_an_unkno
     [submitted] = named(finished(provider), "leasehold submit")
     assert submitted.status.status_code is StatusCode.ERROR
     assert (submitted.attributes or {}).get("leasehold.committed") == "unknown"
+
+
+def test_an_admission_contended_on_one_item_and_made_on_another_reports_one_submit_span(
+        app: Leasehold, tasks: TaskRegistry, provider: TracerProvider) -> None:
+    """A transaction cancelled by conflicts past its tries wrote nothing, for certain: its
+    row was never a job. Admission tries another of the tenant's items and makes the job
+    there. Only that job's submit span is reported; the cancelled try's ended as an ERROR
+    "outcome unknown" naming a job with no row (what the state machine's span check met
+    after ``admit_through_conflicting_transactions``)."""
+    from leasehold.aws.faults import Fault
+    from leasehold.tenancy.admission import Limits, submit_admitted
+    from tests.integration.helpers import inject
+
+    inject(app, Fault(target="dynamodb.TransactWriteItems", kind="conflict", times=8))
+    made = submit_admitted(app, JobSpec(task="echo", tenant="acme", idempotency_key="k1"),
+                           "default", Limits(shards=4), buckets={})
+    submits = named(finished(provider), "leasehold submit")
+    assert [(span.attributes or {}).get("leasehold.job_id") for span in submits] == \
+        [made.job.job_id]
+    assert all(span.status.status_code is not StatusCode.ERROR for span in submits)
+    assert app.store.get(made.job.job_id).job_id == made.job.job_id

@@ -12,11 +12,12 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+from botocore.exceptions import ClientError
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import Link, SpanKind, Status, StatusCode
 
-from leasehold.aws.dynamo import Cancelled
+from leasehold.aws.dynamo import Cancelled, contended
 from leasehold.core import flowcontrol
 from leasehold.core.jobs import Job
 from leasehold.core.states import JobState
@@ -90,11 +91,10 @@ def submit_intake(app: Leasehold, spec: Any, row: Job, writes: Sequence[Mapping[
     (its row may have landed: the span stays its parent)."""
     try:
         made = create(row, writes)
-    except (Cancelled, LeaseholdError):
-        _take(row.job_id)  # nothing was written under this id: no span
-        raise
     except BaseException as exc:
-        if (span := _take(row.job_id)) is not None:
+        if _nothing_written(exc):
+            _take(row.job_id)  # nothing was written under this id: no span
+        elif (span := _take(row.job_id)) is not None:
             span.set_attribute("leasehold.committed", "unknown")
             span.record_exception(exc)
             span.set_status(Status(StatusCode.ERROR, _describe(exc, "submit")))
@@ -104,6 +104,14 @@ def submit_intake(app: Leasehold, spec: Any, row: Job, writes: Sequence[Mapping[
     if span is not None and made.created and made.job.job_id == row.job_id:
         span.end()
     return made
+
+
+def _nothing_written(exc: BaseException) -> bool:
+    """The write certainly did not apply: a failed condition, a refusal, or a write cancelled
+    by conflicts with other transactions (admission then tries another of the tenant's
+    items, and a span ended here as "outcome unknown" named a try that made nothing)."""
+    return isinstance(exc, (Cancelled, LeaseholdError)) or (
+        isinstance(exc, ClientError) and contended(exc))
 
 
 def _take(job_id: str) -> trace.Span | None:
