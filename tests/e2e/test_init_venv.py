@@ -15,6 +15,7 @@ from __future__ import annotations
 import http.server
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -153,6 +154,28 @@ def test_an_installed_wheel_reports_its_version_and_runs_a_job(user: Path) -> No
         assert job.result(timeout=60) == "hello, wheel"
     finally:
         assert runtime.stop() == 0, "".join(runtime.output[-30:])
+
+
+def test_the_installed_conformance_kit_runs_against_a_worker_outside_the_checkout(
+        user: Path) -> None:
+    """``leasehold conformance`` from the wheel (issue 45): its runtime, its cases and the
+    Python reference worker all come from the user's virtualenv; three cases keep it quick
+    (tests/conformance runs every case on every worker)."""
+    venv = user / "venv"
+    listed = subprocess.run(["leasehold", "conformance", "--list"], capture_output=True,
+                            text=True, check=True, env=in_venv(venv), cwd=user)
+    cases = [line.split()[0] for line in listed.stdout.splitlines() if line.strip()]
+    kept = ["lease-and-finish", "zombie", "trace-context"]
+    assert set(kept) <= set(cases), cases
+    worker = f"{venv / 'bin' / 'python'} -m leasehold.conformance.python_worker"
+    ran = subprocess.run(["leasehold", "conformance", "--worker", worker, "--language", "python",
+                          "--exclude", ",".join(c for c in cases if c not in kept)],
+                         capture_output=True, text=True, check=False, env=in_venv(venv),
+                         cwd=user, timeout=600)
+    assert ran.returncode == 0, (ran.stdout[-3000:], ran.stderr[-3000:])
+    for case in kept:
+        assert re.search(rf"^pass\s+{re.escape(case)} ", ran.stdout, re.M), (case, ran.stdout)
+    assert "3 passed, 0 failed" in ran.stdout, ran.stdout
 
 
 def start_dev(project: Path, env: dict[str, str] | None = None, *, venv: Path | None = None,
