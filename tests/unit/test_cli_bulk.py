@@ -55,3 +55,17 @@ def test_a_delete_says_how_many_rows_it_kept_and_why() -> None:
                  "result": {"done": 1, "skipped": 0, "skipped_referenced": 4,
                             "referenced_by": {"workflow": 4}}})
     assert "4 (workflow: 4): still referenced, kept" in text
+
+
+@pytest.mark.parametrize("reply", [
+    {"dry_run": True, "action": "retry", "matches": 3, "complete": True, "sample": ["A"],
+     "created_before": "2026-11-28T04:26:23.775Z"},
+    {"bulk_id": "B1", "action": "retry", "state": "RUNNING", "progress": {"done": 1},
+     "created_before": "2026-11-28T04:26:23.775Z"},
+])
+def test_every_label_is_apart_from_its_value(reply: dict[str, object]) -> None:
+    # A new user's dry run printed "created before2026-11-28T04:26:23.775Z" (issue 47).
+    lines = show(reply).splitlines()
+    assert lines and all("  " in line.rstrip() for line in lines), lines
+    [line] = [line for line in lines if line.startswith("created before")]
+    assert line.split() == ["created", "before", "2026-11-28T04:26:23.775Z"]

@@ -22,8 +22,11 @@ def table(rows: Sequence[Sequence[Any]], headers: Sequence[str]) -> str:
 
 
 def fields(pairs: Sequence[tuple[str, Any]]) -> str:
-    """``name  value`` lines, ``-`` for nothing."""
-    return "\n".join(f"{name:<14}{'-' if value is None else value}" for name, value in pairs)
+    """``name  value`` lines, ``-`` for nothing; the names padded to the widest, and never
+    fewer than two spaces before a value (a 14-character name ran into its value)."""
+    width = max([12, *(len(name) for name, _ in pairs)]) + 2
+    return "\n".join(f"{name:<{width}}{'-' if value is None else value}"
+                     for name, value in pairs)
 
 
 def short(value: Any, limit: int = 40) -> str:
