@@ -12,6 +12,8 @@ from urllib.parse import urlsplit
 import pytest
 
 from leasehold.api.context import ApiConfig
+from leasehold.cli import main as cli_main
+from leasehold.cli.client import Client as CliClient
 from leasehold.client import ApiError, Client
 from leasehold.core.context import JobContext
 from leasehold.core.registry import TaskRegistry
@@ -100,3 +102,22 @@ def test_dead_letters_redrive_bulk_and_figures(app: Leasehold) -> None:
     assert acme.bulk_status(started["bulk_id"])["job_id"] == started["bulk_id"]
     deliver(app)
     assert acme.bulk_status(started["bulk_id"])["state"] == JobState.SUCCEEDED.value
+
+
+def test_a_listing_filters_by_label_from_the_client_and_the_cli(
+        app: Leasehold, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """``leasehold list`` had no ``--label`` while the API, the console and ``jobs bulk``
+    had one (issue 47)."""
+    client = client_for(app, "acme")
+    prod = client.submit("boom", 1, labels={"env": "prod", "team": "a"})
+    client.submit("boom", 2, labels={"env": "staging", "team": "a"})
+    client.submit("boom", 3)
+    assert [j["job_id"] for j in client.list(label="env:prod")["jobs"]] == [prod.job_id]
+    both = client.list(label=["team:a", "env:prod"])["jobs"]
+    assert [j["job_id"] for j in both] == [prod.job_id]
+    assert len(client.list(label="team:a")["jobs"]) == 2
+    monkeypatch.setattr(CliClient, "from_args", classmethod(lambda cls, args: client))
+    assert cli_main(["list", "--label", "env:prod", "--json"]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    assert [j["job_id"] for j in listed["jobs"]] == [prod.job_id]

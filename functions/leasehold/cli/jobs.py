@@ -95,11 +95,15 @@ def register(subparsers: Any) -> None:
 
     listing = command(subparsers, "list", "list your jobs, newest first", [
         "leasehold list --state DEAD --task fail --limit 10",
+        "leasehold list --label env:prod",
         "leasehold list --json | jq -r '.jobs[].job_id'"], run_list)
     listing.add_argument("--state", action="append", type=str.upper, choices=STATES,
                          help="only this state (repeat for several), e.g. --state QUEUED")
     listing.add_argument("--task", help="only this task, e.g. --task echo")
     listing.add_argument("--pool", help="only this pool, e.g. --pool default")
+    listing.add_argument("--label", action="append", metavar="NAME:VALUE",
+                         help="only jobs carrying this label (repeat: all must match), e.g. "
+                              "--label env:prod")
     listing.add_argument("--limit", type=int, default=20,
                          help="at most this many (1-200), e.g. --limit 10")
     listing.add_argument("--cursor", help="the next page: what the last page printed "
@@ -267,7 +271,8 @@ def run_list(args: argparse.Namespace) -> int:
     try:
         page = Client.from_args(args).list(state=args.state, task=args.task, pool=args.pool,
                                            limit=args.limit, cursor=args.cursor,
-                                           code_version=args.code_version, patch=args.patch)
+                                           code_version=args.code_version, patch=args.patch,
+                                           label=args.label)
     except ApiError as exc:
         return fail(exc)
     emit(args, page, jobs_table(page["jobs"]) + more(page))

@@ -268,13 +268,16 @@ class Client(ScheduleOperations, Operations):
     def list(self, *, state: str | Sequence[str] | None = None, task: str | None = None,
              pool: str | None = None, schedule_id: str | None = None, limit: int = 50,
              cursor: str | None = None, code_version: str | None = None,
-             patch: str | None = None) -> dict[str, Any]:
+             patch: str | None = None,
+             label: str | Sequence[str] | None = None) -> dict[str, Any]:
         """One page of your jobs, newest first: ``{"jobs": [...], "next_cursor": ...}``.
         ``code_version``: those first run by that code; ``patch``: the live durable jobs
-        that may still take the old branch of ``ctx.patched(patch)``."""
+        that may still take the old branch of ``ctx.patched(patch)``; ``label``: those that
+        carry it, ``name:value`` (several: all of them)."""
         page: dict[str, Any] = self.request("GET", "/jobs", query={
             "state": state, "task": task, "pool": pool, "schedule_id": schedule_id,
-            "limit": limit, "cursor": cursor, "code_version": code_version, "patch": patch})
+            "limit": limit, "cursor": cursor, "code_version": code_version, "patch": patch,
+            "label": label})
         return page
 
     def history(self, job_id: str) -> dict[str, Any]:
