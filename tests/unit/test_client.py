@@ -292,19 +292,29 @@ def test_aws_auth_signs_each_request_for_execute_api(
     assert "/eu-west-1/execute-api/aws4_request" in authorization
 
 
-def test_task_submit_without_the_client_imported_says_what_to_import() -> None:
+def test_task_submit_in_a_plain_script_needs_no_client_import(
+        server: tuple[str, Script]) -> None:
+    """``task.submit()`` in a script that imports only ``leasehold`` (issue 47: it needed
+    ``import leasehold.client`` first): the client is loaded by the first submission."""
+    import os
     import subprocess
     import sys
 
-    code = ("from leasehold import task\n"
+    url, script = server
+    script.answers = [(201, {}, job("QUEUED"))]
+    code = ("import sys\n"
+            "from leasehold import task\n"
             "@task('lonely')\n"
             "def lonely(payload, ctx):\n    return None\n"
-            "try:\n    lonely.submit({})\n"
-            "except Exception as exc:\n    print(type(exc).__name__, exc)\n")
+            "print('leasehold.client' in sys.modules)\n"
+            "print(lonely.submit({'n': 1}).job_id)\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          check=True, timeout=60)
-    assert done.stdout.startswith("LeaseholdError lonely.submit() needs the client: "
-                                  "`import leasehold.client` first")
+                          check=False, timeout=60, env={**os.environ, "LEASEHOLD_URL": url})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["False", job("QUEUED")["job_id"]]
+    (method, path, _, sent), = script.seen
+    assert (method, path) == ("POST", "/jobs")
+    assert sent == {"task": "lonely", "payload": {"n": 1}}
 
 
 def test_flow_options_are_sent_and_an_expired_job_ends_result_with_expired(
