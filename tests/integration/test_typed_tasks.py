@@ -18,7 +18,7 @@ from leasehold.core.policy import RetryPolicy
 from leasehold.core.registry import TaskRegistry
 from leasehold.core.spec import JobSpec
 from leasehold.core.states import JobState
-from leasehold.errors import InvalidInput
+from leasehold.errors import InvalidInput, ValidationError
 from leasehold.events import triggers
 from leasehold.lifecycle import control
 from leasehold.lifecycle.app import Leasehold
@@ -137,6 +137,16 @@ def test_the_client_gets_the_422_naming_the_field(app: Leasehold) -> None:
     with pytest.raises(ApiError) as refused:
         client.submit("charge", BAD)
     assert (refused.value.status, refused.value.field) == (422, BAD_FIELD)
+    # The one documented error, whichever path the submission takes (issue 47): the client's
+    # refusal is the InvalidInput the library raises, with the same field and message.
+    assert isinstance(refused.value, InvalidInput)
+    assert f"{BAD_FIELD}: Input should be a valid integer" in str(refused.value)
+    with pytest.raises(InvalidInput, match=BAD_FIELD):
+        client.submit("charge", BAD)
+    with pytest.raises(ApiError) as other:  # a refusal that is not the payload's
+        client.submit("charge", {"amount": 7}, priority="urgent")
+    assert other.value.status == 422 and not isinstance(other.value, InvalidInput)
+    assert isinstance(other.value, ValidationError) and other.value.field == "priority"
     assert rows(app) == []
     handle = client.submit("charge", {"amount": 7})
     deliver(app)
@@ -221,7 +231,10 @@ def test_a_result_that_does_not_fit_its_output_model_fails_at_once_naming_the_fi
     assert len(seen) == 1  # max_attempts=3, yet no retry: no retry can fix it
     assert job.error is not None and job.error.type == "InvalidResult"
     assert job.error.message.startswith("result.charged: Input should be a valid integer")
-    assert "result.receipt: Field required" in job.error.message
+    # The row keeps an excerpt; the whole message is the job view's (its kept item).
+    shown = api.get(f"/jobs/{job_id}", tenant=TENANT).body["error"]
+    assert shown["message"].startswith("result.charged: Input should be a valid integer")
+    assert "result.receipt: Field required" in shown["message"]
 
 
 def test_a_durable_replay_gets_the_same_model(app: Leasehold, api: ApiClient, seen: list[Any],

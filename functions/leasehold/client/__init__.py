@@ -16,7 +16,15 @@ from typing import Any
 
 from leasehold.client.aio import AsyncClient, AsyncJobHandle
 from leasehold.client.client import Client
-from leasehold.client.errors import ApiError, Cancelled, Expired, JobFailed, ResultTimeout
+from leasehold.client.errors import (
+    ApiError,
+    Cancelled,
+    Expired,
+    InvalidPayloadInput,
+    InvalidRequest,
+    JobFailed,
+    ResultTimeout,
+)
 from leasehold.client.handle import JobHandle
 from leasehold.client.transport import HttpRetries, set_default_transport
 from leasehold.core.registry import install_submitter
@@ -54,6 +62,8 @@ __all__ = [
     "Client",
     "Expired",
     "HttpRetries",
+    "InvalidPayloadInput",
+    "InvalidRequest",
     "JobFailed",
     "JobHandle",
     "ResultTimeout",

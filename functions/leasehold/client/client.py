@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from leasehold.client.errors import ApiError
+from leasehold.client.errors import ApiError, api_error
 from leasehold.client.handle import MAX_WAIT_SECONDS, JobHandle
 from leasehold.client.operations import Operations, segment, task_name
 from leasehold.client.schedules import ScheduleOperations
@@ -399,8 +399,8 @@ def _error(status: int, headers: Mapping[str, str], raw: bytes) -> ApiError:
             raise TypeError
     except (ValueError, KeyError, TypeError):
         error = {"code": "http_error", "message": text[:200] or f"HTTP {status}"}
-    answer = ApiError(status, error.get("code", "error"), error.get("message", ""),
-                      error.get("field"), _header(headers, "Retry-After"))
+    answer = api_error(status, error.get("code", "error"), error.get("message", ""),
+                       error.get("field"), _header(headers, "Retry-After"))
     if status == 421:
         answer.home = error.get("home")
         answer.home_url = _header(headers, "Leasehold-Home-Url") or error.get("home_url")

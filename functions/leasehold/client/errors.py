@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from leasehold.errors import LeaseholdError
+from leasehold.errors import InvalidInput, LeaseholdError, ValidationError
 
 
 class ApiError(LeaseholdError):
@@ -22,8 +22,32 @@ class ApiError(LeaseholdError):
         #: ``421 misdirected``: the tenant's home Region and its cell's API URL.
         self.home: str | None = None
         self.home_url: str | None = None
-        # No HTTP status means no answer: say what happened, not "0 unreachable".
-        super().__init__(f"{status} {code}: {message}" if status else message)
+        # No HTTP status means no answer: say what happened, not "0 unreachable". Called by
+        # name: a subclass below is also a ValidationError, whose own __init__ differs.
+        LeaseholdError.__init__(self, f"{status} {code}: {message}" if status else message)
+
+
+class InvalidRequest(ApiError, ValidationError):  # type: ignore[misc]  # field: str here
+    """A 422 ``validation_error``: the API refused a value, named by ``field``. It is the
+    same :class:`~leasehold.errors.ValidationError` an in-process submission raises, so one
+    ``except ValidationError`` serves both paths."""
+
+
+class InvalidPayloadInput(InvalidRequest, InvalidInput):  # type: ignore[misc]
+    """A 422 on the payload (``field`` ``payload`` or ``payload.…``): the payload does not
+    fit its task's input model, :class:`~leasehold.errors.InvalidInput` as in-process."""
+
+
+def api_error(status: int, code: str, message: str, field: str | None = None,
+              retry_after: str | None = None) -> ApiError:
+    """The error for an API's answer: :class:`InvalidRequest` (or
+    :class:`InvalidPayloadInput`) for a 422 ``validation_error``, else :class:`ApiError`."""
+    kind = ApiError
+    if status == 422 and code == "validation_error":
+        on_payload = field is not None and (field == "payload" or field.startswith("payload."))
+        kind = InvalidPayloadInput if on_payload else InvalidRequest
+        field = field or ""  # a ValidationError always names a field ("": the request)
+    return kind(status, code, message, field, retry_after)
 
 
 class JobFailed(LeaseholdError):
