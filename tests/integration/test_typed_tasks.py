@@ -9,7 +9,7 @@ from dataclasses import replace
 from typing import Any, Literal
 
 import pytest
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from leasehold.aws.faults import Fault
 from leasehold.clock import FakeClock
@@ -428,3 +428,22 @@ def test_an_unknown_or_internal_task_is_a_404_in_the_error_shape(
     assert reply.status == 404, reply.body
     assert reply.body["error"]["code"] == "not_found"
     assert name in reply.body["error"]["message"]
+
+
+class StrictChargeIn(BaseModel):
+    model_config = ConfigDict(strict=True)
+    amount: int = Field(gt=0)
+
+
+def test_a_model_s_own_mode_decides_whether_a_numeric_string_fits(
+        app: Leasehold, api: ApiClient) -> None:
+    """The API's own fields are strict; a task's payload is validated as its model says
+    (issue 47's friction: "10" fitted an int while the docs said types were strict). By
+    default pydantic's lax mode: "10" is 10; a model that sets ``strict=True`` refuses it."""
+    made = api.post("/jobs", {"task": "charge", "payload": {"amount": "10"}}, tenant=TENANT)
+    assert made.status == 201, made.body
+    change_model(app, "charge", StrictChargeIn)
+    refused = api.post("/jobs", {"task": "charge", "payload": {"amount": "10"}}, tenant=TENANT)
+    assert refused.status == 422 and refused.body["error"]["field"] == "payload.amount"
+    assert api.post("/jobs", {"task": "charge", "payload": {"amount": 10}},
+                    tenant=TENANT).status == 201
