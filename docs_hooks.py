@@ -6,6 +6,8 @@ code on each build, so they cannot drift from it (issue 47).
 - the state diagram on the concepts page, from ``leasehold.core.states.TRANSITIONS``;
 - ``reference/config.md``: ``LeaseholdConfig`` and ``PoolConfig``, from their fields and the
   ``#:`` comments above them (read with ``ast``: building the site needs no CDK);
+- ``reference/python.md``: the public Python API's signatures and docstrings, read with
+  ``inspect`` from the modules' ``__all__`` (no mkdocstrings: the site needs no new dependency);
 - ``changelog.md`` and ``benchmarks.md``: the repository's CHANGELOG.md and BENCHMARKS.md.
 """
 
@@ -13,8 +15,11 @@ from __future__ import annotations
 
 import argparse
 import ast
+import importlib
+import inspect
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +37,7 @@ def on_files(files: Files, config: MkDocsConfig) -> Files:
                                                        .read_text())),
         "reference/config.md": config_reference(ROOT / "functions" / "leasehold" / "cdk"
                                                 / "config.py"),
+        "reference/python.md": python_reference(),
         "changelog.md": (ROOT / "CHANGELOG.md").read_text(),
         "benchmarks.md": (ROOT / "BENCHMARKS.md").read_text(),
     }
@@ -193,3 +199,122 @@ def _comment_above(lines: list[str], lineno: int) -> list[str]:
         said.insert(0, lines[index].strip()[2:].strip())
         index -= 1
     return said
+
+
+#: The public Python API, module by module: a module's ``__all__`` unless names are given.
+#: ``leasehold.errors`` has no ``__all__``: its public names are its error classes.
+PUBLIC_MODULES: tuple[tuple[str, tuple[str, ...] | None], ...] = (
+    ("leasehold", None),
+    ("leasehold.client", None),
+    ("leasehold.testing", None),
+    ("leasehold.testing.local", ("LocalLeasehold",)),
+    ("leasehold.testing.clock", ("TestClock",)),
+    ("leasehold.errors", None),
+)
+
+
+def python_reference() -> str:
+    out = ["# Python API reference", "",
+           "Generated on each build of this site from the code's own signatures and "
+           "docstrings (read with `inspect`): every public name of `leasehold`, "
+           "`leasehold.client` and `leasehold.testing` (their `__all__`), the testing "
+           "runtime, and the error classes of `leasehold.errors`. A name is listed under the "
+           "module you import it from; where it is defined is in parentheses. See "
+           "[Writing tasks](../guides/tasks.md) and [Testing](../guides/testing.md) for how "
+           "they fit together.", ""]
+    for module_name, names in PUBLIC_MODULES:
+        module = importlib.import_module(module_name)
+        out += [f"## `{module_name}`", ""]
+        if module.__doc__:
+            out += [_docstring(module.__doc__), ""]
+        for name in names or _public_names(module):
+            out += _api_entry(module_name, name, getattr(module, name))
+    return "\n".join(out)
+
+
+def _public_names(module: Any) -> list[str]:
+    if hasattr(module, "__all__"):
+        return list(module.__all__)
+    return [name for name, value in vars(module).items()
+            if inspect.isclass(value) and issubclass(value, BaseException)
+            and value.__module__ == module.__name__ and not name.startswith("_")]
+
+
+def _api_entry(module_name: str, name: str, value: Any) -> list[str]:
+    kind = ("exception" if inspect.isclass(value) and issubclass(value, BaseException)
+            else "class" if inspect.isclass(value) else "function" if callable(value)
+            else "value")
+    home = getattr(value, "__module__", None)
+    where = f" (from `{home}`)" if home and home != module_name else ""
+    out = [f"### `{name}`", "", f"*{kind}*{where}", ""]
+    if inspect.isclass(value):
+        bases = [base.__name__ for base in value.__bases__ if base is not object]
+        out += ["```python",
+                f"class {name}{_signature(value)}" + (f"  # bases: {', '.join(bases)}"
+                                                      if bases else ""), "```", ""]
+    elif callable(value):
+        out += ["```python", f"{name}{_signature(value)}", "```", ""]
+    doc = inspect.getdoc(value) if callable(value) else None
+    if doc and not (inspect.isclass(value) and (doc == inspect.getdoc(value.__base__)
+                                                or doc.startswith(f"{name}("))):
+        out += [_docstring(doc), ""]  # not an inherited one, nor a dataclass's made-up one
+    if inspect.isclass(value) and kind == "class":
+        for member, attribute in _members(value):
+            if isinstance(attribute, property):
+                out += [f"#### `{name}.{member}`", "", "*property*", ""]
+                if attribute.__doc__:
+                    out += [_docstring(attribute.__doc__), ""]
+            elif callable(attribute) or isinstance(attribute, (staticmethod, classmethod)):
+                method = getattr(value, member)
+                out += [f"#### `{name}.{member}`", "", "```python",
+                        f"{member}{_signature(method)}", "```", ""]
+                if method.__doc__:
+                    out += [_docstring(method.__doc__), ""]
+    return out
+
+
+def _members(cls: type) -> list[tuple[str, Any]]:
+    """A class's public attributes, its own and those of its bases in this package (the
+    client's mixins), in definition order."""
+    seen: dict[str, Any] = {}
+    for klass in cls.__mro__:
+        if klass is cls or klass.__module__.startswith("leasehold"):
+            for member, attribute in vars(klass).items():
+                if not member.startswith("_") and member not in seen:
+                    seen[member] = attribute
+    return list(seen.items())
+
+
+def _signature(value: Any) -> str:
+    """The signature as the code spells it (annotations as written, aliases kept), without
+    the private parameters (a dataclass's ``_state`` fields) and, for a class, ``-> None``."""
+    try:
+        signature = inspect.signature(value)
+    except (TypeError, ValueError):
+        return "(...)"
+    parameters = [p.replace(annotation=_Written.of(p.annotation))
+                  for p in signature.parameters.values() if not p.name.startswith("_")]
+    returns = (inspect.Signature.empty if inspect.isclass(value)
+               else _Written.of(signature.return_annotation))
+    return str(signature.replace(parameters=parameters, return_annotation=returns))
+
+
+class _Written:
+    """An annotation kept as text (``from __future__ import annotations``), shown unquoted."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def __repr__(self) -> str:
+        return self.text
+
+    @classmethod
+    def of(cls, annotation: Any) -> Any:
+        return cls(annotation) if isinstance(annotation, str) else annotation
+
+
+def _docstring(doc: str) -> str:
+    """A docstring as Markdown: reST roles become code, and ``::`` opens the code block that
+    its indented lines already are."""
+    text = re.sub(r":[a-z]+:`~?([^`]+)`", r"`\1`", inspect.cleandoc(doc))
+    return re.sub(r"::$", ":", text, flags=re.MULTILINE)

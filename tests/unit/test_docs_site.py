@@ -30,6 +30,19 @@ def test_the_site_builds_strictly_with_its_generated_references(tmp_path: Path) 
     assert "retention_days" in config and "PoolConfig" in config
     concepts = (tmp_path / "concepts" / "index.html").read_text()
     assert "stateDiagram-v2" in concepts and "RUNNING --&gt; SLEEPING" in concepts
+    # The Python API from the code's own signatures and docstrings: every public name of
+    # each module, a class's methods (the client's mixins' too), leasehold.errors' classes.
+    python = (tmp_path / "reference" / "python" / "index.html").read_text()
+    import leasehold
+    import leasehold.client
+    import leasehold.testing
+    for name in [*leasehold.__all__, *leasehold.client.__all__, *leasehold.testing.__all__,
+                 "LocalLeasehold", "InvalidInput", "Fenced"]:
+        assert f'<h3 id="{name.lower()}' in python, name
+    assert "Client.create_schedule" in python and "JobHandle.result" in python
+    text = re.sub(r"<[^>]+>", "", python)  # code is highlighted token by token
+    assert "min_backoff_seconds: float = 1.0" in text  # RetryPolicy's signature
+    assert "Wait for the job to finish and return its result." in python  # a docstring
 
 
 def test_the_readme_is_short_and_its_links_land_on_pages_that_exist() -> None:
