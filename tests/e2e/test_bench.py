@@ -77,10 +77,10 @@ def test_tiny_benchmark_run_writes_every_section_and_the_targets_table(tmp_path:
     assert stored["ticker"]["promoted"] == 10 and stored["sweeper"]["recovered"] == 10
     assert stored["ticker"]["read_units"] > 0 and stored["sweeper"]["read_units"] > 0
     assert results["scaling"]["submission_by_shards"][0]["submitted_per_second"] > 0
-    # The sweep index: a job that never outlives its bound enters it once and keeps its entry
-    # (the sweeper's frontier passes it), nothing more.
+    # The sweep index: a plain job is sent first and never enters it (issue 46; SQS's
+    # visibility timeout brings back a job whose worker died), however long it runs.
     (short,) = results["sweep_index"]
-    assert (short["heartbeats"], short["index_write_units"]) == (0, 1)
+    assert (short["heartbeats"], short["index_write_units"]) == (0, 0)
     assert results["scaling"]["one_tenant"][-1]["jobs_per_second"] >= 10_000
     assert "10,000 jobs/s" in (tmp_path / "capacity.md").read_text()
 

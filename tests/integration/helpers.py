@@ -12,7 +12,7 @@ from hypothesis import event
 from leasehold.aws.dynamo import to_av
 from leasehold.aws.faults import Fault, FaultInjector
 from leasehold.aws.queues import Received
-from leasehold.core.jobs import Job
+from leasehold.core.jobs import Job, JobError
 from leasehold.core.spec import JobSpec
 from leasehold.lifecycle import handoff
 from leasehold.lifecycle.app import Leasehold
@@ -161,3 +161,13 @@ def submit_on_a_stale_admission_item(app: Leasehold, tenant: str = "acme",
                            buckets={})
     assert made.created
     return made
+
+
+def whole_error(app: Leasehold, job: Job) -> JobError:
+    """``job``'s last error whole: the row keeps an excerpt of its message (issue 46), the
+    whole message and traceback are the kept item the job view reads."""
+    from leasehold.lifecycle.tracebacks import full_error
+
+    error = full_error(app, job)
+    assert error is not None, f"job {job.job_id} has no error"
+    return error

@@ -27,7 +27,7 @@ from leasehold.lifecycle.submission import submit
 from leasehold.time.ticker import promote_due
 
 from .api_client import ApiClient
-from .helpers import deliver, inject
+from .helpers import deliver, inject, whole_error
 from .test_client_operations import client_for
 
 FAST = RetryPolicy(min_backoff_seconds=0, max_backoff_seconds=0)
@@ -124,8 +124,8 @@ def test_a_replay_that_meets_another_call_stops_non_deterministic_and_runs_nothi
     dead = app.store.get(job_id)
     assert dead.state is JobState.DEAD and dead.attempt == 1  # non-retryable: no retry
     assert dead.error is not None and dead.error.type == "NonDeterministic"
-    assert f"has {expected} at durable call" in dead.error.message
-    assert f"the code called {found} there" in dead.error.message
+    assert f"has {expected} at durable call" in whole_error(app, dead).message
+    assert f"the code called {found} there" in whole_error(app, dead).message
     # No step body ran, none was answered with another's result, nothing was written.
     assert ran == []
     assert dead.result is None
@@ -142,7 +142,7 @@ def test_a_handler_that_catches_the_mismatch_cannot_go_on_past_it(
     _wake(app, clock)
     dead = app.store.get(job_id)
     assert dead.state is JobState.DEAD and dead.error is not None
-    assert dead.error.type == "NonDeterministic" and "step 'bill'" in dead.error.message
+    assert dead.error.type == "NonDeterministic" and "step 'bill'" in whole_error(app, dead).message
     assert ran == []  # neither "bill" nor the fallback ran
     assert _seqs(app, job_id) == {0: "step#charge", 1: "step#pack", 2: "sleep#1"}
 
@@ -158,8 +158,8 @@ def test_a_removed_last_step_stops_the_return_and_the_retry_path_fixes_it(
     dead = app.store.get(job.job_id)
     assert dead.state is JobState.DEAD and dead.error is not None
     assert dead.error.type == "NonDeterministic"
-    assert "step 'receipt' at durable call 2" in dead.error.message
-    assert "returned before calling it" in dead.error.message
+    assert "step 'receipt' at durable call 2" in whole_error(app, dead).message
+    assert "returned before calling it" in whole_error(app, dead).message
     assert dead.result is None
     # The operator deploys code that makes the recorded calls again and retries the job.
     code["v"] = "old"

@@ -38,7 +38,7 @@ from leasehold.workflows import parse_workflow, start_workflow
 from leasehold.workflows.progress import step_job_id
 from leasehold.workflows.rerun import retry_workflow
 from tests.conftest import MakeApp
-from tests.integration.helpers import deliver
+from tests.integration.helpers import deliver, submit_swept
 from tests.integration.test_event_batching import BUS, Bus
 from tests.integration.workflow_helpers import run_until_idle
 
@@ -189,7 +189,7 @@ def test_debounce_joins_and_a_manual_retry_each_get_an_event_id_of_their_own(
 def test_a_write_that_changes_no_state_is_no_event(
         both: Leasehold, clock: FakeClock, tmp_path: Path) -> None:
     app = both
-    job = submit(app, JobSpec(task="ok", payload=1, delay_seconds=60)).job
+    job = submit_swept(app, JobSpec(task="ok", payload=1, delay_seconds=60)).job  # an entry
     queued = app.store.get(job.job_id)
     # The sweeper moves a QUEUED row's sweep bound: a write, not a change of the job.
     assert app.store.move_sweep(queued, queued.run_at + 120_000)

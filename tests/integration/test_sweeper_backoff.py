@@ -16,9 +16,8 @@ from leasehold.core.spec import JobSpec
 from leasehold.core.states import JobState
 from leasehold.lifecycle import sweeper
 from leasehold.lifecycle.app import Leasehold
-from leasehold.lifecycle.submission import submit
 
-from .helpers import receive_all, timed_calls
+from .helpers import receive_all, submit_swept, timed_calls
 
 
 @pytest.fixture
@@ -28,7 +27,7 @@ def sweeps(monkeypatch: pytest.MonkeyPatch) -> list[float]:
 
 def _leased_by_a_dead_worker(app: Leasehold, registry: TaskRegistry) -> str:
     registry.task("echo")(lambda payload, ctx: payload)
-    job = submit(app, JobSpec(task="echo", payload="p")).job
+    job = submit_swept(app, JobSpec(task="echo", payload="p")).job  # the sweeper's to recover
     [message] = receive_all(app)
     app.store.lease(job.job_id, json.loads(message.body)["epoch"], owner="dead:1",
                     now=app.now(), expires_at=app.now() + 30_000, actor="dead")

@@ -24,6 +24,7 @@ from leasehold.targets.http_call import Caller, call
 from leasehold.targets.http_spec import prepare
 from tests.conftest import MakeApp
 from tests.integration.api_client import api_for
+from tests.integration.helpers import whole_error
 from tests.integration.target_server import Network, Request, Server, loopback_only, serve
 from tests.integration.test_targets_http import run
 
@@ -173,7 +174,7 @@ def test_an_echoing_server_puts_no_secret_value_into_the_row_view_events_or_logs
         result = json.loads(jobs[0].result_json or "null")
         assert result["body"]["you_sent"]["Authorization"] == "Bearer [REDACTED]"
     else:  # the error quotes the body, masked
-        assert jobs[0].error is not None and "[REDACTED]" in jobs[0].error.message
+        assert jobs[0].error is not None and "[REDACTED]" in whole_error(app, jobs[0]).message
     for place, text in stored_and_emitted(app, ids, tmp_path, caplog).items():
         for value in FORBIDDEN:
             assert value not in text, f"{value!r} in the {place}"

@@ -21,7 +21,7 @@ from leasehold.lifecycle.app import Leasehold
 from leasehold.lifecycle.submission import submit
 from leasehold.time.ticker import promote_due
 from tests.conftest import MakeApp
-from tests.integration.helpers import deliver, inject
+from tests.integration.helpers import deliver, inject, submit_swept, whole_error
 
 COUNTER = "app-counters"
 
@@ -99,7 +99,7 @@ def test_over_limit_or_malformed_entries_fail_the_attempt_before_anything_is_wri
     for job in jobs:
         done = app.store.get(job.job_id)
         assert done.state is JobState.DEAD and done.attempt == 1
-        assert done.error is not None and "ctx.transact" in done.error.message
+        assert done.error is not None and "ctx.transact" in whole_error(app, done).message
 
 
 def _run_through_retries(app: Leasehold, clock: FakeClock, task: str) -> Job:
@@ -222,7 +222,8 @@ def test_effects_inside_a_step_survive_an_attempt_that_ends_after_the_step_commi
             raise RuntimeError("fails after its step")
         return "done"
 
-    job = submit(app, JobSpec(task="count_then_fail")).job.job_id
+    # Row first with its sweep entry: the recovery below is the sweeper's, on the test clock.
+    job = submit_swept(app, JobSpec(task="count_then_fail")).job.job_id
     stepped: list[bool] = []
 
     def after_step(params: Any) -> bool:
@@ -274,7 +275,7 @@ def test_an_effect_whose_own_condition_fails_fails_the_attempt_at_once_and_names
     retried = app.store.get(job)
     assert retried.state is JobState.QUEUED and retried.attempt == 1  # not RUNNING
     assert retried.error is not None and retried.error.type == "EffectRefused"
-    message = retried.error.message
+    message = whole_error(app, retried).message
     assert "entry 1 (ConditionCheck on table 'app-counters'" in message, message
     assert '"gate"' in message and "ConditionalCheckFailed" in message, message
     assert ("step 'guarded'" if where == "inside a step" else "the job's success") in message
@@ -315,5 +316,5 @@ def test_an_entry_dynamodb_rejects_outright_fails_the_attempt_instead_of_strandi
     dead = app.store.get(job)
     assert dead.state is JobState.DEAD and dead.attempt == 1
     assert dead.error is not None and dead.error.type == "EffectRefused"
-    assert "ResourceNotFoundException" in dead.error.message or \
-        "ValidationException" in dead.error.message, dead.error.message
+    assert "ResourceNotFoundException" in whole_error(app, dead).message or \
+        "ValidationException" in whole_error(app, dead).message, whole_error(app, dead).message
