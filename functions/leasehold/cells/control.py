@@ -191,31 +191,25 @@ class ControlTable:
         """Fail over away from ``region``: bump its epoch and mark it fenced, so its cell's
         next renewal is refused. A cell cut off from the table learns nothing, and stops
         when the lease it holds runs out (``lease_until``, returned)."""
-        try:
-            answer = self.client.update_item(
-                TableName=self.table, Key=_region_key(region),
-                UpdateExpression="SET #state = :fenced, epoch = epoch + :one, fenced_at = :now",
-                ConditionExpression="attribute_exists(pk)",
-                ExpressionAttributeNames={"#state": "state"},
-                ExpressionAttributeValues={":fenced": {"S": RegionState.FENCED.value},
-                                           ":one": {"N": "1"}, ":now": {"N": str(now)}},
-                ReturnValues="ALL_NEW")
-        except ClientError as exc:
-            if _conditional(exc):
-                raise NotFound(f"Region {region} has no cell", region=region) from exc
-            raise
-        return _region(answer["Attributes"])
+        return self._set_state(region, "SET #state = :state, epoch = epoch + :one, "
+                                        "fenced_at = :now",
+                               {":state": {"S": RegionState.FENCED.value},
+                                ":one": {"N": "1"}, ":now": {"N": str(now)}})
 
     def restore(self, region: str) -> RegionRecord:
         """Failback: let ``region``'s cell take its lease again (at the bumped epoch)."""
+        return self._set_state(region, "SET #state = :state",
+                               {":state": {"S": RegionState.ACTIVE.value}})
+
+    def _set_state(self, region: str, expression: str,
+                   values: dict[str, Any]) -> RegionRecord:
+        """One update of ``region``'s record (which must exist), answered as it is now."""
         try:
             answer = self.client.update_item(
-                TableName=self.table, Key=_region_key(region),
-                UpdateExpression="SET #state = :active",
+                TableName=self.table, Key=_region_key(region), UpdateExpression=expression,
                 ConditionExpression="attribute_exists(pk)",
                 ExpressionAttributeNames={"#state": "state"},
-                ExpressionAttributeValues={":active": {"S": RegionState.ACTIVE.value}},
-                ReturnValues="ALL_NEW")
+                ExpressionAttributeValues=values, ReturnValues="ALL_NEW")
         except ClientError as exc:
             if _conditional(exc):
                 raise NotFound(f"Region {region} has no cell", region=region) from exc
