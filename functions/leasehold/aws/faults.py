@@ -22,6 +22,9 @@ really sent and really executed; only what the caller sees (or whether it is sen
   (a half-open connection, a black-holed route): the caller waits on botocore's read
   timeout, and botocore retries the timed-out call (a fault with ``times=None`` hangs every
   try, so the caller waits out all of them). The call never reaches the service.
+* ``refuse-entry``: a batch call (``sqs.SendMessageBatch``) is sent without its first entry,
+  and its answer lists that entry under ``Failed`` as SQS answers an entry it refuses (the
+  rest really land): the caller's per-entry fallback is what is tested.
 * ``crash``: the process dies just before the call: in-process an :class:`InjectedCrash`, a
   ``BaseException`` that no ``except Exception`` swallows; with ``exit_on_crash`` the process
   really exits (the local runtime, whose supervisor restarts it).
@@ -50,7 +53,8 @@ from leasehold.errors import ValidationError
 
 log = logging.getLogger(__name__)
 
-KINDS = ("lose", "lose-raise", "throttle", "fail", "conflict", "hang", "crash")
+KINDS = ("lose", "lose-raise", "throttle", "fail", "conflict", "hang", "refuse-entry",
+         "crash")
 #: Marks the refusals this module makes up (never sent on the wire).
 FAULT_HEADER = "x-leasehold-injected-fault"
 #: Exit status of a process killed by a ``crash`` fault (the supervisor restarts it).
@@ -165,6 +169,8 @@ class FaultInjector:
         self._uses: dict[int, int] = {}  # per fault (by identity): calls it hit
         #: Requests (operation, body) that landed under ``lose-raise``: their retry fails.
         self._lost: set[tuple[str, bytes]] = set()
+        #: The entry a ``refuse-entry`` fault took out of this thread's call in flight.
+        self._refused = threading.local()
         #: After a crash the process is dead: in-process, every later call dies too, so no
         #: ``finally`` block can write what a killed process never would.
         self.dead = False
@@ -177,6 +183,7 @@ class FaultInjector:
         # First, so that they run before moto's in-process stubber answers the request.
         events.register_first("before-send", self._before_send)
         events.register_first("needs-retry", self._needs_retry)
+        events.register("after-call", self._after_call)
         return client
 
     def _hit(self, kinds: tuple[str, ...], operation: str, body: Any) -> Fault | None:
@@ -233,6 +240,9 @@ class FaultInjector:
             self._lost.discard(retried)
         if lost:  # the retry of a call that landed under lose-raise fails too
             return self._refusal(request, operation, "lose-raise", "InjectedFailure")
+        if operation == "sqs.SendMessageBatch" and \
+                self._hit(("refuse-entry",), operation, request.body) is not None:
+            self._refuse_first_entry(request)
         fault = self._hit(("throttle", "fail", "conflict", "hang", "crash"), operation,
                           request.body)
         if fault is None:
@@ -253,6 +263,26 @@ class FaultInjector:
             return self._conflict(request, operation)
         code = "ThrottlingException" if fault.kind == "throttle" else "InjectedFailure"
         return self._refusal(request, operation, fault.kind, code)
+
+    def _refuse_first_entry(self, request: Any) -> None:
+        params = dict(_params(request.body))
+        entries = list(params.get("Entries") or [])
+        if len(entries) < 2:
+            return  # SQS refuses a batch with no entry: keep the call as it was
+        refused, params["Entries"] = entries[0], entries[1:]
+        body = json.dumps(params).encode()
+        request.body = body
+        request.headers["Content-Length"] = str(len(body))
+        self._refused.refused = refused["Id"]
+
+    def _after_call(self, parsed: Any, event_name: str, **_: Any) -> None:
+        refused = getattr(self._refused, "refused", None)
+        if refused is None or _operation(event_name) != "sqs.SendMessageBatch":
+            return
+        self._refused.refused = None
+        parsed.setdefault("Failed", []).append(
+            {"Id": refused, "SenderFault": False, "Code": "InternalError",
+             "Message": "injected refuse-entry"})
 
     @classmethod
     def _conflict(cls, request: Any, operation: str) -> AWSResponse:
