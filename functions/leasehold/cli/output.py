@@ -22,9 +22,10 @@ def table(rows: Sequence[Sequence[Any]], headers: Sequence[str]) -> str:
 
 
 def fields(pairs: Sequence[tuple[str, Any]]) -> str:
-    """``name  value`` lines, ``-`` for nothing; the names padded to the widest, and never
-    fewer than two spaces before a value (a 14-character name ran into its value)."""
-    width = max([12, *(len(name) for name, _ in pairs)]) + 2
+    """``name  value`` lines, ``-`` for nothing; names padded to 14 characters, or past the
+    longest with two spaces when one would reach its value (``created before`` ran into it)."""
+    longest = max((len(name) for name, _ in pairs), default=0)
+    width = 14 if longest < 14 else longest + 2
     return "\n".join(f"{name:<{width}}{'-' if value is None else value}"
                      for name, value in pairs)
 
