@@ -370,6 +370,31 @@ MUTANTS: tuple[Mutant, ...] = (
               "from leasehold.tenancy.admission import slot_admitted\n",
               "from leasehold.tenancy.admission import Limits, slot_admitted\n"),
          )),
+    Mutant(
+        "contended-submit-try-reported-as-unknown",
+        "A submission try whose transaction conflicts cancelled (nothing written, for certain) "
+        "reports its submit span as an ERROR of unknown outcome; admission makes the job on "
+        "another item, and two spans are reported for one job.",
+        "4ea7023 (issue 44, found by the per-step span check)",
+        "tests/integration/test_tracing.py::"
+        "test_an_admission_contended_on_one_item_and_made_on_another_reports_one_submit_span",
+        (Edit(F + "tracing/spans.py",
+              "    return isinstance(exc, (Cancelled, LeaseholdError)) or (\n"
+              "        isinstance(exc, ClientError) and contended(exc))\n",
+              "    return isinstance(exc, (Cancelled, LeaseholdError)) or (\n"
+              "        isinstance(exc, ClientError) and contended(exc) and False)\n"),
+         )),
+    Mutant(
+        "bulk-job-on-the-first-pool",
+        "A bulk job runs on the deployment's first pool even when that pool's tasks are "
+        "external: only a remote worker leases there, and the bulk task never runs.",
+        "117c7fb (the bulk job's pool)",
+        "tests/integration/test_bulk.py::"
+        "test_a_bulk_job_runs_on_the_first_python_pool_never_on_an_external_one",
+        (Edit(F + "bulk/run.py",
+              "    return next(iter(app.settings.python_pools()), app.settings.pools[0])\n",
+              "    return app.settings.pools[0]\n"),
+         )),
 )
 
 
