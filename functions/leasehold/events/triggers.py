@@ -277,8 +277,17 @@ def dispatch(app: Leasehold, event: Mapping[str, Any], *, tenant: str | None = N
     now = app.now()
     event.setdefault("time", iso(now))
     jobs = []
+    admitted: dict[str, bool] = {}
     for trigger in list_triggers(app, tenant):
         if not matches(trigger.pattern, event):
+            continue
+        if trigger.tenant not in admitted:
+            admitted[trigger.tenant] = app.homed_here(trigger.tenant, now)
+        if not admitted[trigger.tenant]:
+            # Cells: a trigger fires only in its tenant's home; the home's own copy of the
+            # event (each cell's bus gets it) fires the tenant's triggers there.
+            log.info("trigger %s left event %s to its tenant's home cell",
+                     trigger.trigger_id, event["id"])
             continue
         payload_json = None
         try:
