@@ -19,7 +19,7 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
-from leasehold.aws.faults import FaultInjector, parse
+from leasehold.aws.faults import FaultInjector, isolates, parse
 from leasehold.cells import lease
 from leasehold.cells.control import ControlTable, Home, LeaseRefused, RegionRecord, RegionState
 from leasehold.clock import Clock
@@ -37,11 +37,15 @@ _CONTROL_CONFIG = Config(retries={"mode": "standard", "max_attempts": 2},
 
 def control_client(settings: Settings, faults: FaultInjector | None = None) -> Any:
     """A DynamoDB client for the control table's replica (``LEASEHOLD_CONTROL_REGION``, else
-    this cell's Region), with ``faults`` (else ``LEASEHOLD_CONTROL_FAULTS``) installed."""
+    this cell's Region), with ``faults`` (else ``LEASEHOLD_CONTROL_FAULTS``, or
+    ``LEASEHOLD_FAULTS=isolate``: the whole Region off) installed."""
     client = boto3.session.Session().client(
         "dynamodb", region_name=settings.control_region or settings.region,
         endpoint_url=settings.endpoint_url, config=_CONTROL_CONFIG)
     spec = os.environ.get("LEASEHOLD_CONTROL_FAULTS", "").strip()
+    every = os.environ.get("LEASEHOLD_FAULTS", "")
+    if not spec and isolates(every):
+        spec = every
     if faults is None and spec:
         faults = FaultInjector(parse(spec))
     if faults is not None:

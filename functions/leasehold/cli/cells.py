@@ -1,4 +1,5 @@
-"""Cells with a home Region: ``cells show``, ``cells failover``, ``cells failback``.
+"""Cells with a home Region: ``regions show``, ``regions failover``, ``regions failback``
+(``leasehold cells ...`` is the same group under its first name).
 
 These talk to the control table (the MRSC global table) directly with the operator's AWS
 credentials, not to a cell's API: the cell being failed over may be the one that is gone.
@@ -22,17 +23,19 @@ if TYPE_CHECKING:  # the commands import boto3 when they run, not when the CLI s
 
 
 def register(subparsers: Any) -> None:
-    cells = group(subparsers, "cells", "Regions: tenants' homes, Region leases, failover",
-                  ["leasehold cells show",
-                   "leasehold cells failover --from us-east-1 --to us-east-2"])
+    cells = group(subparsers, "regions", "Regions: tenants' homes, Region leases, failover "
+                  "(also named 'cells')",
+                  ["leasehold regions show",
+                   "leasehold regions failover --from us-east-1 --to us-east-2"],
+                  aliases=["cells"])
     show = command(cells, "show", "each Region's lease and each tenant's home",
-                   ["leasehold cells show", "leasehold cells show --json"], run_show,
+                   ["leasehold regions show", "leasehold regions show --json"], run_show,
                    client=False)
     _control_options(show)
     over = command(cells, "failover", "fence a Region and re-home its tenants to another "
                    "(their acknowledged jobs wait for it)",
-                   ["leasehold cells failover --from us-east-1 --to us-east-2",
-                    "leasehold cells failover --from us-east-1 --to us-east-2 --tenant acme"],
+                   ["leasehold regions failover --from us-east-1 --to us-east-2",
+                    "leasehold regions failover --from us-east-1 --to us-east-2 --tenant acme"],
                    run_failover, client=False)
     over.add_argument("--from", dest="source", required=True,
                       help="the Region to leave, e.g. us-east-1")
@@ -41,7 +44,7 @@ def register(subparsers: Any) -> None:
     _control_options(over)
     back = command(cells, "failback", "let a Region's cell work again and move back the "
                    "tenants a failover took from it",
-                   ["leasehold cells failback --region us-east-1"], run_failback,
+                   ["leasehold regions failback --region us-east-1"], run_failback,
                    client=False)
     back.add_argument("--region", required=True,
                       help="the Region to bring back, e.g. us-east-1")
