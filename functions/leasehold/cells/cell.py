@@ -53,6 +53,12 @@ def control_client(settings: Settings, faults: FaultInjector | None = None) -> A
     return client
 
 
+#: The metrics a cell reports (``Leasehold.measures``) for the stack's alarms
+#: (``cdk/cell_alarms.py``).
+LEASE_AGE_METRIC = "RegionLeaseAgeMs"
+MISDIRECTED_METRIC = "MisdirectedSubmissions"
+
+
 class Cell:
     """One Region's cell: holds its Region lease and knows its tenants' homes."""
 
@@ -68,6 +74,7 @@ class Cell:
         self.skew_ms = min(int(skew_seconds * 1000), self.lease_ms // 3)
         self.view = lease.NONE
         self._last_try: int | None = None
+        self._first_try: int | None = None
         self._renewing = threading.Lock()
         self._homes: dict[str, tuple[Home | None, int]] = {}
         self._regions: dict[str, tuple[RegionRecord | None, int]] = {}
@@ -84,6 +91,11 @@ class Cell:
 
     # -- the Region lease --------------------------------------------------------------
 
+    def lease_age(self, now: int) -> int:
+        """Time (ms) since this cell last renewed its Region lease (or first tried to)."""
+        since = self.view.seen_at if self.view.epoch else (self._first_try or now)
+        return max(0, now - since)
+
     def holds(self, now: int) -> bool:
         return lease.holds(self.view, now, self.skew_ms)
 
@@ -93,6 +105,8 @@ class Cell:
         lease until it runs out."""
         sent = self.clock.now_ms()
         self._last_try = sent
+        if self._first_try is None:
+            self._first_try = sent
         until = lease.lease_end(sent, self.lease_ms)
         try:
             try:
@@ -130,6 +144,11 @@ class Cell:
                 self.renew()
             finally:
                 self._renewing.release()
+            if app is not None:
+                # The alarm's metric: how old the lease this cell works on is, at each try
+                # to renew it (only a working cell tries: an idle one reports nothing).
+                app.measure(LEASE_AGE_METRIC, self.lease_age(self.clock.now_ms()),
+                            "Milliseconds")
         if not self.holds(self.clock.now_ms()):
             raise Fenced(f"cell {self.region} does not hold its Region lease",
                          region=self.region)
@@ -177,6 +196,8 @@ class Cell:
         self.guard(app, now)
         home = self.home_of(tenant, now)
         if home.region != self.region:
+            if app is not None:
+                app.measure(MISDIRECTED_METRIC, 1)
             raise Misdirected(tenant, home=home.region, url=self.url_of(home.region, now))
 
 

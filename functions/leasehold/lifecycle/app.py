@@ -108,6 +108,15 @@ class Leasehold:
     #: a workflow's next step) is not asked: it belongs where its parent runs.
     front_doors: list[Callable[[Leasehold, str, int], None]] = field(default_factory=list)
 
+    #: Measurements features report, as (name, value, unit: a CloudWatch unit such as
+    #: "Count" or "Milliseconds"): the Lambda handlers feed them to the metrics the
+    #: stack's alarms watch (cells: ``RegionLeaseAgeMs``, ``MisdirectedSubmissions``).
+    measures: list[Callable[[str, float, str], None]] = field(default_factory=list)
+
+    def measure(self, name: str, value: float, unit: str = "Count") -> None:
+        for sink in self.measures:
+            sink(name, value, unit)
+
     def admit_tenant(self, tenant: str, now: int) -> None:
         """Raise if a feature refuses new work of ``tenant`` here now."""
         for door in self.front_doors:
