@@ -75,6 +75,7 @@ from leasehold.workflows.progress import step_job_id
 from tests import ddblocal
 from tests.integration.stateful_admission import AdmissionContention
 from tests.integration.stateful_api import ApiRules
+from tests.integration.stateful_cells import join as join_cells
 from tests.integration.stateful_deadlines import DeadlineRules
 from tests.integration.stateful_durable import DurableRules
 from tests.integration.stateful_durver import DurverRules
@@ -741,6 +742,7 @@ def _join_the_swarm() -> None:
                 rule_, preconditions=(*rule_.preconditions, _enabled(group))))
 
 
+join_cells(Lifecycle, GROUPS)  # issue 48's cell rules: their own group (stateful_cells.py)
 _join_the_swarm()
 TestLifecycle = Lifecycle.TestCase
 # Every feature's rules run in this one machine (admission, flow keys, concurrency slots,
