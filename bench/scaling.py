@@ -14,6 +14,7 @@ from bench.local import TASKS, fake_credentials
 from bench.metering import Meter
 from leasehold.aws import provision
 from leasehold.aws.clients import Clients
+from leasehold.aws.definitions import job_key
 from leasehold.compose import compose
 from leasehold.core.ids import new_id, shard_of
 from leasehold.core.registry import load_modules
@@ -50,7 +51,7 @@ def _app(settings: Settings) -> Leasehold:
 
 def _raw(app: Leasehold, job_id: str) -> dict[str, Any]:
     item: dict[str, Any] = app.clients.dynamodb.get_item(
-        TableName=app.settings.jobs_table, Key={"job_id": {"S": job_id}})["Item"]
+        TableName=app.settings.jobs_table, Key=job_key(job_id))["Item"]
     return item
 
 

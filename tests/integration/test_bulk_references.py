@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from leasehold.aws.definitions import job_key
 from leasehold.aws.faults import Fault, FaultInjector
 from leasehold.clock import FakeClock
 from leasehold.core.context import JobContext
@@ -149,7 +150,7 @@ def test_a_workflow_retry_with_a_missing_step_refuses_and_runs_nothing(
     wid = failed_workflow(api)
     # A row deleted outside Leasehold (or by a version without the guard).
     app.clients.dynamodb.delete_item(TableName=app.settings.jobs_table,
-                                     Key={"job_id": {"S": step_job_id(wid, "b")}})
+                                     Key=job_key(step_job_id(wid, "b")))
     refused = api.post(f"/workflows/{wid}/retry", tenant="acme")
     assert refused.status == 409, refused.body
     assert "'b'" in refused.body["error"]["message"], refused.body

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from leasehold.aws.definitions import job_key
 from leasehold.aws.dynamo import from_av
 from leasehold.core.jobs import Job
 from leasehold.core.registry import TaskRegistry
@@ -31,7 +32,7 @@ S = JobState
 
 def raw(app: Leasehold, job_id: str) -> dict[str, Any]:
     response = app.clients.dynamodb.get_item(TableName=app.settings.jobs_table,
-                                             Key={"job_id": {"S": job_id}})
+                                             Key=job_key(job_id))
     return from_av(response["Item"])
 
 

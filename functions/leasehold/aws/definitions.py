@@ -108,6 +108,13 @@ BY_SCHEDULE_INDEX = Index("by_schedule", Key("schedule_id"), Key("scheduled_for"
 #: key, ``{tenant}#flow#{key}``); the write that frees a slot wakes the oldest (leasehold.flow).
 PARKED_INDEX = Index("parked", Key("parked_key"), Key("parked_at", "N"))
 
+def job_key(job_id: str) -> dict[str, Any]:
+    """The key of a job's row in the jobs table: every ``Key`` of a job row (get, update,
+    delete, a transaction's item, a batch read) is built here, so the table's key schema is
+    written in one place."""
+    return {"job_id": {"S": job_id}}
+
+
 JOBS = TableDefinition(
     role="jobs",
     partition=Key("job_id"),

@@ -23,6 +23,7 @@ from typing import Any, Protocol
 
 from botocore.exceptions import ClientError
 
+from leasehold.aws.definitions import job_key
 from leasehold.aws.dynamo import (
     Cancelled,
     batch_get,
@@ -192,7 +193,7 @@ class DynamoJobStore(LeaseWrites, IndexQueries):
 
     def batch_get(self, job_ids: Sequence[str]) -> list[Job]:
         return [job_from_item(item)
-                for item in batch_get(self._ddb, self.table, "job_id", job_ids)]
+                for item in batch_get(self._ddb, self.table, "job_id", job_ids, job_key)]
 
     # -- the one transition primitive ---------------------------------------------------
 
@@ -306,7 +307,7 @@ class DynamoJobStore(LeaseWrites, IndexQueries):
                 increments: Mapping[str, int], condition: Sequence[str],
                 values: Mapping[str, Any],
                 companions: Sequence[Mapping[str, Any]] = (), known: Job | None = None) -> Job:
-        update = update_request(self.table, {"job_id": {"S": job_id}}, sets=sets,
+        update = update_request(self.table, job_key(job_id), sets=sets,
                                 removes=removes, increments=increments, condition=condition,
                                 names={"#state": "state"}, values=values)
         if companions:

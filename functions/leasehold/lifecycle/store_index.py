@@ -8,7 +8,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from leasehold.aws.definitions import BY_TENANT_INDEX, DUE_INDEX, SWEEP_INDEX
+from leasehold.aws.definitions import BY_TENANT_INDEX, DUE_INDEX, SWEEP_INDEX, job_key
 from leasehold.aws.dynamo import condition_failed, from_av, old_item, query, query_page, to_av
 from leasehold.core.flowcontrol import START_BY
 from leasehold.core.ids import shard_of
@@ -51,7 +51,7 @@ class IndexQueries(StoreBase):
         """
         try:
             self._ddb.update_item(
-                TableName=self.table, Key={"job_id": {"S": job.job_id}},
+                TableName=self.table, Key=job_key(job.job_id),
                 UpdateExpression="SET sweep_at = :to",
                 ConditionExpression=("#state = :state AND epoch = :epoch AND "
                                      "lease_expires_at >= :to AND sweep_at <= :to"),

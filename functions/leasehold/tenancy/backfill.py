@@ -14,6 +14,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
+from leasehold.aws.definitions import job_key
 from leasehold.aws.dynamo import Cancelled, condition_failed, transact_write, update_request
 from leasehold.core.ids import shard_of
 from leasehold.core.jobs import Job
@@ -41,7 +42,7 @@ def backfill_tenant_shards(app: Leasehold, *, page: int = 500) -> int:
             key = tenant_shard(tenant, shard_of(job_id, app.settings.tenant_shards))
             try:
                 ddb.update_item(
-                    TableName=table, Key={"job_id": {"S": job_id}},
+                    TableName=table, Key=job_key(job_id),
                     UpdateExpression="SET tenant_shard = :k",
                     ConditionExpression="attribute_exists(job_id) AND "
                                         "attribute_not_exists(tenant_shard)",
@@ -125,7 +126,7 @@ def _count_in(app: Leasehold, job_id: str, base: Limits, tries: int = 5) -> int:
 
 def _mark(app: Leasehold, job: Job, shard: int) -> dict[str, Any]:
     return update_request(
-        app.settings.jobs_table, {"job_id": {"S": job.job_id}},
+        app.settings.jobs_table, job_key(job.job_id),
         sets={COUNTED: True, **({ADMISSION_SHARD: shard} if shard else {})},
         removes=[] if shard else [ADMISSION_SHARD], increments={},
         condition=["#state = :source", "epoch = :epoch", f"{COUNTED} = :uncounted"],

@@ -14,7 +14,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from leasehold.aws.definitions import BY_SCHEDULE_INDEX
+from leasehold.aws.definitions import BY_SCHEDULE_INDEX, job_key
 from leasehold.aws.dynamo import Cancelled, condition_failed, query_page, to_av, transact_write
 from leasehold.clock import iso
 from leasehold.core.ids import derived_id
@@ -170,7 +170,7 @@ def withdraw_uncounted(app: Leasehold, job_id: str) -> bool:
 def _delete(app: Leasehold, job: Job) -> dict[str, Any]:
     """The conditional delete of a run that has not started since ``job`` was read."""
     return {"Delete": {
-        "TableName": app.settings.jobs_table, "Key": {"job_id": {"S": job.job_id}},
+        "TableName": app.settings.jobs_table, "Key": job_key(job.job_id),
         "ConditionExpression": "#state = :state AND epoch = :epoch AND "
                                "attribute_not_exists(first_started_at)",
         "ExpressionAttributeNames": {"#state": "state"},
