@@ -37,7 +37,7 @@ from typing import Any
 
 from leasehold.aws.definitions import job_key
 from leasehold.aws.dynamo import Cancelled, query, to_av
-from leasehold.core.ids import derived_id, shard_of
+from leasehold.core.ids import derived_job_id, shard_of
 from leasehold.core.jobs import Job
 from leasehold.core.spec import JobSpec, resolve
 from leasehold.core.states import TERMINAL, JobState
@@ -103,7 +103,7 @@ class CapTooSmall(DurableMisuse):
 
 
 def child_id(parent: Job, site: str) -> str:
-    return derived_id("child", parent.job_id, site)
+    return derived_job_id(parent.tenant, "child", parent.job_id, site)
 
 
 def spawn_child(app: Leasehold, parent: Job, owner: str, stored: MutableMapping[str, Any],
@@ -149,7 +149,7 @@ def spawn_child(app: Leasehold, parent: Job, owner: str, stored: MutableMapping[
     resolved = resolve(spec, app.registry, pools=app.settings.pools, now_ms=now,
                        timeout_limits=app.settings.job_timeout_limits())
     run = runs.current(parent)
-    job_id = derived_id("child", parent.job_id, site, str(run)) if run else \
+    job_id = derived_job_id(parent.tenant, "child", parent.job_id, site, str(run)) if run else \
         child_id(parent, site)
     record = {"kind": "child", "name": site, "job_id": job_id, "task": task,
               ON_PARENT_END: policy, "at": now, runs.RECORD_RUN: run,

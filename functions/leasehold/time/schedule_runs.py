@@ -17,7 +17,7 @@ from botocore.exceptions import ClientError
 from leasehold.aws.definitions import BY_SCHEDULE_INDEX, job_key
 from leasehold.aws.dynamo import Cancelled, condition_failed, query_page, to_av, transact_write
 from leasehold.clock import iso
-from leasehold.core.ids import derived_id
+from leasehold.core.ids import derived_job_id
 from leasehold.core.jobs import Job
 from leasehold.core.states import JobState
 from leasehold.errors import Conflict, NotFound
@@ -33,8 +33,9 @@ ACTOR = "scheduler"
 
 def run_id(schedule: Schedule, fire_at: int, *, manual: bool = False) -> str:
     """The id of an occurrence's run: the same for every tick that fires it."""
-    return derived_id("schedule", schedule.schedule_id, str(schedule.config_version),
-                      "manual" if manual else "cron", str(fire_at))
+    return derived_job_id(schedule.tenant, "schedule", schedule.schedule_id,
+                          str(schedule.config_version), "manual" if manual else "cron",
+                          str(fire_at))
 
 
 def fire_workflow(app: Leasehold, schedule: Schedule, fire_at: int, now: int, *,
