@@ -1,7 +1,7 @@
 """Job ids: time-ordered and random (ULID layout), or derived from an idempotency key; a job's
 id ends in its *home*, the jobs table partition its row lives in (issue 46).
 
-A home is 9 characters of a hash of the tenant and 1 of a shard (``{tag}{shard}``): the
+A home is 9 characters of a hash of the tenant and 2 of a shard (``{tag}{shard}``): the
 jobs table is keyed (``pk`` = the home, ``job_id``), so a row's key follows from its id
 alone (``GET /jobs/{id}``, a message, an index entry, a stream record: no pointer to a row
 needs to carry its tenant), and a tenant's listing is a ``Query`` of its homes (one per
@@ -15,6 +15,7 @@ import hashlib
 import secrets
 
 _ALPHABET = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"  # Crockford base32
+_DIGITS = frozenset(_ALPHABET)
 
 
 def _b32(value: int, length: int) -> str:
@@ -40,11 +41,13 @@ def derived_id(*parts: str) -> str:
     return "K" + _b32(int.from_bytes(digest[:16], "big"), 25)
 
 
-#: The home's length: a tenant tag and a shard digit.
+#: The home's length: a tenant tag and two shard digits.
 TAG_LENGTH = 9
-HOME_LENGTH = TAG_LENGTH + 1
-#: Shards a home can name (one base32 digit).
-MAX_SHARDS = 32
+_SHARD_LENGTH = 2
+HOME_LENGTH = TAG_LENGTH + _SHARD_LENGTH
+#: Shards a home can name (two base32 digits). Every write of a row lands in its home, so a
+#: tenant's sustained rate is about 1,000 write units/s per shard over its units per job.
+MAX_SHARDS = 32 ** _SHARD_LENGTH
 #: A time-ordered id: 10 characters of milliseconds, 16 random, then the home.
 _TIME_LENGTH = 10
 _JOB_ID_LENGTH = 26 + HOME_LENGTH
@@ -60,7 +63,7 @@ def home(tenant: str, shard: int) -> str:
     """The jobs table partition of ``tenant``'s ``shard`` (0 <= shard < :data:`MAX_SHARDS`)."""
     if not 0 <= shard < MAX_SHARDS:
         raise ValueError(f"a home's shard is 0 to {MAX_SHARDS - 1}, not {shard}")
-    return tenant_tag(tenant) + _ALPHABET[shard]
+    return tenant_tag(tenant) + _b32(shard, _SHARD_LENGTH)
 
 
 def home_of(job_id: str) -> str:
@@ -88,14 +91,12 @@ def time_prefix(now_ms: int) -> str:
 
 def id_time(job_id: str) -> int | None:
     """The creation time (ms) a time-ordered job id names; None for any other id."""
-    if len(job_id) != _JOB_ID_LENGTH or job_id.startswith("K"):
+    if len(job_id) != _JOB_ID_LENGTH or job_id.startswith("K") or \
+            not set(job_id) <= _DIGITS:
         return None
     value = 0
     for char in job_id[:_TIME_LENGTH]:
-        digit = _ALPHABET.find(char)
-        if digit < 0:
-            return None
-        value = value * 32 + digit
+        value = value * 32 + _ALPHABET.index(char)
     return value
 
 
@@ -105,8 +106,12 @@ def listed_at_home(job_id: str, tenant: str, created_at: int, shards: int) -> bo
     shards. Every other row (a derived id, a tenant whose tag another shares) is listed from
     the sparse ``by_tenant_shard`` index instead, and a listing reads each row from one of
     the two, never both."""
-    shard = _ALPHABET.find(job_id[-1:]) if job_id else -1
-    return (id_time(job_id) == created_at and 0 <= shard < shards
+    if id_time(job_id) != created_at:
+        return False
+    shard = 0
+    for char in job_id[-_SHARD_LENGTH:]:
+        shard = shard * 32 + _ALPHABET.index(char)  # a time-ordered id: base32 throughout
+    return (shard < shards
             and home_of(job_id)[:TAG_LENGTH] == tenant_tag(tenant))
 
 
