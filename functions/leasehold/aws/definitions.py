@@ -125,7 +125,7 @@ def job_key(job_id: str) -> dict[str, Any]:
     return {"pk": {"S": home_of(job_id)}, "job_id": {"S": job_id}}
 
 
-#: Keyed by home and id (``core.ids``): ``pk`` is the last 10 characters of ``job_id`` (its
+#: Keyed by home and id (``core.ids``): ``pk`` is the last 11 characters of ``job_id`` (its
 #: tenant's tag and a shard), so a row's key follows from its id, and a tenant's jobs are
 #: the items of its homes, in id order (time-ordered ids: creation order). Version 2: the
 #: key was ``job_id`` alone, with a ``by_tenant_shard`` entry for every job (issue 46).

@@ -78,7 +78,8 @@ def save(app: Leasehold, directory: Path, *, clean: bool = False,
     if cut.tables is None:
         return None
     tables = {name: [item for item in cut.tables[table]
-                     if item.get("pk", {}).get("S") not in _TRANSIENT]
+                     if name != "coordination_table"  # the jobs table has a pk too
+                     or item.get("pk", {}).get("S") not in _TRANSIENT]
               for table, name in names.items()}
     saved_at = datetime.fromtimestamp(app.now() / 1000, UTC)
     directory.mkdir(parents=True, exist_ok=True)
