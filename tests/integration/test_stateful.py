@@ -354,7 +354,7 @@ class Lifecycle(TargetsRules, Snapshots, RemoteRules, PauseResetRules, SeamsRule
         except FAILED:
             return  # the repair pass finishes a half-started workflow, or nothing was written
         for step in ("a", "b"):
-            job_id = step_job_id(started.workflow.workflow_id, step)
+            job_id = step_job_id(started.workflow.workflow_id, step, "default")
             if job_id in self.latest and job_id not in self.jobs:
                 self.jobs.append(job_id)
 
