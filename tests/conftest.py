@@ -40,6 +40,22 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "ddblocal: also run each test with DynamoDB on AWS's DynamoDB Local")
     share_botocore_models()
+    answer_dynamodb_directly()
+
+
+def answer_dynamodb_directly() -> None:
+    """The in-process moto answers DynamoDB's item operations (and change-stream pages) the
+    way ``leasehold dev``'s emulator does (:mod:`leasehold.local.dynamo_responses`): as the
+    JSON moto has already computed, not through its generic model-driven serializer, which
+    walks every attribute value of every item through a chain of alias look-ups. That walk
+    was more than half the CPU of the state machine (test_stateful.py, cProfile) and a large
+    share of every test on moto. Nothing a client reads changes:
+    ``tests/unit/test_dynamo_responses.py`` checks the two answers are the same JSON for
+    every operation answered this way."""
+    from leasehold.local import dynamo_responses
+
+    dynamo_responses.install()
+    dynamo_responses.install_streams()
 
 
 class _SearchPaths(list[str]):
