@@ -34,8 +34,9 @@ dev: $(STAMP)
 	$(VENV)/bin/leasehold dev --port $(PORT) $(ARGS)
 
 # `make test` ends with its 20 slowest tests and its 10 slowest modules (tests/conftest.py sums
-# each module's setup, call and teardown, and starts the longest modules first). It first makes
-# what the tests need side by side (test-ready, below).
+# each module's setup, call and teardown, and starts the longest modules first: pytest-xdist
+# would otherwise hand out the modules with the most tests first, and the state machine, one
+# test of minutes, last). It first makes what the tests need side by side (test-ready, below).
 # The types are checked beside the tests, not before them: mypy takes a minute of one core on
 # a fresh clone, and the tests spend much of theirs waiting on the processes they start; its
 # report follows the tests', and either failing fails `make test`.
@@ -48,7 +49,8 @@ test:
 	@$(VENV)/bin/mypy > $(VENV)/typecheck.log 2>&1 & typecheck=$$!; \
 	PYTHONDONTWRITEBYTECODE= JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION=1 \
 		LEASEHOLD_DDBLOCAL_DIR=$(DDBLOCAL_DIR) \
-		$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadscope --durations=20 tests; \
+		$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadscope --no-loadscope-reorder \
+			--durations=20 tests; \
 	tests=$$?; wait $$typecheck; types=$$?; \
 	echo "$(VENV)/bin/mypy (beside the tests):"; cat $(VENV)/typecheck.log; \
 	[ $$tests -eq 0 ] && [ $$types -eq 0 ]

@@ -98,15 +98,18 @@ def share_botocore_models() -> None:
 
 
 #: The longest modules, handed to the workers first: `make test` runs its workers over
-#: modules in collection order (``--dist loadscope``), and a long module collected late is the
-#: whole suite's tail (the state machine alone runs for minutes, on one worker, while the
-#: others have nothing left to do).
-#: The order is the measured one (the summary below prints it at the end of every run).
-LONGEST_FIRST = ("tests/integration/test_stateful.py", "tests/conformance/test_conformance.py",
-                 "tests/infra/test_adoption.py", "tests/e2e/test_schema.py",
-                 "tests/e2e/test_bench.py", "tests/e2e/test_init_venv.py",
-                 "tests/integration/test_tracing_faults.py", "tests/e2e/test_time.py",
-                 "tests/e2e/test_documented_commands.py",
+#: modules (test classes, where a module has them) in collection order (``--dist loadscope
+#: --no-loadscope-reorder``: pytest-xdist's default order is most tests first, which put the
+#: state machine, a single test, last), and a long module collected late is the whole suite's
+#: tail (the state machine runs for minutes, on one worker, while the others have nothing
+#: left to do). The order is the measured one, longest single scope first (the summary below
+#: prints the modules' times at the end of every run).
+LONGEST_FIRST = ("tests/integration/test_stateful.py", "tests/e2e/test_init_venv.py",
+                 "tests/e2e/test_schema.py", "tests/e2e/test_bench.py",
+                 "tests/e2e/test_documented_commands.py", "tests/infra/test_adoption.py",
+                 "tests/e2e/test_time.py", "tests/e2e/test_runtime.py",
+                 "tests/conformance/test_conformance.py",
+                 "tests/integration/test_tracing_faults.py",
                  "tests/integration/test_failure_model.py", "tests/e2e/test_dev_state_dir.py",
                  "tests/integration/test_combinations_flow.py", "tests/e2e/test_walkthrough.py")
 
