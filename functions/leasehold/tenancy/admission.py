@@ -278,7 +278,9 @@ def retry_admitted(app: Leasehold, job_id: str, tenant: str | None, limits: Limi
 
     def adds(shard: int) -> Mapping[str, int]:
         if not counted:
-            return {}  # a token only: the job holds no slot
+            # A token only (the job holds no slot); a counted job's outcome taken back on
+            # the token's own item when that is its home (one operation per item).
+            return dict(outcome) if home == shard else {}
         return {"live": 1, **outcome} if home == shard else {"live": 1}
 
     def write(update: dict[str, Any], shard: int) -> Job:
@@ -287,7 +289,8 @@ def retry_admitted(app: Leasehold, job_id: str, tenant: str | None, limits: Limi
             if counted:
                 also.append(add(app.settings, outcome_item(job.tenant, job.job_id), outcome))
         elif not counted:
-            also.append(add(app.settings, slot_item(job.tenant, home), outcome))
+            if home != shard:
+                also.append(add(app.settings, slot_item(job.tenant, home), outcome))
             also.append(add(app.settings, outcome_item(job.tenant, job.job_id), moved))
         elif home != shard:
             also.append(add(app.settings, slot_item(job.tenant, home), outcome))
