@@ -107,6 +107,19 @@ class Drill:
                 consume(Worker(app), batch)
                 return
 
+    def bring_back(self, region: str) -> None:
+        """Fail ``region`` back (it holds its lease again) and run what waited there once.
+        The messages its fenced workers handed back come back after their visibility
+        timeout (wall-clock in the emulator); the test clock goes past the hand-off
+        deadline instead, and the sweeper re-sends what waited (a late copy of a message
+        is fenced by epoch)."""
+        failback(self.control, region=region, now=self.clock.now_ms())  # type: ignore[attr-defined]
+        self.clock.advance(self.cells[region].settings.handoff_seconds + 60)
+        for each in REGIONS:
+            sweeper.sweep(self.cells[each])
+            self.work(each)
+            self.work(each)
+
     def rows(self, region: str) -> list[dict[str, Any]]:
         """``region``'s jobs table as a replica would show it now (plain items)."""
         app = self.cells[region]
@@ -116,16 +129,9 @@ class Drill:
 
     def finished(self) -> Counter[int]:
         """Per submission number, the SUCCEEDED rows across every cell."""
-        found: Counter[int] = Counter()
-        for app in self.cells.values():
-            pages = app.clients.dynamodb.get_paginator("scan").paginate(
-                TableName=app.settings.jobs_table)
-            for page in pages:
-                for item in page.get("Items", []):
-                    row = from_av(item)
-                    if row.get("task") == "drill" and row.get("state") == "SUCCEEDED":
-                        found[json.loads(row["payload"])["n"]] += 1
-        return found
+        return Counter(json.loads(row["payload"])["n"] for region in self.cells
+                       for row in self.rows(region)
+                       if row.get("task") == "drill" and row.get("state") == "SUCCEEDED")
 
 
 @pytest.fixture
@@ -207,15 +213,7 @@ def test_a_region_lost_mid_run_loses_nothing_acknowledged_runs_nothing_twice_and
 
     # 4. a comes back: failback, its lease again, and the jobs that waited run there once.
     drill.injectors[a].faults.clear()  # type: ignore[attr-defined]
-    failback(drill.control, region=a, now=clock.now_ms())  # type: ignore[attr-defined]
-    # The messages a's fenced workers handed back come back after their visibility timeout
-    # (wall-clock in the emulator); the test clock goes past the hand-off deadline instead,
-    # and a's sweeper re-sends what waited (a late copy of a message is fenced by epoch).
-    clock.advance(drill.cells[a].settings.handoff_seconds + 60)
-    for region in REGIONS:
-        sweeper.sweep(drill.cells[region])
-        drill.work(region)
-        drill.work(region)
+    drill.bring_back(a)
 
     finished = drill.finished()
     runs: Counter[int] = drill.runs  # type: ignore[attr-defined]
@@ -288,12 +286,7 @@ def test_a_take_over_re_creates_a_lost_region_s_jobs_with_every_duplicate_bounde
     drill.down.discard(a)
     drill.injectors[a].faults.clear()  # type: ignore[attr-defined]
     duplicates = retire(drill.cells[a], taken.taken)
-    failback(drill.control, region=a, now=clock.now_ms())  # type: ignore[attr-defined]
-    clock.advance(drill.cells[a].settings.handoff_seconds + 60)
-    for region in REGIONS:
-        sweeper.sweep(drill.cells[region])
-        drill.work(region)
-        drill.work(region)
+    drill.bring_back(a)
 
     number_of = {job_id: number for number, job_id in drill.acknowledged.items()}
     finished = drill.finished()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import pytest
 
+from leasehold.cells import Cell, ControlTable
 from leasehold.cells.failover import failback, failover
 from leasehold.clock import FakeClock
 from leasehold.events import triggers
@@ -26,18 +27,21 @@ A, B = "us-east-1", "us-east-2"
 
 
 @pytest.fixture
-def two_cells(make_app, registry) -> tuple[Leasehold, Leasehold]:  # type: ignore[no-untyped-def]
+def two_cells(make_app, registry) -> tuple[Leasehold, ControlTable, Cell]:  # type: ignore[no-untyped-def]
+    """Cell A (its app and its cell) and cell B, both holding their Region's lease, over
+    one control table."""
     registry.task("report")(lambda payload, ctx: payload)
-    return make_app(), make_app()
-
-
-def test_a_schedule_fires_only_while_its_tenant_is_homed_in_its_cell(
-        two_cells: tuple[Leasehold, Leasehold], clock: FakeClock) -> None:
-    a, b = two_cells
+    a, b = make_app(), make_app()
     control = control_table_for(a)
     cell_a, _ = cell_of(a, A, control)
     cell_b, _ = cell_of(b, B, control)
     assert cell_a.renew() and cell_b.renew()
+    return a, control, cell_a
+
+
+def test_a_schedule_fires_only_while_its_tenant_is_homed_in_its_cell(
+        two_cells: tuple[Leasehold, ControlTable, Cell], clock: FakeClock) -> None:
+    a, control, cell_a = two_cells
     created = api_for(a).post("/schedules", {"task": "report", "cron": "* * * * *"},
                               tenant="acme")  # acme's first new work homes it in A
     assert created.status == 201, created.body
@@ -70,12 +74,8 @@ def test_a_schedule_fires_only_while_its_tenant_is_homed_in_its_cell(
 
 
 def test_a_trigger_fires_only_while_its_tenant_is_homed_in_its_cell(
-        two_cells: tuple[Leasehold, Leasehold], clock: FakeClock) -> None:
-    a, b = two_cells
-    control = control_table_for(a)
-    cell_a, _ = cell_of(a, A, control)
-    cell_b, _ = cell_of(b, B, control)
-    assert cell_a.renew() and cell_b.renew()
+        two_cells: tuple[Leasehold, ControlTable, Cell], clock: FakeClock) -> None:
+    a, control, cell_a = two_cells
     made = api_for(a).post("/triggers", {"task": "report", "pattern": {"source": ["shop"]}},
                            tenant="acme")
     assert made.status == 201, made.body
