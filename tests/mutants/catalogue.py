@@ -407,6 +407,20 @@ MUTANTS: tuple[Mutant, ...] = (
               "    return next(iter(app.settings.python_pools()), app.settings.pools[0])\n",
               "    return app.settings.pools[0]\n"),
          )),
+    Mutant(
+        "retry-outcome-twice-on-one-admission-item",
+        "A counted job retried after its cap was lifted, whose rate token lands on the item "
+        "that counted its death, takes the outcome back in a second operation on that item "
+        "in the same transaction: DynamoDB refuses it and the retry answers 500.",
+        "451720c (retry admission, 1 in the tenant's shards)",
+        "tests/integration/test_retry_admission.py::"
+        "test_a_counted_job_retried_after_its_cap_was_lifted_moves_its_outcome_to_the_observer",
+        (Edit(F + "tenancy/admission.py",
+              "            if home != shard:\n"
+              "                also.append(add(app.settings, slot_item(job.tenant, home), "
+              "outcome))\n",
+              "            also.append(add(app.settings, slot_item(job.tenant, home), outcome))\n"),
+         )),
 )
 
 
