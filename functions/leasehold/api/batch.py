@@ -129,6 +129,9 @@ def submit_batch(
             results = [future.result() for future in futures]
     else:
         results = [answer(index, item) for index, item in enumerate(items)]
+    # Sent in the items' order, whichever write finished first (a worker meets them in it).
+    order = {r.job.job_id: r.index for r in results if r.job is not None}
+    pending.sort(key=lambda hand: order.get(hand.job.job_id, len(order)))
     handoff.send_all(app.queues, pending)  # ten hand-offs a request; the rows are the outbox
     return BatchOut(results=results,
                     created=sum(1 for r in results if r.status == 201),
