@@ -49,14 +49,23 @@ def _scenario() -> tuple[list[dict[str, Any]], bool]:
         return items, backend.tables["t"] is not table
 
 
-def test_a_cancelled_transaction_leaves_every_item_as_moto_s_rollback_does(
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    theirs, copied = _scenario()
-    assert copied  # moto's rollback puts a whole copy of the table back
+@pytest.fixture(autouse=True)
+def _moto_as_shipped(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test starts from moto's own transactions, whatever an earlier test in this
+    process installed (the state machine's phantoms group installs the per-item undo for
+    good), and leaves moto as it found it."""
     monkeypatch.setattr(models, "copy", models.copy)
     monkeypatch.setattr(models.DynamoDBBackend, "transact_write_items",
                         models.DynamoDBBackend.transact_write_items)
-    monkeypatch.delattr(models.DynamoDBBackend, "_leasehold_item_undo", raising=False)
+    monkeypatch.setattr(models.DynamoDBBackend, "_leasehold_item_undo",
+                        getattr(models.DynamoDBBackend, "_leasehold_item_undo", None),
+                        raising=False)
+    dynamo_transactions.uninstall()
+
+
+def test_a_cancelled_transaction_leaves_every_item_as_moto_s_rollback_does() -> None:
+    theirs, copied = _scenario()
+    assert copied  # moto's rollback puts a whole copy of the table back
     dynamo_transactions.install()
     ours, copied = _scenario()
     assert not copied  # the same table, its items put back
@@ -97,16 +106,11 @@ def _stream_after_a_cancelled_admission() -> list[tuple[str, str]]:
         return [(r["eventName"], r["dynamodb"]["Keys"]["k"]["S"]) for r in records]
 
 
-def test_a_cancelled_transaction_leaves_no_stream_record_as_moto_s_rollback_does(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_cancelled_transaction_leaves_no_stream_record_as_moto_s_rollback_does() -> None:
     """Issue 44: the per-item undo put the rows back but left the records the cancelled
     transaction's put appended to the stream, so the relay published ``Job Queued`` for a
     job that never existed (a refused admission, retried under a new id)."""
     theirs = _stream_after_a_cancelled_admission()
     assert theirs == [("INSERT", "committed"), ("INSERT", "after")]
-    monkeypatch.setattr(models, "copy", models.copy)
-    monkeypatch.setattr(models.DynamoDBBackend, "transact_write_items",
-                        models.DynamoDBBackend.transact_write_items)
-    monkeypatch.delattr(models.DynamoDBBackend, "_leasehold_item_undo", raising=False)
     dynamo_transactions.install()
     assert _stream_after_a_cancelled_admission() == theirs

@@ -130,4 +130,18 @@ def install() -> None:
             _undoing.active = False
 
     backend_type.transact_write_items = transact_write_items
-    backend_type._leasehold_item_undo = True
+    backend_type._leasehold_item_undo = transact
+
+
+def uninstall() -> None:
+    """Put moto's own transactions back (what a test compares against; idempotent)."""
+    from moto.dynamodb import models
+
+    backend_type: Any = models.DynamoDBBackend
+    original = getattr(backend_type, "_leasehold_item_undo", None)
+    if not original:
+        return
+    patched: Any = models
+    patched.copy = copy
+    backend_type.transact_write_items = original
+    del backend_type._leasehold_item_undo
