@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import logging
 import random
+import secrets
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from decimal import Decimal
@@ -217,13 +218,16 @@ def submit_admitted(app: Leasehold, spec: JobSpec, pool: str, limits: Limits,
         # The slot by its own conditional update before the row is put (no transaction:
         # leasehold.tenancy.slots), and a refusal handed over as for any admission.
         def write(update: dict[str, Any], shard: int) -> tuple[int, int]:
-            at = app.now()
+            at, token = app.now(), secrets.token_hex(8)
             try:
-                app.clients.dynamodb.update_item(**slots.counting(update, at))
+                app.clients.dynamodb.update_item(**slots.counting(update, at, token))
             except ClientError as exc:
                 if not condition_failed(exc):
                     raise
-                raise _Refused(from_av(exc.response.get("Item") or {})) from None  # type: ignore[arg-type]
+                item = from_av(exc.response.get("Item") or {})  # type: ignore[arg-type]
+                if not slots.ours(item, token):
+                    raise _Refused(item) from None
+                # botocore's retry of a try that landed (its response lost): ours, once
             return shard, at
 
         shard, at = _admit(app, spec.tenant, pool, limits, backlog, buckets, attempts,

@@ -56,6 +56,8 @@ BUCKET_MS = 30_000
 SETTLE_MS = 30_000
 #: The admission item's set of buckets with slots not all given back.
 OPEN = "open"
+#: The token of the last submission that took a slot on the item.
+LAST = "slot_last"
 #: Errors that prove a write was not applied: the give-back may be tried again.
 _NOT_APPLIED = {"ProvisionedThroughputExceededException", "ThrottlingException",
                 "RequestLimitExceeded"}
@@ -74,19 +76,33 @@ def _out(bucket: int) -> str:
     return f"out_{bucket}"
 
 
-def counting(update: Mapping[str, Any], at: int) -> dict[str, Any]:
+def counting(update: Mapping[str, Any], at: int, token: str) -> dict[str, Any]:
     """Admission's update of an admission item (its rate and ``ADD live 1``) that also
-    counts the slot in the bucket of ``at``."""
+    counts the slot in the bucket of ``at`` and leaves ``token`` (unique to the submission)
+    on the item, under the condition that it is not there already: botocore's retry of a
+    try that landed is refused, and the item it returns names the try as ours
+    (:func:`ours`). Only when another admission landed on the item in between is the slot
+    taken twice (an orphan the repair returns)."""
     bucket = bucket_of(at)
     out = dict(update)
     out["ExpressionAttributeNames"] = {**update["ExpressionAttributeNames"],
-                                       "#sin": _in(bucket), "#sopen": OPEN}
+                                       "#sin": _in(bucket), "#sopen": OPEN, "#slast": LAST}
     out["ExpressionAttributeValues"] = {**update["ExpressionAttributeValues"],
-                                        ":sone": {"N": "1"}, ":sb": {"NS": [str(bucket)]}}
+                                        ":sone": {"N": "1"}, ":sb": {"NS": [str(bucket)]},
+                                        ":stoken": {"S": token}}
     expression = str(update["UpdateExpression"])
-    assert " ADD " in expression, "admission's update takes the slot by an ADD"
-    out["UpdateExpression"] = expression.replace(" ADD ", " ADD #sin :sone, #sopen :sb, ", 1)
+    assert expression.startswith("SET ") and " ADD " in expression, \
+        "admission's update sets the rate and takes the slot by an ADD"
+    out["UpdateExpression"] = expression.replace("SET ", "SET #slast = :stoken, ", 1) \
+        .replace(" ADD ", " ADD #sin :sone, #sopen :sb, ", 1)
+    out["ConditionExpression"] = f"({update['ConditionExpression']}) AND " \
+        "(attribute_not_exists(#slast) OR #slast <> :stoken)"
     return out
+
+
+def ours(item: Mapping[str, Any], token: str) -> bool:
+    """Whether a refused admission's item (as it was) shows its own earlier try landed."""
+    return item.get(LAST) == token
 
 
 def give_back(app: Leasehold, tenant: str, shard: int, at: int,
