@@ -34,7 +34,7 @@ _CONFIG = Config(
 # tenant's slot given back: ``leasehold.tenancy.slots``). Whoever calls it decides which
 # errors prove the write did not land (a throttle) and may be tried again.
 _ONCE = _CONFIG.merge(Config(retries={"mode": "standard", "total_max_attempts": 1},
-                             read_timeout=10))
+                             read_timeout=5))
 
 
 class Clients:
