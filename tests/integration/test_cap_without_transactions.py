@@ -40,6 +40,11 @@ from .helpers import deliver, inject, live_counted_jobs, tenant_live
 @pytest.fixture
 def tasks(registry: TaskRegistry) -> TaskRegistry:
     registry.task("echo")(lambda payload, ctx: payload)
+
+    def fail(payload: Any, ctx: Any) -> None:
+        raise RuntimeError("no")
+
+    registry.task("fail", max_attempts=1)(fail)
     return registry
 
 
@@ -84,6 +89,20 @@ def test_a_capped_job_is_admitted_and_finished_without_a_transaction(
     assert counter.snapshot().calls["dynamodb.TransactWriteItems"] == 0
     # Its outcome is counted with the give-back, for /stats.
     assert api.get("/stats").body["jobs"]["SUCCEEDED"] == 1
+
+
+@pytest.mark.parametrize("end", ["SUCCEEDED", "DEAD", "CANCELLED"])
+def test_every_end_of_a_capped_job_gives_its_slot_back_once_and_counts_its_outcome(
+        app: Leasehold, tasks: TaskRegistry, end: str) -> None:
+    api = api_for(app, max_live=1)
+    job_id = api.post("/jobs", {"task": "fail" if end == "DEAD" else "echo"}).body["job_id"]
+    if end == "CANCELLED":
+        assert api.delete(f"/jobs/{job_id}").status == 200
+    deliver(app)
+    assert app.store.get(job_id).state.value == end
+    assert tenant_live(app) == live_counted_jobs(app) == 0
+    assert api.get("/stats").body["jobs"][end] == 1
+    assert [api.post("/jobs", {"task": "echo"}).status for _ in range(2)] == [201, 429]
 
 
 def test_a_lost_response_on_the_slot_takes_it_once_below_the_cap(
