@@ -12,7 +12,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from leasehold.aws.dynamo import Cancelled
+from botocore.exceptions import ClientError
+
+from leasehold.aws.dynamo import Cancelled, not_applied
 from leasehold.core.flowcontrol import GATE, START_BY
 from leasehold.core.holds import held
 from leasehold.core.ids import derived_id, new_id
@@ -145,7 +147,9 @@ def submit(app: Leasehold, spec: JobSpec, *, counted: bool | None = None, shard:
                 return answer(existing, False, False)
         # Send first (issue 46): the message names the row before it exists, so the row
         # needs no ``sweep`` entry. A failed send makes the row the outbox instead.
-        first = handoffs is None and sends_first(row, writes) and \
+        # (Leasehold's own jobs, the bulk actions, run long from checkpoints: a lost worker's
+        # job is taken over by the sweeper within its lease, not after the queue's 300 s.)
+        first = handoffs is None and not internal and sends_first(row, writes) and \
             handoff.send(app.queues, row, now, first=True)
         if SLOT_AT in row.extra and app.now() - int(row.extra[SLOT_AT]) > PUT_WITHIN_MS:
             # The repair may count a slot this old as orphaned before a put lands: give it
@@ -158,6 +162,12 @@ def submit(app: Leasehold, spec: JobSpec, *, counted: bool | None = None, shard:
         except Cancelled:
             undo()  # a companion refused it: nothing was written
             raise
+        except ClientError as exc:
+            if not_applied(exc):
+                undo()  # refused (a throttle past the retries): nothing was written
+            elif first:
+                _resend_if_slow(app, row, now)
+            raise  # its fate unknown: the slot stays (the repair returns it if no row came)
         except Exception:
             if first:  # the put may have landed late: a worker may have dropped the message
                 _resend_if_slow(app, row, now)
@@ -212,7 +222,9 @@ def sends_first(row: Job, writes: Sequence[Mapping[str, Any]]) -> bool:
     """Whether a new row's message goes out before it is put, so the row needs no ``sweep``
     entry: a QUEUED row with nothing the sweeper must watch besides a lost worker (no start
     window or deadline it would end it at, no hold), put alone (an admission transaction
-    that refuses would leave a message for nothing, one per refusal), and without an
+    that refuses would leave a message for nothing, one per refusal; a capped submission's
+    slot is taken before, by its own update, issue 46, so its refusal sends nothing), and
+    without an
     idempotency key (a keyed replay sends only for a row it finds queued and never leased,
     :func:`resend_at`: it cannot know that before its put)."""
     return row.state is JobState.QUEUED and not writes and not held(row.extra) and \

@@ -37,7 +37,14 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from leasehold.aws.definitions import BY_TENANT_INDEX
-from leasehold.aws.dynamo import batch_get, condition_failed, from_av, query, to_av
+from leasehold.aws.dynamo import (
+    batch_get,
+    condition_failed,
+    from_av,
+    not_applied,
+    query,
+    to_av,
+)
 from leasehold.core.jobs import Job, job_from_item
 from leasehold.core.states import JobState
 from leasehold.lifecycle.app import Leasehold
@@ -58,9 +65,6 @@ SETTLE_MS = 30_000
 OPEN = "open"
 #: The token of the last submission that took a slot on the item.
 LAST = "slot_last"
-#: Errors that prove a write was not applied: the give-back may be tried again.
-_NOT_APPLIED = {"ProvisionedThroughputExceededException", "ThrottlingException",
-                "RequestLimitExceeded"}
 GIVE_BACK_TRIES = 4
 
 
@@ -137,7 +141,7 @@ def give_back(app: Leasehold, tenant: str, shard: int, at: int,
                             slot_item(tenant, shard), bucket)
                 return False
             code = exc.response.get("Error", {}).get("Code", "")
-            if code not in _NOT_APPLIED or attempt == GIVE_BACK_TRIES - 1:
+            if not not_applied(exc) or attempt == GIVE_BACK_TRIES - 1:
                 log.warning("slot of %s (bucket %d) not given back (%s): the repair will",
                             slot_item(tenant, shard), bucket, code)
                 return False
@@ -145,7 +149,7 @@ def give_back(app: Leasehold, tenant: str, shard: int, at: int,
             log.warning("slot of %s (bucket %d): no answer; the repair will settle it",
                         slot_item(tenant, shard), bucket, exc_info=True)
             return False
-        time.sleep(0.05 * 2 ** attempt)  # a throttle: not applied, so tried again
+        time.sleep(0.05 * 2 ** attempt)  # not applied (a throttle): tried again
     return False
 
 
