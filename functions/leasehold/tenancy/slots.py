@@ -267,10 +267,10 @@ def settle(app: Leasehold, tenant: str, shard: int, bucket: int, now: int) -> in
         return 0
     found, _ = counted
     orphans = found.orphans
-    if orphans < 0:  # more rows than slots: never expected (the slot is taken first)
-        log.error("bucket %d of %s holds %d slots for %d live or settling rows", bucket,
-                  slot_item(tenant, shard), found.taken - found.returned,
-                  found.live + found.settling)
+    if orphans < 0:
+        # A job that ended within the settle time whose give-back has landed counts as
+        # settling too (it cannot be told from one whose give-back is on its way): fewer
+        # slots than live and settling rows. Nothing is returned while that is so.
         return 0
     empty = found.live == 0 and found.settling == 0
     if orphans == 0 and not empty:
