@@ -14,7 +14,7 @@ ARGS ?=
 
 # `make dist`: the sdist and wheel a user installs (dist/; issue 47). `make docs`: the
 # documentation site (mkdocs.yml, docs/) on http://127.0.0.1:8000, rebuilt on each edit.
-.PHONY: dist docs dev test lint typecheck unit drill soak mutants chromium ddblocal workers bench bench-quick bench-cost bench-remote bench-peer synth clean
+.PHONY: dist docs dev test test-ready test-tools lint typecheck unit drill soak mutants chromium ddblocal workers bench bench-quick bench-cost bench-remote bench-peer synth clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Leasehold needs Python 3.11+"'
@@ -34,7 +34,9 @@ dev: $(STAMP)
 	$(VENV)/bin/leasehold dev --port $(PORT) $(ARGS)
 
 # `make test` ends with its 20 slowest tests and its 10 slowest modules (tests/conftest.py sums
-# each module's setup, call and teardown, and starts the longest modules first).
+# each module's setup, call and teardown, and starts the longest modules first: pytest-xdist
+# would otherwise hand out the modules with the most tests first, and the state machine, one
+# test of minutes, last). It first makes what the tests need side by side (test-ready, below).
 # The types are checked beside the tests, not before them: mypy takes a minute of one core on
 # a fresh clone, and the tests spend much of theirs waiting on the processes they start; its
 # report follows the tests', and either failing fails `make test`.
@@ -42,14 +44,26 @@ dev: $(STAMP)
 # (PYTHONDONTWRITEBYTECODE): every worker imports the ~300 test modules (pytest's assertion
 # rewriting compiles each again without them), and the tests start hundreds of Python
 # processes (runtimes, emulators, workers) over the same sources.
-test: $(STAMP) lint chromium ddblocal workers
+test:
+	@$(MAKE) --no-print-directory -j3 --output-sync=target test-ready
 	@$(VENV)/bin/mypy > $(VENV)/typecheck.log 2>&1 & typecheck=$$!; \
 	PYTHONDONTWRITEBYTECODE= JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION=1 \
 		LEASEHOLD_DDBLOCAL_DIR=$(DDBLOCAL_DIR) \
-		$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadscope --durations=20 tests; \
+		$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadscope --no-loadscope-reorder \
+			--durations=20 tests; \
 	tests=$$?; wait $$typecheck; types=$$?; \
 	echo "$(VENV)/bin/mypy (beside the tests):"; cat $(VENV)/typecheck.log; \
 	[ $$tests -eq 0 ] && [ $$types -eq 0 ]
+
+# What the tests need, made side by side (`make test` runs this with -j3): the virtualenv's pip
+# install (then lint) beside the system tools and the reference workers' build (npm ci, javac),
+# which need no virtualenv. The tools stay one after another: each may run apt-get, which
+# takes a lock a second apt-get would fail on.
+test-ready: $(STAMP) lint test-tools
+
+test-tools:
+	@$(MAKE) --no-print-directory chromium
+	@$(MAKE) --no-print-directory workers
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check functions infra tests examples bench

@@ -22,6 +22,7 @@ units added). Index units are as reported.
 
 from __future__ import annotations
 
+import re
 import threading
 from collections import Counter
 from collections.abc import Mapping
@@ -107,7 +108,8 @@ class CapacityHook:
             total = float(entry.get("CapacityUnits") or 0.0)
             indexes = entry.get("GlobalSecondaryIndexes") or {}
             name = str(entry.get("TableName", "?"))
-            table = name.rsplit("-", 1)[-1]
+            # ``<prefix>-<role>`` or, from a table's second key schema on, ``-<role>-v<n>``.
+            table = re.sub(r"-v\d+$", "", name).rsplit("-", 1)[-1]
             in_indexes = 0.0
             for index, figure in indexes.items():
                 spent = float(figure.get("CapacityUnits") or 0.0)

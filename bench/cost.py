@@ -180,8 +180,9 @@ STORAGE_PRICES = {"dynamodb_storage_per_gb_month": 0.25,
                   "dynamodb_pitr_per_gb_month": 0.20}
 #: DynamoDB bills 100 bytes of overhead per item, in the table and in each index holding it.
 ITEM_OVERHEAD_BYTES = 100
-#: A by_tenant_shard index entry (KEYS_ONLY): job_id, tenant_shard and created_at.
-LISTING_ENTRY_BYTES = 26 + 20 + 8
+#: A by_tenant_shard index entry (KEYS_ONLY): job_id, pk, tenant_shard and created_at. Only
+#: a derived id carries one (issue 46: a plain job is listed from its home, no entry).
+LISTING_ENTRY_BYTES = 37 + 13 + 20 + 8
 
 
 def storage(per_job: dict[str, Any], retention_days: int = 30) -> dict[str, Any]:
@@ -195,7 +196,9 @@ def storage(per_job: dict[str, Any], retention_days: int = 30) -> dict[str, Any]
     writes = per_job["dynamodb_requests_by_table"]
     row_writes = sum(n for name, n in writes.items() if name.endswith(" jobs"))
     row_bytes = 1024 * per_job["write_units_by_table"]["jobs"] / row_writes
-    per_job_bytes = row_bytes + ITEM_OVERHEAD_BYTES + LISTING_ENTRY_BYTES + ITEM_OVERHEAD_BYTES
+    listing = per_job["write_units_by_table"].get("jobs/by_tenant_shard", 0.0)
+    per_job_bytes = row_bytes + ITEM_OVERHEAD_BYTES + \
+        listing * (LISTING_ENTRY_BYTES + ITEM_OVERHEAD_BYTES)
     gb = 1e6 * per_job_bytes / 1e9
     per_gb_month = sum(STORAGE_PRICES.values())
     monthly = gb * per_gb_month

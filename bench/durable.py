@@ -28,6 +28,7 @@ from moto import mock_aws
 from bench.local import TASKS, Runtime, fake_credentials, runtime
 from bench.metering import Meter, item_size, write_units
 from leasehold.aws import provision
+from leasehold.aws.definitions import job_key
 from leasehold.clock import FakeClock, to_ms
 from leasehold.compose import compose
 from leasehold.core.registry import load_modules
@@ -79,7 +80,7 @@ def per_step(*, steps: int = 10, jobs: int = 10) -> dict[str, Any]:
         for job in stepped:
             row = app.store.get(job.job_id)
             row_units = write_units(item_size(app.clients.dynamodb.get_item(
-                TableName=settings.jobs_table, Key={"job_id": {"S": job.job_id}})["Item"]))
+                TableName=settings.jobs_table, Key=job_key(job.job_id))["Item"]))
             for record in records.load(app, job.job_id).values():
                 record_units = write_units(item_size(
                     {k: v for k, v in _av(record).items()}))

@@ -246,12 +246,12 @@ def markdown(r: dict[str, Any]) -> str:
     for t in sc.get("one_tenant", []):
         if "submitted_per_second" not in t:  # the tiny profile: paper limits only
             lines.append(f"\nOne tenant, {t['admission_shards']} admission item(s) and "
-                         f"{t['index_shards']} index shard(s): on DynamoDB by design at most "
+                         f"{t['index_shards']} tenant shard(s): on DynamoDB by design at most "
                          f"**{t['jobs_per_second']:,} jobs/s** (bound by the {t['bound_by']}).")
             continue
         lines.append(
             f"\nOne tenant through admission, {t['admission_shards']} admission item(s) and "
-            f"{t['index_shards']} `by_tenant_shard` shard(s): {t['submitted_per_second']} "
+            f"{t['index_shards']} tenant shard(s) (homes): {t['submitted_per_second']} "
             f"jobs/s in moto ({t['refused_by_contention_per_job']} contention refusals per "
             f"job, newest 50 listed in {t['list_50_seconds']} s); on DynamoDB by design at "
             f"most **{t['jobs_per_second']:,} jobs/s** (bound by the {t['bound_by']}).")

@@ -14,8 +14,9 @@ from bench.local import TASKS, fake_credentials
 from bench.metering import Meter
 from leasehold.aws import provision
 from leasehold.aws.clients import Clients
+from leasehold.aws.definitions import job_key
 from leasehold.compose import compose
-from leasehold.core.ids import new_id, shard_of
+from leasehold.core.ids import new_job_id, shard_of
 from leasehold.core.registry import load_modules
 from leasehold.core.spec import JobSpec
 from leasehold.lifecycle import sweeper
@@ -50,7 +51,7 @@ def _app(settings: Settings) -> Leasehold:
 
 def _raw(app: Leasehold, job_id: str) -> dict[str, Any]:
     item: dict[str, Any] = app.clients.dynamodb.get_item(
-        TableName=app.settings.jobs_table, Key={"job_id": {"S": job_id}})["Item"]
+        TableName=app.settings.jobs_table, Key=job_key(job_id))["Item"]
     return item
 
 
@@ -72,8 +73,8 @@ def templates(app: Leasehold) -> dict[str, dict[str, Any]]:
 def clone(template: dict[str, Any], now: int, shards: int, *, run_at: int | None = None,
           lease_expires_at: int | None = None) -> dict[str, Any]:
     item = dict(template)
-    job_id = new_id(now)
-    item["job_id"] = {"S": job_id}
+    job_id = new_job_id(now, "store", 16)
+    item.update(job_key(job_id))  # the row's key: its home and id
     for name in ("due_shard", "sweep_shard"):
         if name in item:
             item[name] = {"N": str(shard_of(job_id, shards))}

@@ -14,8 +14,8 @@ from urllib.parse import urlsplit
 
 from bench.local import Runtime, fake_credentials, wait_succeeded
 from leasehold.aws.clients import Clients
-from leasehold.aws.definitions import JOBS
-from leasehold.core.ids import new_id
+from leasehold.aws.definitions import JOBS, job_key
+from leasehold.core.ids import new_job_id
 from leasehold.core.spec import JobSpec
 from leasehold.lifecycle.submission import submit
 from leasehold.local import emulator
@@ -117,10 +117,10 @@ def floor(n: int, *, threads: int = CLIENT_THREADS, endpoint: str | None = None
                 size = min(10, count - done)
                 for _ in range(size):
                     now = int(time.time() * 1000)
-                    job_id = new_id(now)
+                    job_id = new_job_id(now, "floor", settings.tenant_shards)
                     ddb.put_item(
                         TableName="floor-jobs",
-                        Item={"job_id": {"S": job_id}, "state": {"S": "QUEUED"},
+                        Item={**job_key(job_id), "state": {"S": "QUEUED"},
                               "epoch": {"N": "1"}, "tenant": {"S": "floor"},
                               "created_at": {"N": str(now)}, "sweep_shard": {"N": "0"},
                               "sweep_at": {"N": str(now + 25_000)},
@@ -139,7 +139,7 @@ def floor(n: int, *, threads: int = CLIENT_THREADS, endpoint: str | None = None
                     job_id = json.loads(message["Body"])["job_id"]
                     now = int(time.time() * 1000)
                     ddb.update_item(
-                        TableName="floor-jobs", Key={"job_id": {"S": job_id}},
+                        TableName="floor-jobs", Key=job_key(job_id),
                         UpdateExpression="SET #s = :running, lease_expires_at = :exp",
                         ConditionExpression="#s = :queued AND epoch = :one",
                         ExpressionAttributeNames={"#s": "state"},
@@ -147,7 +147,7 @@ def floor(n: int, *, threads: int = CLIENT_THREADS, endpoint: str | None = None
                             ":running": {"S": "RUNNING"}, ":queued": {"S": "QUEUED"},
                             ":one": {"N": "1"}, ":exp": {"N": str(now + 30_000)}})
                     ddb.update_item(
-                        TableName="floor-jobs", Key={"job_id": {"S": job_id}},
+                        TableName="floor-jobs", Key=job_key(job_id),
                         UpdateExpression=("SET #s = :ok "
                                           "REMOVE sweep_shard, sweep_at, lease_expires_at"),
                         ConditionExpression="#s = :running AND epoch = :one",

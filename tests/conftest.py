@@ -40,6 +40,22 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "ddblocal: also run each test with DynamoDB on AWS's DynamoDB Local")
     share_botocore_models()
+    answer_dynamodb_directly()
+
+
+def answer_dynamodb_directly() -> None:
+    """The in-process moto answers DynamoDB's item operations (and change-stream pages) the
+    way ``leasehold dev``'s emulator does (:mod:`leasehold.local.dynamo_responses`): as the
+    JSON moto has already computed, not through its generic model-driven serializer, which
+    walks every attribute value of every item through a chain of alias look-ups. That walk
+    was more than half the CPU of the state machine (test_stateful.py, cProfile) and a large
+    share of every test on moto. Nothing a client reads changes:
+    ``tests/unit/test_dynamo_responses.py`` checks the two answers are the same JSON for
+    every operation answered this way."""
+    from leasehold.local import dynamo_responses
+
+    dynamo_responses.install()
+    dynamo_responses.install_streams()
 
 
 class _SearchPaths(list[str]):
@@ -82,15 +98,18 @@ def share_botocore_models() -> None:
 
 
 #: The longest modules, handed to the workers first: `make test` runs its workers over
-#: modules in collection order (``--dist loadscope``), and a long module collected late is the
-#: whole suite's tail (the state machine alone runs for minutes, on one worker, while the
-#: others have nothing left to do).
-#: The order is the measured one (the summary below prints it at the end of every run).
-LONGEST_FIRST = ("tests/integration/test_stateful.py", "tests/conformance/test_conformance.py",
-                 "tests/infra/test_adoption.py", "tests/e2e/test_schema.py",
-                 "tests/e2e/test_bench.py", "tests/e2e/test_init_venv.py",
-                 "tests/integration/test_tracing_faults.py", "tests/e2e/test_time.py",
-                 "tests/e2e/test_documented_commands.py",
+#: modules (test classes, where a module has them) in collection order (``--dist loadscope
+#: --no-loadscope-reorder``: pytest-xdist's default order is most tests first, which put the
+#: state machine, a single test, last), and a long module collected late is the whole suite's
+#: tail (the state machine runs for minutes, on one worker, while the others have nothing
+#: left to do). The order is the measured one, longest single scope first (the summary below
+#: prints the modules' times at the end of every run).
+LONGEST_FIRST = ("tests/integration/test_stateful.py", "tests/e2e/test_init_venv.py",
+                 "tests/e2e/test_schema.py", "tests/e2e/test_bench.py",
+                 "tests/e2e/test_documented_commands.py", "tests/infra/test_adoption.py",
+                 "tests/e2e/test_time.py", "tests/e2e/test_runtime.py",
+                 "tests/conformance/test_conformance.py",
+                 "tests/integration/test_tracing_faults.py",
                  "tests/integration/test_failure_model.py", "tests/e2e/test_dev_state_dir.py",
                  "tests/integration/test_combinations_flow.py", "tests/e2e/test_walkthrough.py")
 

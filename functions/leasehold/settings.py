@@ -44,7 +44,8 @@ def _split(value: str) -> tuple[str, ...]:
 class Settings:
     region: str = "us-east-1"
     endpoint_url: str | None = None
-    jobs_table: str = "leasehold-jobs"
+    #: Version 2 of the jobs table (keyed by home and id, issue 46: ``aws.definitions.JOBS``).
+    jobs_table: str = "leasehold-jobs-v2"
     schedules_table: str = "leasehold-schedules"
     tenants_table: str = "leasehold-tenants"
     coordination_table: str = "leasehold-coordination"
@@ -61,8 +62,10 @@ class Settings:
     pool_timeouts: Mapping[str, float] = field(default_factory=dict)
     pools: tuple[str, ...] = ("default",)
     shards: int = 8
-    #: Partitions of each tenant's ``by_tenant_shard`` index (~1,000 jobs/s each): 16 lets
-    #: one tenant submit 10,000+ jobs/s; a listing page queries every one. Raise it freely
+    #: Partitions of each tenant's jobs (its homes in the jobs table, ``core.ids``; at most
+    #: 1,024): every write of a job's row lands in its home, ~1,000 write units/s each, so
+    #: 16 let one tenant run ~5,000 plain jobs/s (3 units each), 32 ~10,000; a listing page
+    #: queries every one (its home and the index's entries of derived ids). Raise it freely
     #: (rows keep the shard they were written under, all below the new count); never lower
     #: it, or rows on the higher shards drop out of listings.
     tenant_shards: int = 16
@@ -224,8 +227,9 @@ class Settings:
     def validate(self) -> None:
         if self.shards < 1:
             raise ValidationError("shards", "must be at least 1")
-        if self.tenant_shards < 1:
-            raise ValidationError("tenant_shards", "must be at least 1")
+        if not 1 <= self.tenant_shards <= 1024:
+            # A job id names its shard in two base32 digits (``core.ids.home``).
+            raise ValidationError("tenant_shards", "must be 1 to 1024")
         if self.lease_seconds < 1:
             raise ValidationError("lease_seconds", "must be at least 1 second")
         if not self.pools:

@@ -63,7 +63,11 @@ def console_runtime(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Runtim
              "tests.browser.typed_tasks,examples.durable_tasks")
     started = start_runtime("--tasks", tasks,
                             "--pools", "default,spare", "--workers", "1",
-                            "--event-log", str(events))
+                            "--event-log", str(events),
+                            # Its stop need not wait for the tests' 20 s sleep jobs: FAST's
+                            # 10 s drain (and the grace after it) was a 17 s teardown, and
+                            # no test reads what a drain finishes.
+                            "--drain-seconds", "1")
     yield started
     code = started.stop()
     assert code == 0, "".join(started.output[-30:])

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import time
@@ -112,3 +113,23 @@ def test_an_unreadable_state_is_refused_and_left_as_it_was(tmp_path: Path) -> No
     assert f"{saved} was not written by this version" in done.stderr
     assert "--fresh" in done.stderr
     assert saved.read_text() == '{"version": 0}'  # not overwritten by the empty tables
+
+
+def test_a_state_dir_of_the_old_jobs_table_is_refused_naming_fresh(tmp_path: Path) -> None:
+    """A state dir saved before the jobs table's key changed (issue 46: version 1, keyed by
+    job id alone; its file names no table versions) cannot be loaded into the new table:
+    the start refuses it, says which table and version, and names the ways on."""
+    saved = tmp_path / "state.json"
+    old = json.dumps({"version": 1, "saved_at": "2026-11-01T00:00:00+00:00", "clean": True,
+                      "tables": {"jobs_table": [{"job_id": {"S": "01KD0000000000000000000000"},
+                                                 "tenant": {"S": "default"}}],
+                                 "tenants_table": []}})
+    saved.write_text(old)
+    done = subprocess.run([sys.executable, "-m", "leasehold.cli", "dev", "--port", "0",
+                           "--state-dir", str(tmp_path)], cwd=ROOT, capture_output=True,
+                          text=True, timeout=60, check=False)
+    assert done.returncode == 1
+    assert f"{saved} holds the jobs table at version 1" in done.stderr
+    assert "keeps it at version 2" in done.stderr and "--fresh" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert saved.read_text() == old  # left for the Leasehold that wrote it, or --fresh

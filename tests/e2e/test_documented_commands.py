@@ -245,6 +245,10 @@ def runtime(state_dir: Path) -> Iterator[Runtime]:
                             # session by hand holds a lease across a process per step,
                             # which under load outlasted 2 s and the sweeper took it over
                             "--lease-seconds", "30",
+                            # Its stop need not wait for the documents' jobs (a workflow's
+                            # 30 s nap is still running): FAST's 10 s drain was the module's
+                            # 17 s teardown, and nothing here reads what a drain finishes.
+                            "--drain-seconds", "1",
                             env={"LEASEHOLD_STATE_DIR": str(state_dir)})
     yield started
     assert started.stop() == 0, "".join(started.output[-30:])

@@ -62,7 +62,7 @@ def test_command_line_strings_are_parsed() -> None:
 
 def test_settings_name_every_resource_after_the_prefix() -> None:
     settings = LeaseholdConfig(prefix="acme").settings()
-    assert settings.jobs_table == "acme-jobs"
+    assert settings.jobs_table == "acme-jobs-v2"
     assert settings.queue_prefix == "acme"
 
 

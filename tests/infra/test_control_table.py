@@ -115,3 +115,28 @@ def test_what_mrsc_refuses_is_refused_at_synth(regions, witness) -> None:  # typ
     with pytest.raises(ValueError, match=r"controlRegions|MRSC|Region set"):
         LeaseholdConfig(cell_region="us-east-1", control_regions=regions,
                         control_witness=witness).validate()
+
+
+def test_a_cell_alarms_on_its_region_lease_age_and_on_misdirected_submissions(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    template = Template.from_json(synth(tmp_path, "us-east-2"))
+    template.has_resource_properties("AWS::CloudWatch::Alarm", {
+        "MetricName": "RegionLeaseAgeMs", "Namespace": "Leasehold", "Statistic": "Maximum",
+        "Threshold": 20000,  # two thirds of the 30 s lease: two renewals failed
+        "ComparisonOperator": "GreaterThanOrEqualToThreshold",
+        "TreatMissingData": "notBreaching",
+        "AlarmActions": Match.any_value(),
+        "AlarmDescription": Match.string_like_regexp("us-east-2.*Region lease"),
+    })
+    template.has_resource_properties("AWS::CloudWatch::Alarm", {
+        "MetricName": "MisdirectedSubmissions", "Statistic": "Sum", "Period": 300,
+        "AlarmActions": Match.any_value(),
+    })
+
+
+def test_a_single_region_deployment_has_no_cell_alarms(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    app = cdk.App(outdir=str(tmp_path), context=FEATURE_FLAGS)
+    stack = build(app, config=CONFIG, nag=False, synthesizer=cdk.DefaultStackSynthesizer(
+        generate_bootstrap_version_rule=False))
+    alarms = Template.from_stack(stack).find_resources("AWS::CloudWatch::Alarm")
+    names = {a["Properties"].get("MetricName") for a in alarms.values()}
+    assert alarms and not names & {"RegionLeaseAgeMs", "MisdirectedSubmissions"}

@@ -44,6 +44,20 @@ def test_every_table_in_the_template_is_the_definition_the_local_runtime_creates
             assert "TimeToLiveSpecification" not in actual
 
 
+def test_the_jobs_table_is_version_2_keyed_by_home_and_id_with_a_sparse_listing_index(
+        synthesized: Synthesized) -> None:
+    """Issue 46: a new table (a key schema cannot change in place), keyed so that a tenant's
+    plain jobs are listed from the table itself; ``by_tenant_shard`` only for derived ids."""
+    settings = synthesized.config.settings()
+    assert settings.jobs_table == f"{synthesized.config.prefix}-jobs-v2"
+    jobs = _table_by_name(synthesized, settings.jobs_table)
+    assert jobs["KeySchema"] == [{"AttributeName": "pk", "KeyType": "HASH"},
+                                 {"AttributeName": "job_id", "KeyType": "RANGE"}]
+    listing = next(i for i in jobs["GlobalSecondaryIndexes"]
+                   if i["IndexName"] == "by_tenant_shard")
+    assert listing["Projection"] == {"ProjectionType": "KEYS_ONLY"}
+
+
 def test_every_table_has_point_in_time_recovery_and_deletion_protection(
         synthesized: Synthesized) -> None:
     for resource in synthesized.resources("AWS::DynamoDB::Table").values():

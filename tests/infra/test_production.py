@@ -263,7 +263,7 @@ def test_the_applications_function_gets_the_environment_compose_reads(
     assert env == {k: v for k, v in ticker.items()
                    if not k.startswith("POWERTOOLS_") and k != "LEASEHOLD_CODE_VERSION"}
     settings = Settings.from_env({k: str(_render(v)) for k, v in env.items()})
-    assert (settings.jobs_table, settings.tenants_table) == ("greeter-jobs", "greeter-tenants")
+    assert (settings.jobs_table, settings.tenants_table) == ("greeter-jobs-v2", "greeter-tenants")
     assert settings.task_modules == ("greeter.tasks",)
     assert settings.pools == ("default", "batch")
     assert settings.queue_url_base == "https://sqs.${AWS::Region}.${AWS::URLSuffix}/" \

@@ -24,6 +24,7 @@ from hypothesis import event
 from hypothesis import strategies as st
 from hypothesis.stateful import initialize, invariant, precondition, rule
 
+from leasehold.aws.definitions import job_key
 from leasehold.aws.dynamo import from_av
 from leasehold.aws.faults import Fault, InjectedCrash
 from leasehold.core.context import JobContext
@@ -159,7 +160,7 @@ class DurableRules:
                 continue
             item = from_av(self.inspect.get_item(
                 TableName=self.app.settings.jobs_table, ConsistentRead=True,
-                Key={"job_id": {"S": job.job_id}})["Item"])
+                Key=job_key(job.job_id))["Item"])
             if item["state"] != JobState.SLEEPING.value:
                 continue
             assert "lease_owner" not in item, item

@@ -16,6 +16,7 @@ from hypothesis import event
 from hypothesis import strategies as st
 from hypothesis.stateful import initialize, invariant, precondition, rule
 
+from leasehold.aws.definitions import job_key
 from leasehold.aws.dynamo import from_av
 from leasehold.core.jobs import job_from_item
 from leasehold.errors import LeaseholdError
@@ -65,7 +66,7 @@ class EnqueueRules:
         except self.failed:
             event("an order's transaction was refused or its answer lost")
         stored = self.inspect.get_item(TableName=self.app.settings.jobs_table,
-                                       Key={"job_id": {"S": job_id}},
+                                       Key=job_key(job_id),
                                        ConsistentRead=True).get("Item")
         if stored is not None:  # committed (perhaps with its answer lost)
             self.jobs.append(job_id)

@@ -25,6 +25,7 @@ from hypothesis import event
 from hypothesis import strategies as st
 from hypothesis.stateful import invariant, precondition, rule
 
+from leasehold.aws.definitions import job_key
 from leasehold.aws.dynamo import from_av
 from leasehold.aws.faults import Fault, InjectedCrash
 from leasehold.core.jobs import job_from_item
@@ -126,7 +127,7 @@ class LeanAdmissionRules:
         for job_id, job in list(self.latest.items()):
             if job.extra.get(COUNTED) is False:
                 item = self.inspect.get_item(TableName=self.app.settings.jobs_table,
-                                             Key={"job_id": {"S": job_id}},
+                                             Key=job_key(job_id),
                                              ConsistentRead=True).get("Item")
                 if item:
                     self.latest[job_id] = job_from_item(from_av(item))

@@ -24,6 +24,7 @@ from hypothesis import event
 from hypothesis import strategies as st
 from hypothesis.stateful import initialize, invariant, precondition, rule
 
+from leasehold.aws.definitions import job_key
 from leasehold.aws.dynamo import from_av, query, to_av
 from leasehold.aws.faults import Fault, InjectedCrash
 from leasehold.aws.queues import Message
@@ -285,7 +286,7 @@ class PauseResetRules:
                 holders |= {h.split("#", 1)[0] for h in raw.get("holders", {}).get("SS", [])}
         for job_id in self.jobs:
             raw = self.inspect.get_item(TableName=self.app.settings.jobs_table,
-                                        ConsistentRead=True, Key={"job_id": {"S": job_id}})
+                                        ConsistentRead=True, Key=job_key(job_id))
             if "Item" not in raw:
                 continue
             row = from_av(raw["Item"])

@@ -40,6 +40,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from leasehold.aws.definitions import job_key
 from leasehold.aws.dynamo import from_av
 from leasehold.aws.queues import Message
 from leasehold.core.context import JobContext
@@ -180,7 +181,7 @@ class PhantomRules:
         if job_id in self.latest or job_id in self.deleted:
             return True
         found = self.inspect.get_item(TableName=self.app.settings.jobs_table,
-                                      Key={"job_id": {"S": job_id}}, ConsistentRead=True)
+                                      Key=job_key(job_id), ConsistentRead=True)
         return "Item" in found
 
     def _stream_events(self) -> list[dict[str, Any]]:

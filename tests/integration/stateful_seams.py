@@ -356,7 +356,7 @@ class SeamsRules:
         workflow_id = started.workflow.workflow_id
         self.seam_workflows.append(workflow_id)
         for step in ("a", "b"):
-            job_id = step_job_id(workflow_id, step)
+            job_id = step_job_id(workflow_id, step, "default")
             if job_id in self.latest and job_id not in self.jobs:
                 self.jobs.append(job_id)
 
@@ -510,7 +510,8 @@ class SeamsRules:
             return
         for workflow_id in self.seam_workflows:
             for step in ("a", "b"):
-                assert step_job_id(workflow_id, step) not in self.deleted, (workflow_id, step)
+                step_id = step_job_id(workflow_id, step, "default")
+                assert step_id not in self.deleted, (workflow_id, step)
         for job_id, job in self.deleted.items():
             parent = rows.get(str(job.extra.get(PARENT)))
             assert parent is None or not JobState(parent["state"]).live, (job_id, parent)

@@ -14,7 +14,7 @@ import pytest
 from leasehold.api.context import ApiConfig
 from leasehold.aws.faults import Fault, InjectedCrash
 from leasehold.clock import FakeClock
-from leasehold.core.ids import derived_id
+from leasehold.core.ids import derived_job_id
 from leasehold.core.registry import TaskRegistry
 from leasehold.core.states import JobState
 from leasehold.lifecycle import sweeper
@@ -196,7 +196,7 @@ def test_a_lost_answer_mid_batch_then_the_whole_batch_again_makes_each_job_once(
     api = api_for(app, rate=100, burst=100, max_live=50)
     batch = {"jobs": [{"task": "echo", "payload": i} for i in range(6)]}
     key = "batch-7"
-    lost = derived_id("job", "default", f"{key}/3")
+    lost = derived_job_id("default", "job", "default", f"{key}/3")
     # Item 3's write lands, and its answer is lost past botocore's retries.
     injector = inject(app, Fault(target=WRITES, kind="lose-raise", when=_writes_job(lost)))
     first = api.post("/jobs/batch", batch, headers={"Idempotency-Key": key})
@@ -223,7 +223,7 @@ def test_a_throttle_on_some_items_fails_only_those_and_a_resend_makes_them_once(
     api = api_for(app, rate=100, burst=100, max_live=50)
     batch = {"jobs": [{"task": "echo", "payload": i, "idempotency_key": f"t{i}"}
                       for i in range(5)]}
-    ids = [derived_id("job", "default", f"t{i}") for i in range(5)]
+    ids = [derived_job_id("default", "job", "default", f"t{i}") for i in range(5)]
     # Item 1's write is throttled three times (botocore's retries absorb it); item 3's is
     # refused as every retry of it would be once they ran out.
     injector = inject(app, Fault(target=WRITES, kind="throttle", times=3,

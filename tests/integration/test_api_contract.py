@@ -109,14 +109,16 @@ def test_a_callback_token_sent_percent_encoded_is_read_decoded(api: ApiClient) -
     steps = api.get(f"/jobs/{job['job_id']}/steps", tenant="t1").body["steps"]
     token = steps[0]["token"]
     encoded = quote(token, safe="")
-    assert len(token) == 188 and len(encoded) == 318  # the limit (300) is on the token
+    # A 37-character job id (its home included), the secret and the longest name (128).
+    assert len(token) == 199 and len(encoded) == 329  # the limit (300) is on the token
     reply = api.post(f"/callbacks/{encoded}", {"ok": True}, tenant="t1")
     assert (reply.status, reply.body["changed"]) == (200, True), reply.body
     again = api.post(f"/callbacks/{encoded}/fail", {"error": "late"}, tenant="t1")
     assert (again.status, again.body["changed"]) == (200, False)
-    unknown = quote(f"{job['job_id']}:{'0' * 32}:" + "d" * (299 - 60), safe="")
+    prefix = f"{job['job_id']}:{'0' * 32}:"
+    unknown = quote(prefix + "d" * (299 - len(prefix)), safe="")
     assert api.post(f"/callbacks/{unknown}", 1, tenant="t1").status == 404
-    too_long = quote(f"{job['job_id']}:{'0' * 32}:" + "d" * (301 - 60), safe="")
+    too_long = quote(prefix + "d" * (301 - len(prefix)), safe="")
     assert api.post(f"/callbacks/{too_long}", 1, tenant="t1").status == 422
 
 

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from leasehold.aws.definitions import job_key
 from leasehold.aws.faults import Fault, FaultInjector
 from leasehold.clock import FakeClock
 from leasehold.core.context import JobContext
@@ -97,7 +98,7 @@ def test_a_bulk_delete_keeps_a_failed_workflows_steps_and_says_why_and_the_retry
         api: ApiClient, clock: FakeClock) -> None:
     app = api.app
     wid = failed_workflow(api)
-    steps = [step_job_id(wid, s) for s in "abcx"]
+    steps = [step_job_id(wid, s, "acme") for s in "abcx"]
     plain = plain_job(api)
     preview = api.post("/jobs/bulk", {"action": "delete", "dry_run": True}, tenant="acme").body
     assert (preview["matches"], preview["sample"]) == (1, [plain])
@@ -131,7 +132,7 @@ def test_the_steps_of_a_workflow_that_is_gone_are_deleted(api: ApiClient,
                                                           clock: FakeClock) -> None:
     app = api.app
     wid = failed_workflow(api)
-    steps = [step_job_id(wid, s) for s in "abcx"]
+    steps = [step_job_id(wid, s, "acme") for s in "abcx"]
     # As DynamoDB's TTL does, once the workflow's time is up: its row is gone.
     app.clients.dynamodb.delete_item(TableName=app.settings.workflows_table,
                                      Key={"workflow_id": {"S": wid}})
@@ -149,7 +150,7 @@ def test_a_workflow_retry_with_a_missing_step_refuses_and_runs_nothing(
     wid = failed_workflow(api)
     # A row deleted outside Leasehold (or by a version without the guard).
     app.clients.dynamodb.delete_item(TableName=app.settings.jobs_table,
-                                     Key={"job_id": {"S": step_job_id(wid, "b")}})
+                                     Key=job_key(step_job_id(wid, "b", "acme")))
     refused = api.post(f"/workflows/{wid}/retry", tenant="acme")
     assert refused.status == 409, refused.body
     assert "'b'" in refused.body["error"]["message"], refused.body

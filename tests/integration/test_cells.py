@@ -184,7 +184,7 @@ def test_the_client_and_the_cli_follow_a_failover_to_the_new_home(
                                           "us-east-2.leasehold.test": b}))
     first = client.submit("echo", {"n": 1})
     assert a.store.get(first.job_id).tenant == "acme"
-    code = cli_main(["cells", "failover", "--from", "us-east-1", "--to", "us-east-2",
+    code = cli_main(["regions", "failover", "--from", "us-east-1", "--to", "us-east-2",
                      "--control-table", control.table, "--json"])
     assert code == 0
     assert json.loads(capsys.readouterr().out)["moved"][0]["home"] == "us-east-2"

@@ -257,7 +257,7 @@ def test_a_re_run_keeps_its_sleeps_end_and_applies_its_effects_once(
     if path == "workflow retry":
         wid = api.post("/workflows", {"name": "w", "steps": [
             {"id": "a", "task": "nap_then_count"}]}, tenant=TENANT).body["workflow_id"]
-        job = step_job_id(wid, "a")
+        job = step_job_id(wid, "a", TENANT)
     else:
         job = post(api, "nap_then_count", None, labels={"rerun": "yes"})
     deliver(app)

@@ -192,7 +192,7 @@ def test_a_workflow_retry_re_runs_a_gated_step_through_its_key(
     assert lease_visible(app) == {holder: "leased"}
     again = api.post(f"/workflows/{wid}/retry", tenant=TENANT)
     assert again.status == 200, again.body
-    step = step_job_id(wid, "b")
+    step = step_job_id(wid, "b", TENANT)
     assert lease_visible(app) == {step: "gated"}
     delayed = app.store.get(step)
     assert delayed.state is JobState.QUEUED and delayed.run_at > app.now()  # its next turn

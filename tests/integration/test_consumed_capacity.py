@@ -10,6 +10,7 @@ import pytest
 from botocore.exceptions import ClientError
 
 from bench.consumed import CapacityHook
+from leasehold.aws.definitions import job_key
 from leasehold.lifecycle.app import Leasehold
 
 
@@ -39,6 +40,6 @@ def test_capacity_units_come_from_dynamodbs_answers(app: Leasehold) -> None:
     assert hook.snapshot().read_units == 1.0
     # A job row's put writes its indexes too, each counted under its name.
     jobs = app.settings.jobs_table
-    ddb.put_item(TableName=jobs, Item={"job_id": {"S": "j1"}, "tenant_shard": {"S": "a#0"},
+    ddb.put_item(TableName=jobs, Item={**job_key("j1"), "tenant_shard": {"S": "a#0"},
                                        "created_at": {"N": "1"}})
     assert any("/" in target for target in hook.snapshot().by_target), hook.snapshot()

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from leasehold.aws.definitions import job_key
 from leasehold.aws.dynamo import query
 from leasehold.aws.faults import Fault, FaultInjector, InjectedCrash
 from leasehold.clock import FakeClock
@@ -144,7 +145,7 @@ def test_a_row_made_again_under_the_same_id_before_the_relay_reads_the_removal_k
     """A derived id (an idempotency key's, a workflow step's) may make a new row after the
     old one went: what the partition holds then is the new job's."""
     job = finished(app, calls)
-    key = {"job_id": {"S": job}}
+    key = job_key(job)
     row = app.clients.dynamodb.get_item(TableName=app.settings.jobs_table, Key=key,
                                         ConsistentRead=True)["Item"]
     assert delete_finished(app, [app.store.get(job)]).deleted == [job]

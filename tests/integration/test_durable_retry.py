@@ -237,7 +237,7 @@ def test_a_workflow_retry_re_arms_the_callback_of_a_step_cancelled_while_it_wait
     failing.clear()
     assert api.post(f"/workflows/{wid}/retry", tenant="default").status == 200
     run_until_idle(app)
-    waiting = app.store.get(step_job_id(wid, "wait"))
+    waiting = app.store.get(step_job_id(wid, "wait", "default"))
     assert waiting.state is JobState.SLEEPING, waiting.error  # waits again, not timed out
     assert callbacks.complete(app, tokens[0], "default", value="ok").changed
     run_until_idle(app)

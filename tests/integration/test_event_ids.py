@@ -95,7 +95,7 @@ def test_a_step_cancelled_again_after_a_workflow_retry_gets_a_new_event_id(
     run_until_idle(app)
     retry_workflow(app, workflow)
     run_until_idle(app)
-    c = app.store.get(step_job_id(workflow, "c"))
+    c = app.store.get(step_job_id(workflow, "c", "default"))
     assert c.state is JobState.CANCELLED
     relay(app, tmp_path)
     cancels = [event for event, state in ids(tmp_path / "relay.jsonl", c.job_id)

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from bench.metering import item_size
+from leasehold.aws.definitions import job_key
 from leasehold.aws.faults import Fault, InjectedCrash
 from leasehold.cli.output import show_job
 from leasehold.core.jobs import Job
@@ -48,7 +49,7 @@ def tasks(registry: TaskRegistry) -> TaskRegistry:
 
 def _row(app: Leasehold, job_id: str) -> dict[str, Any]:
     return dict(app.clients.dynamodb.get_item(
-        TableName=app.settings.jobs_table, Key={"job_id": {"S": job_id}},
+        TableName=app.settings.jobs_table, Key=job_key(job_id),
         ConsistentRead=True)["Item"])
 
 

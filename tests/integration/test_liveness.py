@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from leasehold.aws.definitions import job_key
 from leasehold.core.registry import TaskRegistry
 from leasehold.core.spec import JobSpec
 from leasehold.lifecycle.app import Leasehold
@@ -35,5 +36,5 @@ def test_a_live_job_with_no_index_entry_and_no_message_fails_the_check(
 
 def drop(app: Leasehold, job_id: str, attributes: str) -> Any:
     return app.clients.dynamodb.update_item(
-        TableName=app.settings.jobs_table, Key={"job_id": {"S": job_id}},
+        TableName=app.settings.jobs_table, Key=job_key(job_id),
         UpdateExpression=f"REMOVE {attributes}")

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from leasehold.aws.definitions import job_key
 from leasehold.aws.dynamo import from_av
 from leasehold.core.jobs import Job
 from leasehold.core.registry import TaskRegistry
@@ -31,7 +32,7 @@ S = JobState
 
 def raw(app: Leasehold, job_id: str) -> dict[str, Any]:
     response = app.clients.dynamodb.get_item(TableName=app.settings.jobs_table,
-                                             Key={"job_id": {"S": job_id}})
+                                             Key=job_key(job_id))
     return from_av(response["Item"])
 
 
@@ -140,7 +141,7 @@ def test_a_finished_workflow_and_its_steps_get_one_ttl_only_once_settled(
     assert purge == app.now() // 1000 + 30 * DAY_SECONDS
     for step in ("a", "b", "c", "d"):
         # The step's own finish gave it none (its workflow was running); the settle did.
-        assert raw(app, step_job_id(workflow_id, step))[PURGE_AT] == purge
+        assert raw(app, step_job_id(workflow_id, step, "default"))[PURGE_AT] == purge
     assert workflow_store(app).get(workflow_id).settled
 
 
@@ -149,7 +150,7 @@ def test_a_step_of_a_running_workflow_keeps_no_ttl(app: Leasehold, registry: Tas
     register_tasks(registry)
     started = start_workflow(app, spec(DIAMOND[:2]))
     workflow_id = started.workflow.workflow_id
-    a = app.store.get(step_job_id(workflow_id, "a"))
+    a = app.store.get(step_job_id(workflow_id, "a", "default"))
     a = enter(app, enter(app, a, S.RUNNING), S.SUCCEEDED)  # b is released, not yet run
-    assert app.store.get(step_job_id(workflow_id, "b")).state is S.QUEUED
+    assert app.store.get(step_job_id(workflow_id, "b", "default")).state is S.QUEUED
     assert PURGE_AT not in raw(app, a.job_id)

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from bench.metering import item_size
+from leasehold.aws.definitions import job_key
 from leasehold.core.jobs import Job
 from leasehold.core.registry import TaskRegistry
 from leasehold.core.spec import JobSpec
@@ -36,7 +37,7 @@ def test_a_job_without_options_keeps_its_row_under_one_kb_at_every_transition(
 
     def measure(job: Job, source: JobState | None) -> None:
         item = app.clients.dynamodb.get_item(
-            TableName=app.settings.jobs_table, Key={"job_id": {"S": job.job_id}},
+            TableName=app.settings.jobs_table, Key=job_key(job.job_id),
             ConsistentRead=True)["Item"]
         sizes.append((job.state.value, item_size(item)))
         items.append(item)

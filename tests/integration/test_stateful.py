@@ -75,6 +75,7 @@ from leasehold.workflows.progress import step_job_id
 from tests import ddblocal
 from tests.integration.stateful_admission import AdmissionContention
 from tests.integration.stateful_api import ApiRules
+from tests.integration.stateful_cells import join as join_cells
 from tests.integration.stateful_deadlines import DeadlineRules
 from tests.integration.stateful_durable import DurableRules
 from tests.integration.stateful_durver import DurverRules
@@ -353,7 +354,7 @@ class Lifecycle(TargetsRules, Snapshots, RemoteRules, PauseResetRules, SeamsRule
         except FAILED:
             return  # the repair pass finishes a half-started workflow, or nothing was written
         for step in ("a", "b"):
-            job_id = step_job_id(started.workflow.workflow_id, step)
+            job_id = step_job_id(started.workflow.workflow_id, step, "default")
             if job_id in self.latest and job_id not in self.jobs:
                 self.jobs.append(job_id)
 
@@ -747,6 +748,7 @@ def _join_the_swarm() -> None:
                 rule_, preconditions=(*rule_.preconditions, _enabled(group))))
 
 
+join_cells(Lifecycle, GROUPS)  # issue 48's cell rules: their own group (stateful_cells.py)
 _join_the_swarm()
 TestLifecycle = Lifecycle.TestCase
 # Every feature's rules run in this one machine (admission, flow keys, concurrency slots,

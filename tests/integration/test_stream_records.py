@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from leasehold.aws.definitions import job_key
 from leasehold.aws.dynamo import to_av
 from leasehold.core.registry import TaskRegistry
 from leasehold.core.spec import JobSpec
@@ -114,8 +115,8 @@ def test_a_record_the_relay_cannot_read_is_set_aside_after_its_tries_and_the_res
     relay = Relay(app, tmp_path)
     before = submit(app, JobSpec(task="ok", payload=1)).job
     # A row with a state that is no job this version can read (no tenant, no task, ...).
-    app.clients.dynamodb.put_item(TableName=app.settings.jobs_table, Item=to_av(
-        {"job_id": "not-a-job", "state": "QUEUED", "epoch": 1}))
+    app.clients.dynamodb.put_item(TableName=app.settings.jobs_table, Item=job_key(
+        "not-a-job") | to_av({"state": "QUEUED", "epoch": 1}))
     after = submit(app, JobSpec(task="ok", payload=2)).job
     for _ in range(poller.TRIES - 1):
         relay.step()
@@ -124,7 +125,7 @@ def test_a_record_the_relay_cannot_read_is_set_aside_after_its_tries_and_the_res
         assert relay.set_aside() == []
     relay.step()
     [dead] = relay.set_aside()
-    assert dead["record"]["dynamodb"]["Keys"] == {"job_id": {"S": "not-a-job"}}
+    assert dead["record"]["dynamodb"]["Keys"] == job_key("not-a-job")
     assert dead["tries"] == poller.TRIES and "not a job row" in dead["error"]
     assert relay.events() == [(before.job_id, "QUEUED"), (after.job_id, "QUEUED")]
     # The relay goes on from after it: a later change is published, the record is not read
@@ -154,8 +155,8 @@ def test_the_deployed_relay_reports_the_record_it_cannot_read_and_publishes_thos
     """The Lambda handler's part: a partial batch response from the undecodable record (the
     mapping retries from it, then gives its range to the on-failure destination)."""
     before = submit(app, JobSpec(task="ok", payload=1)).job
-    app.clients.dynamodb.put_item(TableName=app.settings.jobs_table, Item=to_av(
-        {"job_id": "not-a-job", "state": "QUEUED", "epoch": 1}))
+    app.clients.dynamodb.put_item(TableName=app.settings.jobs_table, Item=job_key(
+        "not-a-job") | to_av({"state": "QUEUED", "epoch": 1}))
     after = submit(app, JobSpec(task="ok", payload=2)).job
     batch = records(app)
     [bad] = [i for i, r in enumerate(batch) if r["dynamodb"]["Keys"]["job_id"]["S"] == "not-a-job"]

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from leasehold.aws.definitions import job_key
 from leasehold.aws.dynamo import from_av
 from leasehold.aws.faults import Fault
 from leasehold.clock import FakeClock
@@ -40,7 +41,7 @@ def tasks(registry: TaskRegistry) -> TaskRegistry:
 
 def row(app: Leasehold, job_id: str) -> dict[str, Any]:
     item = app.clients.dynamodb.get_item(TableName=app.settings.jobs_table,
-                                         Key={"job_id": {"S": job_id}}, ConsistentRead=True)
+                                         Key=job_key(job_id), ConsistentRead=True)
     return from_av(item["Item"])
 
 

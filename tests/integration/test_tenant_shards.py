@@ -12,8 +12,10 @@ from typing import Any
 
 import pytest
 
+from leasehold.aws.definitions import job_key
 from leasehold.aws.faults import Fault
 from leasehold.clock import FakeClock
+from leasehold.core.ids import home
 from leasehold.core.registry import TaskRegistry
 from leasehold.core.spec import JobSpec
 from leasehold.lifecycle.app import Leasehold
@@ -65,9 +67,9 @@ def test_a_listing_merges_every_shard_in_one_order_across_pages(
     assert listed == expected  # every job once, in (created_at, job_id) order
     assert all(len(page) == 7 for page in pages[:-1])
     used = {app.clients.dynamodb.get_item(
-        TableName=app.settings.jobs_table, Key={"job_id": {"S": job_id}}
-    )["Item"]["tenant_shard"]["S"] for _, job_id in rows}
-    assert len(used) == 4  # the rows really are spread over the shards
+        TableName=app.settings.jobs_table, Key=job_key(job_id)
+    )["Item"]["pk"]["S"] for _, job_id in rows}
+    assert used == {home("big", k) for k in range(4)}  # really spread over the shards
 
 
 def test_raising_the_shard_count_keeps_every_row_and_every_cursor(
@@ -181,10 +183,11 @@ def test_rows_written_before_sharding_are_listed_after_the_backfill_and_free_sha
     from leasehold.tenancy.backfill import backfill_tenant_shards
 
     api = api_for(app)
-    job_id = api.post("/jobs", {"task": "echo"}).body["job_id"]
+    # A keyed job (a derived id): listed from the index, unlike a plain job (its home).
+    job_id = api.post("/jobs", {"task": "echo", "idempotency_key": "k"}).body["job_id"]
     # The row as the old code wrote it: no index shard (and no admission shard).
     app.clients.dynamodb.update_item(
-        TableName=app.settings.jobs_table, Key={"job_id": {"S": job_id}},
+        TableName=app.settings.jobs_table, Key=job_key(job_id),
         UpdateExpression="REMOVE tenant_shard")
     assert list_jobs(app, "default", limit=10)[0] == []
     assert backfill_tenant_shards(app) == 1

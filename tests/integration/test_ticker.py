@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from leasehold.aws.definitions import job_key
 from leasehold.aws.queues import Queues
 from leasehold.clock import FakeClock
 from leasehold.core.ids import new_id, shard_of
@@ -71,7 +72,7 @@ def _store_future_jobs(app: Leasehold, count: int, now: int) -> None:
         for i in range(start, min(count, start + 25)):
             job_id = new_id(now)
             requests.append({"PutRequest": {"Item": {
-                "job_id": {"S": job_id}, "state": {"S": "SCHEDULED"}, "tenant": {"S": "t"},
+                **job_key(job_id), "state": {"S": "SCHEDULED"}, "tenant": {"S": "t"},
                 "due_shard": {"N": str(shard_of(job_id, app.settings.shards))},
                 "run_at": {"N": str(now + 30 * 86_400_000 + i)},
             }}})

@@ -99,8 +99,8 @@ def test_the_span_graph_of_many_jobs_survives_lost_responses_throttles_and_crash
 
 
 def _job_ids(app: Leasehold, count: int) -> list[str]:
-    from leasehold.core.ids import derived_id
-    return [derived_id("job", "acme", f"job-{n}") for n in range(count)]
+    from leasehold.core.ids import derived_job_id
+    return [derived_job_id("acme", "job", "acme", f"job-{n}") for n in range(count)]
 
 
 def _assert_graph(spans: list[ReadableSpan], stored: dict[str, dict[str, str]],

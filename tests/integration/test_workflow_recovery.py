@@ -35,7 +35,7 @@ def calls(registry: TaskRegistry) -> list[tuple[str, dict[str, Any]]]:
 
 
 def _row(app: Leasehold, workflow_id: str, step: str) -> Any:
-    return app.store.get(step_job_id(workflow_id, step))
+    return app.store.get(step_job_id(workflow_id, step, "default"))
 
 
 def test_a_dependency_reported_twice_is_counted_once(
@@ -59,7 +59,7 @@ def test_a_duplicate_report_between_count_and_release_releases_once(
         app: Leasehold, calls: list[tuple[str, dict[str, Any]]]) -> None:
     workflow_id = start_workflow(app, spec(DIAMOND[:2])).workflow.workflow_id
     store = DynamoWorkflowStore(app.clients, app.settings)
-    a_id = step_job_id(workflow_id, "a")
+    a_id = step_job_id(workflow_id, "a", "default")
     # "a" finishes; its observer counts it on "b" and dies before releasing "b".
     a = app.store.lease(a_id, 1, owner="w", expires_at=app.now() + 30_000, now=app.now(),
                         actor="w")
@@ -68,9 +68,9 @@ def test_a_duplicate_report_between_count_and_release_releases_once(
     a = app.store.transition(a, Change(target=JobState.SUCCEEDED, actor="w", owner="w",
                                        set={"result": "1", "finished_at": app.now()}),
                              now=app.now())
-    assert store.count_dependency(step_job_id(workflow_id, "b"), "a", "{}") == 0
+    assert store.count_dependency(step_job_id(workflow_id, "b", "default"), "a", "{}") == 0
     # A second counter (duplicate delivery) is refused, and does not go below zero.
-    assert store.count_dependency(step_job_id(workflow_id, "b"), "a", "{}") is None
+    assert store.count_dependency(step_job_id(workflow_id, "b", "default"), "a", "{}") is None
     assert _row(app, workflow_id, "b").extra["deps_pending"] == 0
     # The duplicate report finds "b" counted but still WAITING, and releases it: once.
     step_finished(app, a, app.now())

@@ -57,7 +57,7 @@ def test_retry_reruns_failed_and_downstream_steps_and_the_workflow_runs_again(
     assert failed["state"] == "FAILED"
     assert {s["id"]: s["state"] for s in failed["steps"]} == {
         "a": "SUCCEEDED", "b": "DEAD", "c": "CANCELLED", "x": "SUCCEEDED"}
-    assert PURGE_AT in app.store.get(step_job_id(wid, "a")).extra  # settled: a TTL
+    assert PURGE_AT in app.store.get(step_job_id(wid, "a", "t1")).extra  # settled: a TTL
     assert api.post(f"/workflows/{wid}/retry", tenant="t2").status == 404
     again = api.post(f"/workflows/{wid}/retry", tenant="t1")
     assert again.status == 200, again.body
@@ -65,7 +65,7 @@ def test_retry_reruns_failed_and_downstream_steps_and_the_workflow_runs_again(
     assert {s["id"]: s["state"] for s in again.body["steps"]} == {
         "a": "SUCCEEDED", "b": "QUEUED", "c": "WAITING", "x": "SUCCEEDED"}
     # A running workflow keeps every step: no TTL on any of them, nor on itself.
-    assert all(PURGE_AT not in app.store.get(step_job_id(wid, s)).extra for s in "abcx")
+    assert all(PURGE_AT not in app.store.get(step_job_id(wid, s, "t1")).extra for s in "abcx")
     run_until_idle(app)
     done = api.get(f"/workflows/{wid}", tenant="t1").body
     assert done["state"] == "SUCCEEDED", done
@@ -90,7 +90,7 @@ def test_a_cancelled_steps_reason_is_its_cancel_not_an_old_error(
                                                       "max_backoff_seconds": 600}},
         {"id": "b", "task": "ok", "depends_on": ["a"]}]}, tenant="t1").body["workflow_id"]
     run_until_idle(app)  # a failed once, waits for its retry with that error on its row
-    a = app.store.get(step_job_id(wid, "a"))
+    a = app.store.get(step_job_id(wid, "a", "t1"))
     assert a.error is not None and a.state.live
     control.cancel(app, a.job_id, actor="oncall")
     shown = api.get(f"/workflows/{wid}", tenant="t1").body

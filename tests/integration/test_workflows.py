@@ -44,7 +44,7 @@ def test_a_diamond_runs_each_step_once_after_its_dependencies(
     assert d_inputs["b"]["result"] == {"step": "b", "payload": None}
     assert d_inputs["c"]["state"] == "SUCCEEDED"
     assert dict(calls)["b"] == {"a": {"state": "SUCCEEDED", "job_id": step_job_id(
-        started.workflow.workflow_id, "a"), "result": {"step": "a", "payload": 1}}}
+        started.workflow.workflow_id, "a", "default"), "result": {"step": "a", "payload": 1}}}
 
 
 def test_a_hundred_wide_fan_out_fans_in_with_every_result(

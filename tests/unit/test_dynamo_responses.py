@@ -15,11 +15,18 @@ from moto.server import ThreadedMotoServer
 from leasehold.local import dynamo_responses
 
 
+def moto_serializer(handler_type: type) -> Any:
+    """The handler's own ``serialized`` (moto's), under any direct answers installed."""
+    return getattr(handler_type, "_leasehold_generic", handler_type.serialized)  # type: ignore[attr-defined]
+
+
 @pytest.fixture
 def compared(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Install the direct answers, answering every call both ways and comparing them;
     returns the operations that were answered directly."""
-    monkeypatch.setattr(DynamoHandler, "serialized", DynamoHandler.serialized)
+    # moto's own serializer underneath, even where the suite installed the direct answers
+    # already (tests/conftest.py): the comparison is against moto, never against itself.
+    monkeypatch.setattr(DynamoHandler, "serialized", moto_serializer(DynamoHandler))
     monkeypatch.delattr(DynamoHandler, "_leasehold_direct", raising=False)
     dynamo_responses.install()
     direct = DynamoHandler.serialized
@@ -104,7 +111,8 @@ def test_a_change_stream_page_answers_as_moto_does(monkeypatch: pytest.MonkeyPat
     directly is the JSON moto's serializer writes, and what boto3 reads back is the same."""
     from moto.dynamodbstreams.responses import DynamoDBStreamsHandler
 
-    monkeypatch.setattr(DynamoDBStreamsHandler, "serialized", DynamoDBStreamsHandler.serialized)
+    monkeypatch.setattr(DynamoDBStreamsHandler, "serialized",
+                        moto_serializer(DynamoDBStreamsHandler))
     monkeypatch.delattr(DynamoDBStreamsHandler, "_leasehold_direct", raising=False)
     dynamo_responses.install_streams()
     direct = DynamoDBStreamsHandler.serialized

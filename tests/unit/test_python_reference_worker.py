@@ -24,6 +24,8 @@ class Fake(ThreadingHTTPServer):
     def __init__(self, answer: Callable[[str, Any], Answer]) -> None:
         self.answer = answer
         self.requests: list[tuple[str, Any]] = []
+        #: A cell that is not the worker's: every request answered 421 naming this URL.
+        self.home: str | None = None
         self.jobs = [{"job_id": "j1", "task": "t", "payload": {}, "attempt": 1,
                       "tenant": "acme", "deadline_at": None, "timeout_at": None,
                       "lease": {"token": "tok", "expires_at": _at(0.3)}}]
@@ -43,6 +45,16 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         self.server.requests.append((self.path, body))
+        if self.server.home is not None:
+            data = json.dumps({"error": {"code": "misdirected", "message": "elsewhere",
+                                         "field": None, "home": "us-east-2",
+                                         "home_url": self.server.home}}).encode()
+            self.send_response(421)
+            self.send_header("Leasehold-Home-Url", self.server.home)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+            return
         if self.path == "/workers/lease":
             jobs, self.server.jobs = self.server.jobs, []
             status, answer = 200, {"jobs": jobs, "protocol": 1}
@@ -120,3 +132,18 @@ def test_a_result_refused_as_too_large_is_reported_as_payload_too_large(serve: A
     assert len(fake.named("/complete")) == 1  # not repeated five times
     assert fake.named("/fail") == [{"token": "tok", "retryable": False, "error": {
         "type": "PayloadTooLarge", "message": "the result is over the server's limit (413)"}}]
+
+
+def test_a_421_re_points_the_worker_to_the_cell_it_names(serve: Any) -> None:
+    home = serve(lambda path, body: (200, {"expires_at": _at(30), "cancel_requested": False}))
+    elsewhere = serve(lambda path, body: (500, {}))
+    elsewhere.home = f"http://127.0.0.1:{home.server_port}/"
+    worker = RemoteWorker(f"http://127.0.0.1:{elsewhere.server_port}", "p", worker_id="w",
+                          max_jobs=1, wait_seconds=0.1)
+    worker.task("t")(lambda payload, ctx: "done")
+    run_until(worker, lambda: bool(home.named("/complete")))
+    # The lease was sent again to the home, which leased the job; its finish went there.
+    assert [path for path, _ in elsewhere.requests] == ["/workers/lease"]
+    assert home.named("/workers/lease")[0]["pool"] == "p"
+    assert home.named("/complete") == [{"token": "tok", "result": "done"}]
+    assert worker.url == f"http://127.0.0.1:{home.server_port}"

@@ -27,11 +27,11 @@ def test_typescript_worker_passes_its_tests() -> None:
         "workers/typescript has no node_modules: run `make workers` (npm ci)"
     done = run(["npm", "test", "--silent"], folder)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "# fail 0" in done.stdout and "# pass 8" in done.stdout, done.stdout
+    assert "# fail 0" in done.stdout and "# pass 9" in done.stdout, done.stdout
 
 
 def test_java_worker_passes_its_tests() -> None:
     assert shutil.which("javac"), "javac is not installed: `make workers` installs a JDK"
     done = run([str(WORKERS / "java" / "test.sh")], WORKERS / "java")
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "all 11 passed" in done.stdout, done.stdout
+    assert "all 12 passed" in done.stdout, done.stdout

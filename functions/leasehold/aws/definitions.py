@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from leasehold.core.ids import home_of
 from leasehold.core.retention import PURGE_AT
 from leasehold.settings import PRIORITIES, Settings
 
@@ -40,9 +41,16 @@ class TableDefinition:
     indexes: tuple[Index, ...] = ()
     ttl_attribute: str | None = None
     stream: bool = False
+    #: Raised when the key schema changes (DynamoDB cannot change a table's key in place):
+    #: a table of another version is a new table, named ``<prefix>-<role>-v<version>``.
+    version: int = 1
 
     def table_name(self, settings: Settings) -> str:
         return str(getattr(settings, f"{self.role}_table"))
+
+    def default_name(self, prefix: str) -> str:
+        """The name a deployment with ``prefix`` gives this table."""
+        return f"{prefix}-{self.role}" + (f"-v{self.version}" if self.version > 1 else "")
 
     def attributes(self) -> dict[str, AttrType]:
         keys = [self.partition, self.sort]
@@ -95,9 +103,11 @@ DUE_INDEX = Index("due", Key("due_shard", "N"), Key("run_at", "N"))
 #: so a lease and its heartbeats never move it; KEYS_ONLY, for the same reason (a projected
 #: ``state``/``epoch``/expiry would make every lease rewrite the index). See docs/design.md.
 SWEEP_INDEX = Index("sweep", Key("sweep_shard", "N"), Key("sweep_at", "N"))
-#: Sharded: ``tenant_shard`` is ``{tenant}#{k}``, k from the job id over
-#: ``Settings.tenant_shards``, so one tenant's submissions spread over that many partitions
-#: (~1,000 writes/s each) instead of one; a listing merges the shards in created_at order.
+#: Sparse, sharded: only rows a Query of their tenant's homes does not list in creation order
+#: carry ``tenant_shard`` (``{tenant}#{k}``, k from the job id over ``Settings.tenant_shards``):
+#: derived ids (keyed jobs, workflow steps, children, schedule and trigger runs), whose id is
+#: not time-ordered (``core.ids.listed_at_home``). A plain job is listed from the table
+#: itself and writes no entry here (issue 46).
 BY_TENANT_INDEX = Index("by_tenant_shard", Key("tenant_shard"), Key("created_at", "N"))
 #: Sparse: only jobs a schedule fired carry ``schedule_id``; ``scheduled_for`` is ISO-8601 UTC
 #: (fixed width, so it sorts by time). Lists a schedule's runs and finds the ones handed off
@@ -108,9 +118,22 @@ BY_SCHEDULE_INDEX = Index("by_schedule", Key("schedule_id"), Key("scheduled_for"
 #: key, ``{tenant}#flow#{key}``); the write that frees a slot wakes the oldest (leasehold.flow).
 PARKED_INDEX = Index("parked", Key("parked_key"), Key("parked_at", "N"))
 
+def job_key(job_id: str) -> dict[str, Any]:
+    """The key of a job's row in the jobs table: every ``Key`` of a job row (get, update,
+    delete, a transaction's item, a batch read) is built here, so the table's key schema is
+    written in one place."""
+    return {"pk": {"S": home_of(job_id)}, "job_id": {"S": job_id}}
+
+
+#: Keyed by home and id (``core.ids``): ``pk`` is the last 11 characters of ``job_id`` (its
+#: tenant's tag and a shard), so a row's key follows from its id, and a tenant's jobs are
+#: the items of its homes, in id order (time-ordered ids: creation order). Version 2: the
+#: key was ``job_id`` alone, with a ``by_tenant_shard`` entry for every job (issue 46).
 JOBS = TableDefinition(
     role="jobs",
-    partition=Key("job_id"),
+    partition=Key("pk"),
+    sort=Key("job_id"),
+    version=2,
     indexes=(DUE_INDEX, SWEEP_INDEX, BY_TENANT_INDEX, BY_SCHEDULE_INDEX, PARKED_INDEX),
     # Only terminal rows carry it (leasehold.core.retention): nothing live is ever deleted.
     ttl_attribute=PURGE_AT,

@@ -74,12 +74,17 @@ def query_page(ddb: Any, *, limit: int, cursor: Cursor | None = None, **kwargs: 
     return [from_av(i) for i in response.get("Items", [])], (from_av(last) if last else None)
 
 
-def batch_get(ddb: Any, table: str, key: str, ids: Sequence[str]) -> list[dict[str, Any]]:
-    """The items with these string keys (plain values), in the order asked, missing ones left
-    out. Strongly consistent; retries unprocessed keys."""
+def batch_get(ddb: Any, table: str, key: str, ids: Sequence[str],
+              key_of: Callable[[str], Mapping[str, Any]] | None = None
+              ) -> list[dict[str, Any]]:
+    """The items whose string attribute ``key`` is one of ``ids`` (plain values), in the order
+    asked, missing ones left out. ``key_of``: an id's whole key, when the table's key is more
+    than ``key`` (the jobs table: :func:`leasehold.aws.definitions.job_key`). Strongly
+    consistent; retries unprocessed keys."""
     found: dict[str, dict[str, Any]] = {}
+    make = key_of or (lambda i: {key: {"S": i}})
     for start in range(0, len(ids), 100):
-        keys = [{key: {"S": i}} for i in dict.fromkeys(ids[start:start + 100])]
+        keys = [dict(make(i)) for i in dict.fromkeys(ids[start:start + 100])]
         request: dict[str, Any] = {table: {"Keys": keys, "ConsistentRead": True}}
         while request:
             response = ddb.batch_get_item(RequestItems=request)

@@ -329,14 +329,33 @@ class FaultInjector:
         return 0  # retry at once: the write landed, the caller never saw that it did
 
 
+#: ``LEASEHOLD_FAULTS=isolate`` (or ``isolate:hang``): the process's Region is off, every AWS
+#: call it makes refused (or hanging), its cell's control-table calls included
+#: (``leasehold.cells``): the cell fences itself within its Region lease (docs/regions.md).
+ISOLATE = "isolate"
+
+
+def isolates(spec: str) -> bool:
+    """Whether ``spec`` (a ``LEASEHOLD_FAULTS`` value) takes the whole Region off."""
+    return any(part.strip().split(":")[0] == ISOLATE for part in spec.split(","))
+
+
 def parse(spec: str) -> list[Fault]:
-    """Faults from ``service.Operation:kind[:rate][:xTIMES]`` entries, comma separated.
+    """Faults from ``service.Operation:kind[:rate][:xTIMES]`` entries, comma separated;
+    ``isolate[:fail|hang]`` is every call of the process, failing (or hanging), for good.
 
     Without ``xTIMES`` an environment fault has no limit (it is a rate over the whole run).
     """
     faults = []
     for entry in filter(None, (part.strip() for part in spec.split(","))):
         parts = entry.split(":")
+        if parts[0] == ISOLATE:
+            kind = parts[1] if len(parts) > 1 else "fail"
+            if len(parts) > 2 or kind not in ("fail", "hang"):
+                raise ValidationError("LEASEHOLD_FAULTS",
+                                      f"{entry!r}: isolate takes fail or hang, nothing else")
+            faults.append(Fault(target="*", kind=kind, times=None))
+            continue
         if len(parts) < 2:
             raise ValidationError("LEASEHOLD_FAULTS", f"{entry!r} is not target:kind[:rate]")
         rate, times = 1.0, None

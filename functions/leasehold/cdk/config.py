@@ -238,10 +238,11 @@ class LeaseholdConfig:
 
     def settings(self) -> Settings:
         """The runtime settings this stack deploys; the functions read them from env."""
-        # Every table the core defines gets ``<prefix>-<role>``: a table added to the
+        # Every table the core defines gets ``<prefix>-<role>`` (``-v<n>`` from its second
+        # version of the key schema on): a table added to the
         # definitions is deployed and named without a change here.
         names: dict[str, Any] = {
-            f"{table.role}_table": f"{self.prefix}-{table.role}" for table in TABLES}
+            f"{table.role}_table": table.default_name(self.prefix) for table in TABLES}
         if self.cell_region:
             names.update(
                 cell_region=self.cell_region, control_table=f"{self.prefix}-control",

@@ -32,6 +32,7 @@ from constructs import Construct
 from leasehold.cdk.access import ExternalPool, WorkerPool, grant_enqueue, grant_submit
 from leasehold.cdk.api import STAGE, Api
 from leasehold.cdk.bus import EventBus
+from leasehold.cdk.cell_alarms import CellAlarms
 from leasehold.cdk.code import PACKAGE, BundleSpec, bundling
 from leasehold.cdk.config import LeaseholdConfig, PoolConfig
 from leasehold.cdk.control import ControlTable
@@ -310,6 +311,13 @@ class Leasehold(Construct):
             api_function=api_fn,
             api=self.api.rest_api if isinstance(self.api, Api) else self.api.http_api,
         )
+        # A cell's failover alarms: its Region lease ageing, clients submitting to it for
+        # tenants homed elsewhere.
+        self.cell_alarms: CellAlarms | None = None
+        if settings.cell_region:
+            self.cell_alarms = CellAlarms(
+                self, "CellAlarms", topic=self.monitoring.topic, region=settings.cell_region,
+                lease_seconds=settings.region_lease_seconds)
         apply_tracing(self, config.tracing)  # every function built above
 
     def pool(self, name: str) -> WorkerPool:

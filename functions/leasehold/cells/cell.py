@@ -19,7 +19,7 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
-from leasehold.aws.faults import FaultInjector, parse
+from leasehold.aws.faults import FaultInjector, isolates, parse
 from leasehold.cells import lease
 from leasehold.cells.control import ControlTable, Home, LeaseRefused, RegionRecord, RegionState
 from leasehold.clock import Clock
@@ -37,16 +37,26 @@ _CONTROL_CONFIG = Config(retries={"mode": "standard", "max_attempts": 2},
 
 def control_client(settings: Settings, faults: FaultInjector | None = None) -> Any:
     """A DynamoDB client for the control table's replica (``LEASEHOLD_CONTROL_REGION``, else
-    this cell's Region), with ``faults`` (else ``LEASEHOLD_CONTROL_FAULTS``) installed."""
+    this cell's Region), with ``faults`` (else ``LEASEHOLD_CONTROL_FAULTS``, or
+    ``LEASEHOLD_FAULTS=isolate``: the whole Region off) installed."""
     client = boto3.session.Session().client(
         "dynamodb", region_name=settings.control_region or settings.region,
         endpoint_url=settings.endpoint_url, config=_CONTROL_CONFIG)
     spec = os.environ.get("LEASEHOLD_CONTROL_FAULTS", "").strip()
+    every = os.environ.get("LEASEHOLD_FAULTS", "")
+    if not spec and isolates(every):
+        spec = every
     if faults is None and spec:
         faults = FaultInjector(parse(spec))
     if faults is not None:
         faults.install(client)
     return client
+
+
+#: The metrics a cell reports (``Leasehold.measures``) for the stack's alarms
+#: (``cdk/cell_alarms.py``).
+LEASE_AGE_METRIC = "RegionLeaseAgeMs"
+MISDIRECTED_METRIC = "MisdirectedSubmissions"
 
 
 class Cell:
@@ -64,6 +74,7 @@ class Cell:
         self.skew_ms = min(int(skew_seconds * 1000), self.lease_ms // 3)
         self.view = lease.NONE
         self._last_try: int | None = None
+        self._first_try: int | None = None
         self._renewing = threading.Lock()
         self._homes: dict[str, tuple[Home | None, int]] = {}
         self._regions: dict[str, tuple[RegionRecord | None, int]] = {}
@@ -80,6 +91,11 @@ class Cell:
 
     # -- the Region lease --------------------------------------------------------------
 
+    def lease_age(self, now: int) -> int:
+        """Time (ms) since this cell last renewed its Region lease (or first tried to)."""
+        since = self.view.seen_at if self.view.epoch else (self._first_try or now)
+        return max(0, now - since)
+
     def holds(self, now: int) -> bool:
         return lease.holds(self.view, now, self.skew_ms)
 
@@ -89,6 +105,8 @@ class Cell:
         lease until it runs out."""
         sent = self.clock.now_ms()
         self._last_try = sent
+        if self._first_try is None:
+            self._first_try = sent
         until = lease.lease_end(sent, self.lease_ms)
         try:
             try:
@@ -126,6 +144,11 @@ class Cell:
                 self.renew()
             finally:
                 self._renewing.release()
+            if app is not None:
+                # The alarm's metric: how old the lease this cell works on is, at each try
+                # to renew it (only a working cell tries: an idle one reports nothing).
+                app.measure(LEASE_AGE_METRIC, self.lease_age(self.clock.now_ms()),
+                            "Milliseconds")
         if not self.holds(self.clock.now_ms()):
             raise Fenced(f"cell {self.region} does not hold its Region lease",
                          region=self.region)
@@ -173,6 +196,8 @@ class Cell:
         self.guard(app, now)
         home = self.home_of(tenant, now)
         if home.region != self.region:
+            if app is not None:
+                app.measure(MISDIRECTED_METRIC, 1)
             raise Misdirected(tenant, home=home.region, url=self.url_of(home.region, now))
 
 

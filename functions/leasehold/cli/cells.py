@@ -1,4 +1,5 @@
-"""Cells with a home Region: ``cells show``, ``cells failover``, ``cells failback``.
+"""Cells with a home Region: ``regions show``, ``regions failover``, ``regions failback``
+(``leasehold cells ...`` is the same group under its first name).
 
 These talk to the control table (the MRSC global table) directly with the operator's AWS
 credentials, not to a cell's API: the cell being failed over may be the one that is gone.
@@ -22,30 +23,50 @@ if TYPE_CHECKING:  # the commands import boto3 when they run, not when the CLI s
 
 
 def register(subparsers: Any) -> None:
-    cells = group(subparsers, "cells", "Regions: tenants' homes, Region leases, failover",
-                  ["leasehold cells show",
-                   "leasehold cells failover --from us-east-1 --to us-east-2"])
+    cells = group(subparsers, "regions", "Regions: tenants' homes, Region leases, failover "
+                  "(also named 'cells')",
+                  ["leasehold regions show",
+                   "leasehold regions failover --from us-east-1 --to us-east-2"],
+                  aliases=["cells"])
     show = command(cells, "show", "each Region's lease and each tenant's home",
-                   ["leasehold cells show", "leasehold cells show --json"], run_show,
+                   ["leasehold regions show", "leasehold regions show --json"], run_show,
                    client=False)
     _control_options(show)
     over = command(cells, "failover", "fence a Region and re-home its tenants to another "
                    "(their acknowledged jobs wait for it)",
-                   ["leasehold cells failover --from us-east-1 --to us-east-2",
-                    "leasehold cells failover --from us-east-1 --to us-east-2 --tenant acme"],
+                   ["leasehold regions failover --from us-east-1 --to us-east-2",
+                    "leasehold regions failover --from us-east-1 --to us-east-2 --tenant acme"],
                    run_failover, client=False)
     over.add_argument("--from", dest="source", required=True,
                       help="the Region to leave, e.g. us-east-1")
     over.add_argument("--to", required=True, help="the tenants' new home, e.g. us-east-2")
     _tenants(over)
+    over.add_argument("--take-over", action="store_true",
+                      help="also re-create the old Region's unfinished jobs in the new home "
+                           "(this process's LEASEHOLD_* settings are the new home's cell) from "
+                           "a replica of its jobs table: at-least-once, each job that may run "
+                           "twice reported, e.g. --take-over --jobs-table leasehold-jobs-use1")
+    over.add_argument("--jobs-table",
+                      help="with --take-over: the old Region's jobs table, read in "
+                           "--replica-region, e.g. leasehold-jobs-use1")
+    over.add_argument("--replica-region",
+                      help="with --take-over: where the jobs table's replica is read "
+                           "(default --to), e.g. us-east-2")
     _control_options(over)
     back = command(cells, "failback", "let a Region's cell work again and move back the "
                    "tenants a failover took from it",
-                   ["leasehold cells failback --region us-east-1"], run_failback,
+                   ["leasehold regions failback --region us-east-1"], run_failback,
                    client=False)
     back.add_argument("--region", required=True,
                       help="the Region to bring back, e.g. us-east-1")
     _tenants(back)
+    back.add_argument("--taken-table",
+                      help="after a --take-over: the new home's jobs table; the jobs taken "
+                           "over are cancelled in the Region brought back (this process's "
+                           "LEASEHOLD_* settings are its cell) before it works again, and "
+                           "those it had run reported, e.g. leasehold-jobs-use2")
+    back.add_argument("--taken-region",
+                      help="where --taken-table is read, e.g. us-east-2")
     _control_options(back)
 
 
@@ -107,34 +128,82 @@ def run_show(args: argparse.Namespace) -> int:
     return 0
 
 
+def _scan(table: str, region: str | None) -> list[dict[str, Any]]:
+    """Every item of ``table`` (a jobs table or its replica), plain."""
+    import boto3
+
+    from leasehold.aws.dynamo import from_av
+
+    settings = Settings.from_env()
+    client = boto3.session.Session().client("dynamodb", region_name=region or settings.region,
+                                            endpoint_url=settings.endpoint_url)
+    pages = client.get_paginator("scan").paginate(TableName=table)
+    return [from_av(item) for page in pages for item in page.get("Items", [])]
+
+
 def run_failover(args: argparse.Namespace) -> int:
     from leasehold.cells.failover import failover
 
+    if args.take_over and not args.jobs_table:
+        return _fail(LeaseholdError("--take-over reads the old Region's jobs table: name it "
+                                    "with --jobs-table"))
     try:
         done = failover(_control(args), source=args.source, to=args.to,
                         now=SystemClock().now_ms(), tenants=args.tenants)
     except Exception as exc:
         return _fail(exc)
-    data = {"fenced": done.fenced.region, "epoch": done.fenced.epoch,
-            "stopped_by": done.stopped_by,
-            "moved": [{"tenant": h.tenant, "home": h.region, "epoch": h.epoch}
-                      for h in done.moved]}
-    _print(args, data, f"{done.fenced.region} fenced at epoch {done.fenced.epoch}; "
-                       f"{len(done.moved)} tenant(s) now homed in {args.to}; jobs acknowledged "
-                       f"in {done.fenced.region} wait for it")
+    data: dict[str, Any] = {
+        "fenced": done.fenced.region, "epoch": done.fenced.epoch,
+        "stopped_by": done.stopped_by,
+        "moved": [{"tenant": h.tenant, "home": h.region, "epoch": h.epoch}
+                  for h in done.moved]}
+    text = (f"{done.fenced.region} fenced at epoch {done.fenced.epoch}; {len(done.moved)} "
+            f"tenant(s) now homed in {args.to}; jobs acknowledged in {done.fenced.region} "
+            + ("taken over as below" if args.take_over else "wait for it"))
+    if args.take_over:
+        from leasehold.cells.takeover import take_over
+        from leasehold.compose import compose
+
+        try:
+            taken = take_over(compose(), _scan(args.jobs_table, args.replica_region or args.to),
+                              source=args.source, tenants=[h.tenant for h in done.moved])
+        except Exception as exc:
+            return _fail(exc)
+        data["taken"] = [{"job_id": t.source_id, "new_job_id": t.job_id,
+                          "may_have_run": t.may_have_run} for t in taken.taken]
+        data["may_have_run"] = taken.may_have_run
+        data["left"] = taken.left
+        text += (f"\n{len(taken.taken)} job(s) re-created in {args.to}; may have run in "
+                 f"{args.source} too: {', '.join(taken.may_have_run) or 'none seen'}; "
+                 f"{len(taken.left)} left to wait for it")
+    _print(args, data, text)
     return 0
 
 
 def run_failback(args: argparse.Namespace) -> int:
     from leasehold.cells.failover import failback
 
+    duplicates: list[str] | None = None
     try:
+        if args.taken_table:
+            # Before the Region's cell may work again: its copies of what was taken over go.
+            from leasehold.cells.takeover import retire, taken_from
+            from leasehold.compose import compose
+
+            taken = taken_from(_scan(args.taken_table, args.taken_region), args.region)
+            duplicates = retire(compose(), taken)
         record, moved = failback(_control(args), region=args.region,
                                  now=SystemClock().now_ms(), tenants=args.tenants)
     except Exception as exc:
         return _fail(exc)
-    data = {"region": record.region, "epoch": record.epoch,
-            "moved": [{"tenant": h.tenant, "home": h.region, "epoch": h.epoch} for h in moved]}
-    _print(args, data, f"{record.region} active again (epoch {record.epoch}); "
-                       f"{len(moved)} tenant(s) homed there again")
+    data: dict[str, Any] = {
+        "region": record.region, "epoch": record.epoch,
+        "moved": [{"tenant": h.tenant, "home": h.region, "epoch": h.epoch} for h in moved]}
+    text = (f"{record.region} active again (epoch {record.epoch}); "
+            f"{len(moved)} tenant(s) homed there again")
+    if duplicates is not None:
+        data["duplicates"] = duplicates
+        text += (f"; taken over and also run in {record.region}: "
+                 f"{', '.join(duplicates) or 'none'}")
+    _print(args, data, text)
     return 0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import gc
 import logging
 import os
 import signal
@@ -260,6 +261,10 @@ def _run_runtime(args: argparse.Namespace, external: Any, policies: Any) -> int:
             runtime.stop()
             return 1
         runtime.run_until_signalled(signalled)
+    # Stopped and saved: the process only exits now. Python's last collection would walk the
+    # whole heap (the emulator's tables, every parsed service model) for nothing, about a
+    # second and a half of every stop; frozen objects are left to the exit.
+    gc.freeze()
     return 0
 
 

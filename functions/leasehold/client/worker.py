@@ -33,6 +33,7 @@ import socket
 import threading
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -83,6 +84,30 @@ class RemoteContext:
             self._cancel.set()
 
 
+class Misdirected(Exception):
+    """The server answered 421 misdirected: this request belongs to the cell at
+    ``home_url``."""
+
+    def __init__(self, home_url: str) -> None:
+        super().__init__(home_url)
+        self.home_url = home_url
+
+
+def _home_url(header: str | None, text: bytes) -> str | None:
+    """The cell a 421 answer names: its ``Leasehold-Home-Url`` header, else the body's
+    ``error.home_url``; only an http(s) URL."""
+    home = header
+    if not home:
+        try:
+            home = json.loads(text)["error"]["home_url"]
+        except (ValueError, KeyError, TypeError):
+            return None
+    if not isinstance(home, str) or urllib.parse.urlsplit(home).scheme not in ("http",
+                                                                                "https"):
+        return None
+    return home.rstrip("/")
+
+
 def _epoch(iso: str) -> float:
     return datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
 
@@ -120,6 +145,17 @@ class RemoteWorker:
     # -- HTTP ---------------------------------------------------------------------------
 
     def post(self, path: str, body: Any, timeout: float = 30.0) -> Any:
+        """POST ``body`` to ``path``; a ``421 misdirected`` answer naming another cell's URL
+        re-points this worker there (for this and every later request) and sends the
+        request again there, once (docs/protocol.md, "Cells")."""
+        try:
+            return self._post(path, body, timeout)
+        except Misdirected as exc:
+            self.url = exc.home_url
+            log.warning("the server sent this worker to %s (421 misdirected)", self.url)
+            return self._post(path, body, timeout, follow=False)
+
+    def _post(self, path: str, body: Any, timeout: float, *, follow: bool = True) -> Any:
         request = urllib.request.Request(
             self.url + path, data=json.dumps(body).encode(), method="POST",
             headers={"Content-Type": "application/json", **self.headers})
@@ -130,6 +166,10 @@ class RemoteWorker:
             text = exc.read()
             if exc.code == 409 and b"lease_lost" in text:
                 raise LeaseLostError(path) from None
+            home = _home_url(exc.headers.get("Leasehold-Home-Url"), text) \
+                if exc.code == 421 and follow else None
+            if home and home != self.url:
+                raise Misdirected(home) from None
             raise
 
     # -- running ------------------------------------------------------------------------

@@ -175,7 +175,8 @@ _FIELDS = {
     "history",
 }
 #: Index keys: written by the store, never part of the domain record.
-INDEX_KEYS = {"due_shard", "sweep_shard", "sweep_at", "tenant_shard"}
+#: ``pk``: the jobs table's partition key, the home its id ends in (``core.ids``).
+INDEX_KEYS = {"pk", "due_shard", "sweep_shard", "sweep_at", "tenant_shard"}
 
 
 def _plain(value: Any) -> Any:

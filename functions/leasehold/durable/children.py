@@ -35,8 +35,9 @@ import logging
 from collections.abc import Mapping, MutableMapping, Sequence
 from typing import Any
 
+from leasehold.aws.definitions import job_key
 from leasehold.aws.dynamo import Cancelled, query, to_av
-from leasehold.core.ids import derived_id, shard_of
+from leasehold.core.ids import derived_job_id, shard_of
 from leasehold.core.jobs import Job
 from leasehold.core.spec import JobSpec, resolve
 from leasehold.core.states import TERMINAL, JobState
@@ -102,7 +103,7 @@ class CapTooSmall(DurableMisuse):
 
 
 def child_id(parent: Job, site: str) -> str:
-    return derived_id("child", parent.job_id, site)
+    return derived_job_id(parent.tenant, "child", parent.job_id, site)
 
 
 def spawn_child(app: Leasehold, parent: Job, owner: str, stored: MutableMapping[str, Any],
@@ -148,7 +149,7 @@ def spawn_child(app: Leasehold, parent: Job, owner: str, stored: MutableMapping[
     resolved = resolve(spec, app.registry, pools=app.settings.pools, now_ms=now,
                        timeout_limits=app.settings.job_timeout_limits())
     run = runs.current(parent)
-    job_id = derived_id("child", parent.job_id, site, str(run)) if run else \
+    job_id = derived_job_id(parent.tenant, "child", parent.job_id, site, str(run)) if run else \
         child_id(parent, site)
     record = {"kind": "child", "name": site, "job_id": job_id, "task": task,
               ON_PARENT_END: policy, "at": now, runs.RECORD_RUN: run,
@@ -245,7 +246,7 @@ def _mark(app: Leasehold, parent: Job, owner: str) -> dict[str, Any]:
     """The parent's row marked as having children, under this attempt's lease (the fence
     of every durable write: ``records.lease_check``)."""
     return {"Update": {
-        "TableName": app.settings.jobs_table, "Key": {"job_id": {"S": parent.job_id}},
+        "TableName": app.settings.jobs_table, "Key": job_key(parent.job_id),
         "UpdateExpression": "SET #has = :yes",
         "ConditionExpression": "#state = :running AND epoch = :epoch AND lease_owner = :owner",
         "ExpressionAttributeNames": {"#state": "state", "#has": HAS_CHILDREN},
@@ -266,7 +267,7 @@ def wait_checks(app: Leasehold, live: Sequence[Job]) -> tuple[dict[str, Any], ..
     """Conditions the parent's move to SLEEPING carries: each child still unfinished."""
     values = to_av({f":t{i}": state.value for i, state in enumerate(sorted(TERMINAL))})
     return tuple({"ConditionCheck": {
-        "TableName": app.settings.jobs_table, "Key": {"job_id": {"S": job.job_id}},
+        "TableName": app.settings.jobs_table, "Key": job_key(job.job_id),
         "ConditionExpression": f"NOT #state IN ({', '.join(values)})",
         "ExpressionAttributeNames": {"#state": "state"},
         "ExpressionAttributeValues": values}} for job in live[:CHECKED_CHILDREN])

@@ -23,6 +23,7 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from leasehold.aws.definitions import job_key
 from leasehold.aws.dynamo import (
     Cancelled,
     delete_partition,
@@ -90,7 +91,7 @@ def get(app: Leasehold, job_id: str, sk: str) -> dict[str, Any] | None:
 def lease_check(app: Leasehold, job: Job, owner: str) -> dict[str, Any]:
     """The ``ConditionCheck`` that fences a write to the attempt holding the lease."""
     return {"ConditionCheck": {
-        "TableName": app.settings.jobs_table, "Key": {"job_id": {"S": job.job_id}},
+        "TableName": app.settings.jobs_table, "Key": job_key(job.job_id),
         "ConditionExpression": "#state = :running AND epoch = :epoch AND lease_owner = :owner",
         "ExpressionAttributeNames": {"#state": "state"},
         "ExpressionAttributeValues": to_av({":running": JobState.RUNNING.value,

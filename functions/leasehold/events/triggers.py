@@ -25,7 +25,7 @@ from typing import Any
 
 from leasehold.aws.dynamo import from_av, query, to_av
 from leasehold.clock import iso
-from leasehold.core.ids import derived_id, new_id
+from leasehold.core.ids import derived_job_id, new_id
 from leasehold.core.jobs import Job
 from leasehold.core.spec import (
     MAX_PAYLOAD_BYTES,
@@ -277,8 +277,17 @@ def dispatch(app: Leasehold, event: Mapping[str, Any], *, tenant: str | None = N
     now = app.now()
     event.setdefault("time", iso(now))
     jobs = []
+    admitted: dict[str, bool] = {}
     for trigger in list_triggers(app, tenant):
         if not matches(trigger.pattern, event):
+            continue
+        if trigger.tenant not in admitted:
+            admitted[trigger.tenant] = app.homed_here(trigger.tenant, now)
+        if not admitted[trigger.tenant]:
+            # Cells: a trigger fires only in its tenant's home; the home's own copy of the
+            # event (each cell's bus gets it) fires the tenant's triggers there.
+            log.info("trigger %s left event %s to its tenant's home cell",
+                     trigger.trigger_id, event["id"])
             continue
         payload_json = None
         try:
@@ -291,7 +300,7 @@ def dispatch(app: Leasehold, event: Mapping[str, Any], *, tenant: str | None = N
             log.error("trigger %s made no job for event %s: %s", trigger.trigger_id,
                       event["id"], exc)
             continue
-        job_id = derived_id("trigger", trigger.trigger_id, str(event["id"]))
+        job_id = derived_job_id(trigger.tenant, "trigger", trigger.trigger_id, str(event["id"]))
         try:
             job = new_job(app, trigger.template.to_resolved(now, payload_json=payload_json),
                           now, job_id=job_id, actor="trigger",

@@ -22,6 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
+from leasehold.aws.definitions import job_key
 from leasehold.aws.dynamo import Cancelled, to_av, transact_write
 from leasehold.core import keyed
 from leasehold.core.flowcontrol import UNIQUE_KEY
@@ -87,7 +88,7 @@ def _free(app: Leasehold, name: str, holder: str) -> None:
     try:
         transact_write(app.clients.dynamodb, [
             {"ConditionCheck": {
-                "TableName": app.settings.jobs_table, "Key": {"job_id": {"S": holder}},
+                "TableName": app.settings.jobs_table, "Key": job_key(holder),
                 "ConditionExpression": (f"attribute_not_exists(job_id) OR #state IN "
                                         f"({', '.join(states)})"),
                 "ExpressionAttributeNames": {"#state": "state"},

@@ -66,10 +66,15 @@ def install(app: Leasehold) -> Leasehold:
         target.namespace = os.environ.get("POWERTOOLS_METRICS_NAMESPACE", target.namespace)
         target.service = os.environ.get("POWERTOOLS_SERVICE_NAME", target.service)
     app.store.observers.append(observe)
+    app.measures.append(_measured)  # features' own figures (cells: the Region lease's age)
     for observer in app.store.observers:
         if isinstance(observer, Publisher):  # job state events given up on, for an alarm
             observer.on_unpublished = _unpublished
     return app
+
+
+def _measured(name: str, value: float, unit: str) -> None:
+    metrics.add_metric(name=name, unit=MetricUnit(unit), value=value)
 
 
 def _unpublished(count: int) -> None:

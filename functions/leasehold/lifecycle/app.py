@@ -17,6 +17,7 @@ from leasehold.aws.clients import Clients
 from leasehold.aws.queues import Queues
 from leasehold.clock import Clock, SystemClock
 from leasehold.core.registry import TaskRegistry, default_registry, load_modules
+from leasehold.errors import Fenced, Misdirected
 from leasehold.lifecycle.store import DynamoJobStore, JobStore
 from leasehold.settings import Settings
 
@@ -107,10 +108,29 @@ class Leasehold:
     #: a workflow's next step) is not asked: it belongs where its parent runs.
     front_doors: list[Callable[[Leasehold, str, int], None]] = field(default_factory=list)
 
+    #: Measurements features report, as (name, value, unit: a CloudWatch unit such as
+    #: "Count" or "Milliseconds"): the Lambda handlers feed them to the metrics the
+    #: stack's alarms watch (cells: ``RegionLeaseAgeMs``, ``MisdirectedSubmissions``).
+    measures: list[Callable[[str, float, str], None]] = field(default_factory=list)
+
+    def measure(self, name: str, value: float, unit: str = "Count") -> None:
+        for sink in self.measures:
+            sink(name, value, unit)
+
     def admit_tenant(self, tenant: str, now: int) -> None:
         """Raise if a feature refuses new work of ``tenant`` here now."""
         for door in self.front_doors:
             door(self, tenant, now)
+
+    def homed_here(self, tenant: str, now: int) -> bool:
+        """Whether the schedules and triggers held here may fire ``tenant``'s work now:
+        False where a front door refuses it as misdirected (homed in another cell) or
+        fenced (this cell without its Region lease)."""
+        try:
+            self.admit_tenant(tenant, now)
+        except (Misdirected, Fenced):
+            return False
+        return True
 
     def guard_work(self, now: int) -> None:
         """Raise if a feature forbids this process to lease or finish jobs now."""

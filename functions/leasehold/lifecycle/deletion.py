@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 from botocore.exceptions import ClientError
 
+from leasehold.aws.definitions import job_key
 from leasehold.aws.dynamo import condition_failed, to_av
 from leasehold.core.jobs import Job
 from leasehold.lifecycle.app import Leasehold
@@ -60,7 +61,7 @@ def _delete(app: Leasehold, job: Job) -> bool:
         return False
     try:
         app.clients.dynamodb.delete_item(
-            TableName=app.settings.jobs_table, Key={"job_id": {"S": job.job_id}},
+            TableName=app.settings.jobs_table, Key=job_key(job.job_id),
             ConditionExpression="#state = :state AND epoch = :epoch AND tenant = :tenant",
             ExpressionAttributeNames={"#state": "state"},
             ExpressionAttributeValues=to_av({":state": job.state.value, ":epoch": job.epoch,
@@ -71,6 +72,6 @@ def _delete(app: Leasehold, job: Job) -> bool:
         # Gone is deleted: botocore's retry of a delete whose response was lost finds the
         # row it removed missing (a row retried meanwhile is still there, and is kept).
         return "Item" not in app.clients.dynamodb.get_item(
-            TableName=app.settings.jobs_table, Key={"job_id": {"S": job.job_id}},
+            TableName=app.settings.jobs_table, Key=job_key(job.job_id),
             ConsistentRead=True, ProjectionExpression="job_id")
     return True

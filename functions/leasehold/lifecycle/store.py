@@ -23,6 +23,7 @@ from typing import Any, Protocol
 
 from botocore.exceptions import ClientError
 
+from leasehold.aws.definitions import job_key
 from leasehold.aws.dynamo import (
     Cancelled,
     batch_get,
@@ -34,7 +35,7 @@ from leasehold.aws.dynamo import (
 )
 from leasehold.core import retention
 from leasehold.core.flowcontrol import START_BY
-from leasehold.core.ids import shard_of
+from leasehold.core.ids import home_of, listed_at_home, shard_of
 from leasehold.core.jobs import Job, Transition, job_from_item, job_to_item
 from leasehold.core.states import INITIAL, JobState, check
 from leasehold.errors import Conflict, LeaseholdError, NotFound
@@ -110,6 +111,9 @@ class JobStore(Protocol):
                   cursor: Mapping[str, Any] | None = None, newest_first: bool = True,
                   bound: int | None = None
                   ) -> tuple[list[tuple[int, str]], Mapping[str, Any] | None]: ...
+    def at_home(self, tenant: str, shard: int, *, limit: int,
+                cursor: Mapping[str, Any] | None = None, newest_first: bool = True,
+                bound: int | None = None) -> tuple[list[Job], Mapping[str, Any] | None]: ...
     def batch_get(self, job_ids: Sequence[str]) -> list[Job]: ...
 
 
@@ -175,9 +179,13 @@ class DynamoJobStore(LeaseWrites, IndexQueries):
         if not swept and job.state is JobState.QUEUED:
             keys = {k: v for k, v in keys.items() if k not in ("sweep_shard", "sweep_at")}
         item = job_to_item(job) | keys | {
-            WRITE_TOKEN: secrets.token_hex(8), CHANGES: 0,
-            "tenant_shard": tenant_shard(job.tenant,
-                                         shard_of(job.job_id, self.settings.tenant_shards))}
+            "pk": home_of(job.job_id), WRITE_TOKEN: secrets.token_hex(8), CHANGES: 0}
+        if not listed_at_home(job.job_id, job.tenant, job.created_at,
+                              self.settings.tenant_shards):
+            # Not listed by a Query of its tenant's homes in creation order (a derived id):
+            # listed from the sparse index instead (one more write unit, keyed jobs only).
+            item["tenant_shard"] = tenant_shard(
+                job.tenant, shard_of(job.job_id, self.settings.tenant_shards))
         return {"TableName": self.table, "Item": to_av(item),
                 "ConditionExpression": "attribute_not_exists(job_id)",
                 "ReturnValuesOnConditionCheckFailure": "ALL_OLD"}
@@ -192,7 +200,7 @@ class DynamoJobStore(LeaseWrites, IndexQueries):
 
     def batch_get(self, job_ids: Sequence[str]) -> list[Job]:
         return [job_from_item(item)
-                for item in batch_get(self._ddb, self.table, "job_id", job_ids)]
+                for item in batch_get(self._ddb, self.table, "job_id", job_ids, job_key)]
 
     # -- the one transition primitive ---------------------------------------------------
 
@@ -306,7 +314,7 @@ class DynamoJobStore(LeaseWrites, IndexQueries):
                 increments: Mapping[str, int], condition: Sequence[str],
                 values: Mapping[str, Any],
                 companions: Sequence[Mapping[str, Any]] = (), known: Job | None = None) -> Job:
-        update = update_request(self.table, {"job_id": {"S": job_id}}, sets=sets,
+        update = update_request(self.table, job_key(job_id), sets=sets,
                                 removes=removes, increments=increments, condition=condition,
                                 names={"#state": "state"}, values=values)
         if companions:

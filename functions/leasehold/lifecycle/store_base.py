@@ -10,6 +10,7 @@ from typing import Any, Protocol
 from botocore.exceptions import ClientError
 
 from leasehold.aws.clients import Clients
+from leasehold.aws.definitions import job_key
 from leasehold.aws.dynamo import Cancelled, from_av, old_item, query, to_av
 from leasehold.core.jobs import Job, job_from_item
 from leasehold.core.states import JobState
@@ -117,7 +118,7 @@ class StoreBase:
 
     def get(self, job_id: str) -> Job:
         response = self._ddb.get_item(
-            TableName=self.table, Key={"job_id": {"S": job_id}}, ConsistentRead=True
+            TableName=self.table, Key=job_key(job_id), ConsistentRead=True
         )
         if "Item" not in response:
             raise NotFound(f"no job {job_id}", job_id=job_id)

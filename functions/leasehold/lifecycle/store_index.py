@@ -8,11 +8,11 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from leasehold.aws.definitions import BY_TENANT_INDEX, DUE_INDEX, SWEEP_INDEX
+from leasehold.aws.definitions import BY_TENANT_INDEX, DUE_INDEX, SWEEP_INDEX, job_key
 from leasehold.aws.dynamo import condition_failed, from_av, old_item, query, query_page, to_av
 from leasehold.core.flowcontrol import START_BY
-from leasehold.core.ids import shard_of
-from leasehold.core.jobs import Job
+from leasehold.core.ids import home, listed_at_home, shard_of, time_prefix
+from leasehold.core.jobs import Job, job_from_item
 from leasehold.core.states import JobState
 from leasehold.lifecycle.store_base import DEADLINE, StoreBase
 from leasehold.settings import Settings
@@ -51,7 +51,7 @@ class IndexQueries(StoreBase):
         """
         try:
             self._ddb.update_item(
-                TableName=self.table, Key={"job_id": {"S": job.job_id}},
+                TableName=self.table, Key=job_key(job.job_id),
                 UpdateExpression="SET sweep_at = :to",
                 ConditionExpression=("#state = :state AND epoch = :epoch AND "
                                      "lease_expires_at >= :to AND sweep_at <= :to"),
@@ -87,7 +87,37 @@ class IndexQueries(StoreBase):
             self._ddb, limit=limit, cursor=cursor, TableName=self.table,
             IndexName=BY_TENANT_INDEX.name, KeyConditionExpression=condition,
             ExpressionAttributeValues=to_av(values), ScanIndexForward=not newest_first)
-        return [(int(item["created_at"]), item["job_id"]) for item in items], last
+        shards = self.settings.tenant_shards
+        # A row its home lists (:meth:`at_home`) is read from there only, never twice.
+        return [(int(item["created_at"]), item["job_id"]) for item in items
+                if not listed_at_home(item["job_id"], tenant, int(item["created_at"]),
+                                      shards)], last
+
+    def at_home(self, tenant: str, shard: int, *, limit: int,
+                cursor: Mapping[str, Any] | None = None, newest_first: bool = True,
+                bound: int | None = None) -> tuple[list[Job], Mapping[str, Any] | None]:
+        """One page of the tenant's jobs that its home ``shard`` lists (``core.ids``: a
+        time-ordered id, so id order is creation order), read from the table itself: from
+        ``bound`` on (created_at, inclusive; older if ``newest_first``), and where the next
+        page resumes. Strongly consistent, like the rows :meth:`batch_get` reads for the
+        index's entries. A row of another tenant that shares the home (their tags collide)
+        is never returned."""
+        low, high = "0", "7~"  # 10 digits of ms below 2**48: the first is 0-7; "~" > "Z"
+        if bound is not None:
+            if newest_first:
+                high = time_prefix(bound) + "~"
+            else:
+                low = time_prefix(bound)
+        items, last = query_page(
+            self._ddb, limit=limit, cursor=cursor, TableName=self.table, ConsistentRead=True,
+            KeyConditionExpression="pk = :home AND job_id BETWEEN :low AND :high",
+            ExpressionAttributeValues=to_av(
+                {":home": home(tenant, shard), ":low": low, ":high": high}),
+            ScanIndexForward=not newest_first)
+        shards = self.settings.tenant_shards
+        return [job_from_item(item) for item in items if item.get("tenant") == tenant
+                and listed_at_home(item["job_id"], tenant, int(item["created_at"]), shards)
+                ], last
 
     def _index_keys(self, job_id: str, state: JobState, job: Job | None,
                     sets: Mapping[str, Any] | None = None, *, now: int,

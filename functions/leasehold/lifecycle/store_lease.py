@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from leasehold.aws.definitions import job_key
 from leasehold.aws.dynamo import Cancelled, to_av, transact_write
 from leasehold.core.flowcontrol import GATE, START_BY
 from leasehold.core.holds import HOLDS, held
@@ -78,7 +79,7 @@ class LeaseWrites(StoreBase):
     def _lease(self, job_id: str, epoch: int, owner: str, expires_at: int, now: int,
                entry: Transition, gate: Mapping[str, Any] | None) -> Job:
         update: dict[str, Any] = dict(
-            TableName=self.table, Key={"job_id": {"S": job_id}},
+            TableName=self.table, Key=job_key(job_id),
             UpdateExpression=(
                 "SET #state = :running, lease_owner = :owner, lease_expires_at = :exp, "
                 "started_at = :now, first_started_at = if_not_exists(first_started_at, :now), "

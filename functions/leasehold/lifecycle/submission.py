@@ -17,7 +17,7 @@ from botocore.exceptions import ClientError
 from leasehold.aws.dynamo import Cancelled, not_applied
 from leasehold.core.flowcontrol import GATE, START_BY
 from leasehold.core.holds import held
-from leasehold.core.ids import derived_id, new_id
+from leasehold.core.ids import derived_job_id, new_job_id
 from leasehold.core.jobs import Job, Transition
 from leasehold.core.retention import RETENTION_DAYS
 from leasehold.core.spec import JobSpec, ResolvedSpec, resolve, targeted
@@ -63,12 +63,12 @@ Create = Callable[[Job, Sequence[Mapping[str, Any]]], Submitted]
 Intake = Callable[[Leasehold, JobSpec, Job, Sequence[Mapping[str, Any]], Create], Submitted]
 
 
-def job_id_for(spec: ResolvedSpec, now: int) -> str:
+def job_id_for(spec: ResolvedSpec, now: int, shards: int) -> str:
     # With an idempotency key the id *is* the key: one conditional put decides the race
     # between concurrent replays, so there is never an orphan row (and no transaction).
     if spec.idempotency_key is not None:
-        return derived_id("job", spec.tenant, spec.idempotency_key)
-    return new_id(now)
+        return derived_job_id(spec.tenant, "job", spec.tenant, spec.idempotency_key)
+    return new_job_id(now, spec.tenant, shards)
 
 
 def new_job(app: Leasehold, spec: ResolvedSpec, now: int, *, job_id: str | None = None,
@@ -82,7 +82,8 @@ def new_job(app: Leasehold, spec: ResolvedSpec, now: int, *, job_id: str | None 
     if spec.gate is not None:  # flow control: the lease reads it (leasehold.flow)
         extra = {**(extra or {}), GATE: dict(spec.gate)}
     row = Job(
-        job_id=job_id or job_id_for(spec, now), tenant=spec.tenant, task=spec.task,
+        job_id=job_id or job_id_for(spec, now, app.settings.tenant_shards),
+        tenant=spec.tenant, task=spec.task,
         payload_json=spec.payload_json, pool=spec.pool, priority=spec.priority, state=state,
         epoch=1 if queued else 0, max_attempts=spec.max_attempts, retry=spec.retry,
         timeout_seconds=spec.timeout_seconds, labels=spec.labels,

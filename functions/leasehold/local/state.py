@@ -14,7 +14,9 @@ expires. What is not kept: the SQS messages themselves (DLQ depth starts at 0; D
 still listed and redriven from the table), live workers and the ticker's leader lease.
 
 The file says when it was saved and whether by a runtime that stopped cleanly (``clean``),
-so the next start can say that work after that moment was lost.
+so the next start can say that work after that moment was lost, and which version of each
+table's key schema it holds (``table_versions``): a file of another version is refused at
+start (its rows would not fit the tables; issue 46 changed the jobs table's key).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from leasehold.aws.definitions import TABLES as DEFINITIONS
 from leasehold.aws.dynamo import from_av
 from leasehold.core.jobs import job_from_item
 from leasehold.core.states import JobState
@@ -37,6 +40,9 @@ from leasehold.local import snapshots
 log = logging.getLogger(__name__)
 STATE_FILE = "state.json"
 VERSION = 1
+#: The key schema version of each kept table (``aws.definitions``), written into the file;
+#: a file without it was written before the versions were (every table at version 1).
+TABLE_VERSIONS = {f"{table.role}_table": table.version for table in DEFINITIONS}
 #: The tables kept, by their settings attribute (the file names them so, not by table name).
 TABLES = ("jobs_table", "schedules_table", "tenants_table", "coordination_table",
           "workflows_table")
@@ -72,14 +78,16 @@ def save(app: Leasehold, directory: Path, *, clean: bool = False,
     if cut.tables is None:
         return None
     tables = {name: [item for item in cut.tables[table]
-                     if item.get("pk", {}).get("S") not in _TRANSIENT]
+                     if name != "coordination_table"  # the jobs table has a pk too
+                     or item.get("pk", {}).get("S") not in _TRANSIENT]
               for table, name in names.items()}
     saved_at = datetime.fromtimestamp(app.now() / 1000, UTC)
     directory.mkdir(parents=True, exist_ok=True)
     target = directory / STATE_FILE
     temporary = target.with_suffix(".tmp")
     temporary.write_text(json.dumps({"version": VERSION, "saved_at": saved_at.isoformat(),
-                                     "clean": clean, "tables": tables}), encoding="utf-8")
+                                     "clean": clean, "table_versions": TABLE_VERSIONS,
+                                     "tables": tables}), encoding="utf-8")
     os.replace(temporary, target)  # a crash mid-write leaves the previous state whole
     return Saved(sum(len(items) for items in tables.values()), cut.sequence)
 
@@ -95,6 +103,20 @@ def move_aside(path: Path) -> Path | None:
     return target
 
 
+def check_table_versions(path: Path, saved: dict[str, Any]) -> None:
+    """Refuse a file whose tables have another key schema than this Leasehold's."""
+    found = saved.get("table_versions") or {}
+    for name in saved.get("tables", {}):
+        version, wanted = int(found.get(name, 1)), TABLE_VERSIONS.get(name, 1)
+        if version != wanted:
+            table = name.removesuffix("_table")
+            raise RuntimeError(
+                f"{path} holds the {table} table at version {version}, and this Leasehold "
+                f"keeps it at version {wanted} (a new key schema: its rows cannot be loaded). "
+                "Start with --fresh, which moves the old state aside (state.json.old.<n>), or "
+                "run the Leasehold that wrote it until its jobs are done.")
+
+
 def load(app: Leasehold, directory: Path) -> Loaded:
     """Put the saved tables back and hand off the QUEUED jobs again."""
     path = directory / STATE_FILE
@@ -108,6 +130,7 @@ def load(app: Leasehold, directory: Path) -> Loaded:
     if not isinstance(saved, dict) or saved.get("version") != VERSION:
         raise RuntimeError(f"{path} was not written by this version of Leasehold; start "
                            "with --fresh, which moves it aside (state.json.old.<n>)")
+    check_table_versions(path, saved)
     count = 0
     for name, items in saved["tables"].items():
         table = getattr(app.settings, name)

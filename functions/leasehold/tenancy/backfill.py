@@ -3,7 +3,9 @@ counts in (:func:`count_in_live_jobs`).
 
 Upgrading a table written before the tenant index was sharded: rows without
 ``tenant_shard`` are not in the ``by_tenant_shard`` index, so listings miss them until this
-gives them one (the same shard a new row with that id would get). Idempotent and resumable:
+gives them one (the same shard a new row with that id would get). A row its tenant's home
+lists (``core.ids.listed_at_home``: a plain job's) needs none and gets none. Idempotent and
+resumable:
 each update is conditional on the key still missing, so running it twice, or alongside live
 traffic, writes every row at most once."""
 
@@ -14,8 +16,9 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
+from leasehold.aws.definitions import job_key
 from leasehold.aws.dynamo import Cancelled, condition_failed, transact_write, update_request
-from leasehold.core.ids import shard_of
+from leasehold.core.ids import listed_at_home, shard_of
 from leasehold.core.jobs import Job
 from leasehold.core.states import JobState
 from leasehold.errors import NotFound, Overloaded
@@ -32,16 +35,19 @@ def backfill_tenant_shards(app: Leasehold, *, page: int = 500) -> int:
     ddb, table = app.clients.dynamodb, app.settings.jobs_table
     written = 0
     kwargs: dict[str, Any] = {
-        "TableName": table, "Limit": page, "ProjectionExpression": "job_id, tenant",
+        "TableName": table, "Limit": page, "ProjectionExpression": "job_id, tenant, created_at",
         "FilterExpression": "attribute_not_exists(tenant_shard)"}
     while True:
         response = ddb.scan(**kwargs)
         for item in response.get("Items", []):
             job_id, tenant = item["job_id"]["S"], item["tenant"]["S"]
+            if listed_at_home(job_id, tenant, int(item["created_at"]["N"]),
+                              app.settings.tenant_shards):
+                continue
             key = tenant_shard(tenant, shard_of(job_id, app.settings.tenant_shards))
             try:
                 ddb.update_item(
-                    TableName=table, Key={"job_id": {"S": job_id}},
+                    TableName=table, Key=job_key(job_id),
                     UpdateExpression="SET tenant_shard = :k",
                     ConditionExpression="attribute_exists(job_id) AND "
                                         "attribute_not_exists(tenant_shard)",
@@ -125,7 +131,7 @@ def _count_in(app: Leasehold, job_id: str, base: Limits, tries: int = 5) -> int:
 
 def _mark(app: Leasehold, job: Job, shard: int) -> dict[str, Any]:
     return update_request(
-        app.settings.jobs_table, {"job_id": {"S": job.job_id}},
+        app.settings.jobs_table, job_key(job.job_id),
         sets={COUNTED: True, **({ADMISSION_SHARD: shard} if shard else {})},
         removes=[] if shard else [ADMISSION_SHARD], increments={},
         condition=["#state = :source", "epoch = :epoch", f"{COUNTED} = :uncounted"],

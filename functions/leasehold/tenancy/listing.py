@@ -1,17 +1,20 @@
 """Listing a tenant's jobs, newest first, with filters and a resumable position.
 
-The ``by_tenant_shard`` index is KEYS_ONLY (cheap to keep), so filters apply to the rows
-fetched with ``batch_get``; a page may hold fewer matches than asked when most rows do not
-match, and the cursor always points just past the last row examined, so nothing is skipped or
-repeated.
+A tenant's rows are spread over ``Settings.tenant_shards`` shards. Each shard is two
+streams, merged: the rows of the tenant's home in the jobs table (a ``Query`` of the table
+itself: time-ordered ids, so id order is creation order, read whole; issue 46), and the
+sparse ``by_tenant_shard`` index's entries for the rest (derived ids: keyed jobs, workflow
+steps, children, schedule and trigger runs), KEYS_ONLY, whose rows are fetched with
+``batch_get``. Filters apply to the rows; a page may hold fewer matches than asked when most
+rows do not match, and the cursor always points just past the last row examined, so nothing
+is skipped or repeated.
 
-A tenant's rows are spread over ``Settings.tenant_shards`` index partitions. A listing reads
-each shard lazily, in created_at order, and merges them in one total order, (created_at,
-job_id): rows with equal created_at are put in job_id order within a shard (DynamoDB's own
-order of ties is its own), and the cursor is the (created_at, job_id) of the last row
-examined. Resuming queries every shard from that created_at on (inclusive) and drops what
-lies at or before the cursor, so the cursor does not depend on which shard a row lives in,
-nor on the shard count.
+A listing reads each shard lazily, in created_at order, and merges them in one total order,
+(created_at, job_id): rows with equal created_at are put in job_id order within a shard
+(DynamoDB's own order of an index's ties is its own), and the cursor is the (created_at,
+job_id) of the last row examined. Resuming queries every shard from that created_at on
+(inclusive) and drops what lies at or before the cursor, so the cursor does not depend on
+which shard a row lives in, nor on the shard count.
 """
 
 from __future__ import annotations
@@ -87,8 +90,8 @@ def position(tenant: str, row: Row) -> dict[str, Any]:
     return {"tenant": tenant, "created_at": row[0], "job_id": row[1]}
 
 
-def _shard_rows(app: Leasehold, tenant: str, shard: int, *, page: int, newest_first: bool,
-                bound: int | None) -> Iterator[Row]:
+def _indexed_rows(app: Leasehold, tenant: str, shard: int, *, page: int, newest_first: bool,
+                  bound: int | None) -> Iterator[Row]:
     cursor: Mapping[str, Any] | None = None
     while True:
         rows, cursor = app.store.by_tenant(tenant, shard, limit=page, cursor=cursor,
@@ -98,6 +101,31 @@ def _shard_rows(app: Leasehold, tenant: str, shard: int, *, page: int, newest_fi
             return
 
 
+def _home_rows(app: Leasehold, tenant: str, shard: int, *, page: int, newest_first: bool,
+               bound: int | None, read: dict[str, Job]) -> Iterator[Row]:
+    """The rows of the tenant's home ``shard``, in (created_at, job_id) order; each row read
+    is kept in ``read`` so that nobody reads it again."""
+    cursor: Mapping[str, Any] | None = None
+    while True:
+        jobs, cursor = app.store.at_home(tenant, shard, limit=page, cursor=cursor,
+                                         newest_first=newest_first, bound=bound)
+        for job in jobs:
+            read[job.job_id] = job
+            yield job.created_at, job.job_id
+        if cursor is None:
+            return
+
+
+def _shard_rows(app: Leasehold, tenant: str, shard: int, *, page: int, newest_first: bool,
+                bound: int | None, read: dict[str, Job]) -> Iterator[Row]:
+    return heapq.merge(
+        _in_order(_indexed_rows(app, tenant, shard, page=page, newest_first=newest_first,
+                                bound=bound), newest_first),
+        _home_rows(app, tenant, shard, page=page, newest_first=newest_first, bound=bound,
+                   read=read),
+        reverse=newest_first)
+
+
 def _in_order(rows: Iterator[Row], newest_first: bool) -> Iterator[Row]:
     """``rows`` (in created_at order) with each run of equal created_at sorted by job_id."""
     for _, tied in itertools.groupby(rows, key=lambda row: row[0]):
@@ -105,12 +133,14 @@ def _in_order(rows: Iterator[Row], newest_first: bool) -> Iterator[Row]:
 
 
 def merged(app: Leasehold, tenant: str, *, page: int, newest_first: bool = True,
-           after: Row | None = None) -> Iterator[Row]:
+           after: Row | None = None, read: dict[str, Job] | None = None) -> Iterator[Row]:
     """Every row of the tenant after ``after``, all shards merged in (created_at, job_id)
-    order (descending if ``newest_first``); each shard is read a page at a time, on demand."""
+    order (descending if ``newest_first``); each shard is read a page at a time, on demand.
+    ``read``: where the rows read whole on the way (its homes') are kept, by id."""
     bound = None if after is None else after[0]
-    streams = [_in_order(_shard_rows(app, tenant, shard, page=page, newest_first=newest_first,
-                                     bound=bound), newest_first)
+    kept: dict[str, Job] = {} if read is None else read
+    streams = [_shard_rows(app, tenant, shard, page=page, newest_first=newest_first,
+                           bound=bound, read=kept)
                for shard in range(app.settings.tenant_shards)]
     rows = heapq.merge(*streams, reverse=newest_first)
     if after is None:
@@ -131,7 +161,8 @@ def list_jobs(app: Leasehold, tenant: str, *, limit: int, where: JobFilter = Job
         start = (where.created_before, "")  # the range's end: rows before it (index bound)
     elif start is None and not newest_first and where.created_after is not None:
         start = (where.created_after - 1, "\uffff")
-    rows = merged(app, tenant, page=chunk, newest_first=newest_first, after=start)
+    read: dict[str, Job] = {}
+    rows = merged(app, tenant, page=chunk, newest_first=newest_first, after=start, read=read)
     low, high = where.created_after, where.created_before
     if newest_first and low is not None:  # the range's start: stop there
         rows = itertools.takewhile(lambda row: row[0] >= low, rows)
@@ -140,7 +171,9 @@ def list_jobs(app: Leasehold, tenant: str, *, limit: int, where: JobFilter = Job
     last: Row | None = None
     for _ in range(MAX_PAGES):
         batch = list(itertools.islice(rows, chunk))
-        jobs = {job.job_id: job for job in app.store.batch_get([row[1] for row in batch])}
+        jobs = {row[1]: read.pop(row[1]) for row in batch if row[1] in read}
+        jobs.update({job.job_id: job for job in app.store.batch_get(
+            [row[1] for row in batch if row[1] not in jobs])})
         for index, row in enumerate(batch):
             last = row
             job = jobs.get(row[1])

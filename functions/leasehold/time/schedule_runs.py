@@ -14,10 +14,10 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from leasehold.aws.definitions import BY_SCHEDULE_INDEX
+from leasehold.aws.definitions import BY_SCHEDULE_INDEX, job_key
 from leasehold.aws.dynamo import Cancelled, condition_failed, query_page, to_av, transact_write
 from leasehold.clock import iso
-from leasehold.core.ids import derived_id
+from leasehold.core.ids import derived_job_id
 from leasehold.core.jobs import Job
 from leasehold.core.states import JobState
 from leasehold.errors import Conflict, NotFound
@@ -33,8 +33,9 @@ ACTOR = "scheduler"
 
 def run_id(schedule: Schedule, fire_at: int, *, manual: bool = False) -> str:
     """The id of an occurrence's run: the same for every tick that fires it."""
-    return derived_id("schedule", schedule.schedule_id, str(schedule.config_version),
-                      "manual" if manual else "cron", str(fire_at))
+    return derived_job_id(schedule.tenant, "schedule", schedule.schedule_id,
+                          str(schedule.config_version), "manual" if manual else "cron",
+                          str(fire_at))
 
 
 def fire_workflow(app: Leasehold, schedule: Schedule, fire_at: int, now: int, *,
@@ -170,7 +171,7 @@ def withdraw_uncounted(app: Leasehold, job_id: str) -> bool:
 def _delete(app: Leasehold, job: Job) -> dict[str, Any]:
     """The conditional delete of a run that has not started since ``job`` was read."""
     return {"Delete": {
-        "TableName": app.settings.jobs_table, "Key": {"job_id": {"S": job.job_id}},
+        "TableName": app.settings.jobs_table, "Key": job_key(job.job_id),
         "ConditionExpression": "#state = :state AND epoch = :epoch AND "
                                "attribute_not_exists(first_started_at)",
         "ExpressionAttributeNames": {"#state": "state"},

@@ -54,6 +54,9 @@ class TickReport(PromoteReport):
     misfired: int = 0
     #: Ids of the runs fired: jobs, and workflows for schedules that start one.
     fired_job_ids: list[str] = field(default_factory=list)
+    #: Due schedules left unfired because this cell may not take their tenant's new work
+    #: (cells: the tenant is homed in another Region, or this cell is fenced).
+    away: int = 0
 
 
 def promote_due(app: Leasehold, *, lookahead_seconds: float = LOOKAHEAD_SECONDS,
@@ -104,6 +107,12 @@ def fire_schedules(app: Leasehold, *, lookahead_seconds: float = LOOKAHEAD_SECON
                 continue
             if schedule.retry_at is not None and now < schedule.retry_at:
                 continue  # failing: backing off
+            if not app.homed_here(schedule.tenant, now):
+                # Cells: a schedule fires only in its tenant's home. Its cursor stays, so
+                # when the tenant comes back (failback) its misfire policy decides what the
+                # occurrences missed meanwhile become, as after a ticker outage.
+                report.away += 1
+                continue
             report.schedules += 1
             try:
                 fire_schedule(app, store, schedule, now, lookahead_ms, report)
@@ -217,7 +226,9 @@ def tick(app: Leasehold, *, lookahead_seconds: float = LOOKAHEAD_SECONDS) -> Tic
 
 
 def found_work(report: TickReport) -> bool:
-    """Whether a tick's due queries returned anything (jobs or schedules, fired or not)."""
+    """Whether a tick's due queries returned anything (jobs or schedules, fired or not).
+    Schedules left to another cell do not count: nothing here can fire them, and when
+    their tenant comes back the idle pace (at most half the look-ahead) finds them."""
     return bool(report.promoted or report.skipped or report.schedules)
 
 

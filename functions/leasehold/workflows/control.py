@@ -60,7 +60,8 @@ def get_workflow(app: Leasehold, workflow_id: str, tenant: str | None = None) ->
     workflow = workflow_store(app).get(workflow_id)
     if tenant is not None and workflow.tenant != tenant:
         raise NotFound(f"no workflow {workflow_id}", workflow_id=workflow_id)
-    rows = app.store.batch_get([step_job_id(workflow_id, s) for s in workflow.step_ids])
+    rows = app.store.batch_get([step_job_id(workflow_id, s, workflow.tenant)
+                                for s in workflow.step_ids])
     return WorkflowDetail(workflow, tuple(rows))
 
 

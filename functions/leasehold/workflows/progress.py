@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 
-from leasehold.core.ids import derived_id
+from leasehold.core.ids import derived_job_id
 from leasehold.core.jobs import Job
 from leasehold.core.states import JobState
 from leasehold.errors import Conflict, NotFound
@@ -41,9 +41,10 @@ def workflow_store(app: Leasehold) -> DynamoWorkflowStore:
     return DynamoWorkflowStore(app.clients, app.settings)
 
 
-def step_job_id(workflow_id: str, step_id: str) -> str:
-    """Step rows have derived ids: a retried start finds the rows the first one wrote."""
-    return derived_id("workflow-step", workflow_id, step_id)
+def step_job_id(workflow_id: str, step_id: str, tenant: str) -> str:
+    """Step rows have derived ids: a retried start finds the rows the first one wrote. They
+    live with the workflow's tenant (their homes, ``core.ids``)."""
+    return derived_job_id(tenant, "workflow-step", workflow_id, step_id)
 
 
 class StepObserver:
@@ -117,7 +118,7 @@ def step_finished(app: Leasehold, job: Job, now: int) -> None:
 def propagate(app: Leasehold, store: DynamoWorkflowStore, job: Job, now: int) -> None:
     workflow_id, step = job.extra["workflow_id"], job.extra["step_id"]
     for dependent, limit in dict(job.extra.get("dependents", {})).items():
-        dependent_id = step_job_id(workflow_id, dependent)
+        dependent_id = step_job_id(workflow_id, dependent, job.tenant)
         pending = store.count_dependency(dependent_id, step, inputs.entry(job, int(limit)))
         if pending is None or pending <= 0:
             # Counted the last one now, or earlier by a run that may have died before the
@@ -151,7 +152,7 @@ def finish(app: Leasehold, workflow: Workflow, now: int) -> Workflow | None:
         target, why = S.SUCCEEDED, ""
     # Every step is terminal, so nothing is left to reconcile: leave the live index now,
     # with the retention TTL (on the steps first, see leasehold.workflows.retention).
-    retention.stamp_steps(app, [step_job_id(workflow.workflow_id, s)
+    retention.stamp_steps(app, [step_job_id(workflow.workflow_id, s, workflow.tenant)
                                 for s in workflow.step_ids], now)
     done, _ = workflow_store(app).update(
         workflow.workflow_id, states=[S.RUNNING], removes=("live_shard", "check_at"),
@@ -167,7 +168,7 @@ def wind_down(app: Leasehold, workflow: Workflow, now: int) -> bool:
     later reconciler pass to see every step terminal and drop the workflow from the index.
     """
     store = workflow_store(app)
-    ids = [step_job_id(workflow.workflow_id, s) for s in workflow.step_ids]
+    ids = [step_job_id(workflow.workflow_id, s, workflow.tenant) for s in workflow.step_ids]
     still_live = False
     for job in app.store.batch_get(ids):
         if job.state.terminal:

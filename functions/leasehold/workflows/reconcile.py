@@ -89,7 +89,7 @@ def reconcile_workflow(app: Leasehold, workflow_id: str, *, now: int | None = No
         report.workflow_ids.append(workflow_id)
         return store.get(workflow_id)
     rows = {job.extra["step_id"]: job for job in app.store.batch_get(
-        [step_job_id(workflow_id, s) for s in workflow.step_ids])}
+        [step_job_id(workflow_id, s, workflow.tenant) for s in workflow.step_ids])}
     for step in workflow.step_ids:
         job = rows.get(step)
         if job is not None and job.state.terminal and _unfinished_business(workflow, job, rows):

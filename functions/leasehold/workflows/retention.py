@@ -25,6 +25,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
+from leasehold.aws.definitions import job_key
 from leasehold.aws.dynamo import condition_failed, to_av
 from leasehold.core.jobs import Job
 from leasehold.core.retention import PURGE_AT, purge_at
@@ -68,7 +69,7 @@ def _update(app: Leasehold, job_id: str, expression: str, condition: str,
     kwargs: dict[str, Any] = {"ExpressionAttributeValues": to_av(values)} if values else {}
     try:
         app.clients.dynamodb.update_item(
-            TableName=app.settings.jobs_table, Key={"job_id": {"S": job_id}},
+            TableName=app.settings.jobs_table, Key=job_key(job_id),
             UpdateExpression=expression, ConditionExpression=condition,
             ExpressionAttributeNames=names, **kwargs)
     except ClientError as exc:

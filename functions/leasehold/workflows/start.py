@@ -126,7 +126,8 @@ def _create_steps(app: Leasehold, prepared: Prepared, workflow_id: str, now: int
             "failure_policy": policies[step],
             inputs.ATTRIBUTE: {},
         }
-        job = new_job(app, prepared.steps[step], now, job_id=step_job_id(workflow_id, step),
+        spec = prepared.steps[step]
+        job = new_job(app, spec, now, job_id=step_job_id(workflow_id, step, spec.tenant),
                       state=JobState.WAITING, actor=actor, extra=extra)
         rows[step], _ = app.store.create(job)
     return rows

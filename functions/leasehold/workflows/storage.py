@@ -22,6 +22,7 @@ from typing import Any, Protocol
 from botocore.exceptions import ClientError
 
 from leasehold.aws.clients import Clients
+from leasehold.aws.definitions import job_key
 from leasehold.aws.dynamo import batch_get, condition_failed, from_av, query, query_page, to_av
 from leasehold.core.ids import shard_of
 from leasehold.core.states import JobState
@@ -183,7 +184,7 @@ class DynamoWorkflowStore:
         """
         try:
             response = self._ddb.update_item(
-                TableName=self.settings.jobs_table, Key={"job_id": {"S": job_id}},
+                TableName=self.settings.jobs_table, Key=job_key(job_id),
                 UpdateExpression="SET deps_pending = deps_pending - :one, #inputs.#dep = :entry",
                 ConditionExpression="#state = :waiting AND attribute_not_exists(#inputs.#dep)",
                 ExpressionAttributeNames={"#state": "state", "#inputs": INPUTS,

@@ -99,10 +99,30 @@ interface LeasedJob {
   lease: { token: string; expires_at: string };
 }
 
+/** The cell a 421 answer names: its URL (http or https only) and Region, or null. */
+function homeOf(header: string | null, answer: string): { url: string; region?: string } | null {
+  let error: any = {};
+  try {
+    error = JSON.parse(answer)?.error ?? {};
+  } catch {
+    error = {};
+  }
+  const raw = header || (typeof error.home_url === "string" ? error.home_url : "");
+  let url: URL;
+  try {
+    url = new URL(raw);
+  } catch {
+    return null;
+  }
+  if (url.protocol !== "http:" && url.protocol !== "https:") return null;
+  return { url: raw.replace(/\/+$/, ""), region: typeof error.home === "string" ? error.home : undefined };
+}
+
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
 export class Worker {
-  readonly url: string;
+  /** The API's base URL; a 421 misdirected answer re-points it to the cell it names. */
+  url: string;
   readonly pool: string;
   readonly workerId: string;
   readonly maxJobs: number;
@@ -111,7 +131,7 @@ export class Worker {
   private readonly running = new Set<Promise<void>>();
   private readonly log: (message: string) => void;
   private readonly handleSignals: boolean;
-  private readonly sigv4?: SigV4Options;
+  private sigv4?: SigV4Options;
   private signer?: Promise<any>;
   private stopping = false;
   private wake: () => void = () => {};
@@ -275,8 +295,13 @@ export class Worker {
     }
   }
 
-  /** POSTs JSON; 409 lease_lost throws LeaseLostError, other non-2xx HttpError. */
-  async post(path: string, body: unknown, timeoutMs: number): Promise<any> {
+  /**
+   * POSTs JSON; 409 lease_lost throws LeaseLostError, other non-2xx HttpError. A 421
+   * misdirected answer naming another cell's URL (header Leasehold-Home-Url, else
+   * error.home_url) re-points this worker there, for this and every later request, and sends
+   * the request again there, once (docs/protocol.md, "Cells").
+   */
+  async post(path: string, body: unknown, timeoutMs: number, follow = true): Promise<any> {
     const text = JSON.stringify(body);
     let headers: Record<string, string> = { "content-type": "application/json" };
     if (this.sigv4) headers = await this.sign(path, text, headers);
@@ -285,6 +310,18 @@ export class Worker {
     });
     const answer = await response.text();
     if (response.status === 409 && answer.includes("lease_lost")) throw new LeaseLostError(answer);
+    if (response.status === 421 && follow) {
+      const home = homeOf(response.headers.get("leasehold-home-url"), answer);
+      if (home && home.url !== this.url) {
+        this.url = home.url;
+        if (this.sigv4 && home.region) {  // sign for the home's Region from now on
+          this.sigv4 = { ...this.sigv4, region: home.region };
+          this.signer = undefined;
+        }
+        this.log(`the server sent this worker to ${home.url} (421 misdirected)`);
+        return this.post(path, body, timeoutMs, false);
+      }
+    }
     if (!response.ok) throw new HttpError(response.status, answer);
     return answer ? JSON.parse(answer) : null;
   }

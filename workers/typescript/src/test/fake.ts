@@ -3,7 +3,7 @@ import { createServer, Server } from "node:http";
 import { AddressInfo } from "node:net";
 
 export interface Recorded { path: string; body: any; at: number }
-export type Answer = { status?: number; body: unknown; delayMs?: number };
+export type Answer = { status?: number; body: unknown; delayMs?: number; headers?: Record<string, string> };
 export type Script = (path: string, body: any, server: FakeServer) => Answer | Promise<Answer>;
 
 export class FakeServer {
@@ -24,7 +24,7 @@ export class FakeServer {
         this.waiters.splice(0).forEach((w) => w());
         const answer = await this.script(req.url ?? "", body, this);
         if (answer.delayMs) await new Promise((r) => setTimeout(r, answer.delayMs));
-        res.writeHead(answer.status ?? 200, { "content-type": "application/json" });
+        res.writeHead(answer.status ?? 200, { "content-type": "application/json", ...answer.headers });
         res.end(JSON.stringify(answer.body));
       });
     });

@@ -182,3 +182,26 @@ test("SIGTERM stops leasing, lets the in-flight job finish and report, and exits
   assert.ok(server.named("/complete")[0].at >= killedAt, "the job finished after SIGTERM, not cut short");
   assert.equal(server.named("/workers/lease").length, 2, "no lease request after SIGTERM");
 });
+
+test("a 421 misdirected re-points the worker to the cell it names, for the retry and later requests", async () => {
+  const lease = onceThenEmpty([leasedJob("j9", "add", { a: 1, b: 1 })]);
+  const home = await new FakeServer((path, body) => (path === "/workers/lease" ? lease(body) : ok())).start();
+  const elsewhere = await new FakeServer(() => ({
+    status: 421, headers: { "leasehold-home-url": home.url + "/" },
+    body: { error: { code: "misdirected", message: "elsewhere", field: null, home: "us-east-2", home_url: home.url } },
+  })).start();
+  const w = worker(elsewhere).task("add", async (p: { a: number; b: number }) => p.a + p.b);
+  const running = w.run();
+  await home.until((s) => s.named("/complete").length === 1);
+  w.stop();
+  await running;
+  await home.stop();
+  await elsewhere.stop();
+  // Only the first lease went there (Node's fetch itself sends a request that met 421 once
+  // more, on a new connection, before the worker sees the answer): nothing after it.
+  assert.deepEqual([...new Set(elsewhere.requests.map((r) => r.path))], ["/workers/lease"]);
+  assert.ok(elsewhere.requests.every((r) => r.at <= home.requests[0].at));
+  assert.equal(home.named("/workers/lease")[0].body.pool, "p");
+  assert.deepEqual(home.named("/complete")[0].body, { token: "tok-j9-1", result: 2 });
+  assert.equal(w.url, home.url);
+});

@@ -21,6 +21,11 @@ public final class SigV4 {
         this.region = region; this.service = service;
     }
 
+    /** The same credentials and service, signing for another Region (a 421's home cell). */
+    public SigV4 inRegion(String other) {
+        return new SigV4(accessKey, secretKey, sessionToken, other, service);
+    }
+
     /** Credentials and region from AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_REGION. */
     public static SigV4 fromEnv(String service) {
         Map<String, String> env = System.getenv();

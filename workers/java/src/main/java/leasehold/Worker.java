@@ -147,7 +147,9 @@ public class Worker {
         }
     }
 
-    public final String url, pool, workerId;
+    /** The API's base URL; a 421 misdirected answer re-points it to the cell it names. */
+    public volatile String url;
+    public final String pool, workerId;
     public final int maxJobs, waitSeconds;
     private final Map<String, Task> tasks = new ConcurrentHashMap<>();
     private final HttpClient http = HttpClient.newBuilder().version(HttpClient.Version.HTTP_1_1)
@@ -358,8 +360,18 @@ public class Worker {
         }
     }
 
-    /** POSTs JSON; 409 lease_lost throws LeaseLostException, any other non-2xx HttpException. */
+    /**
+     * POSTs JSON; 409 lease_lost throws LeaseLostException, any other non-2xx HttpException. A 421
+     * misdirected answer naming another cell's URL (header Leasehold-Home-Url, else error.home_url)
+     * re-points this worker there, for this and every later request, and sends the request again
+     * there, once (docs/protocol.md, "Cells").
+     */
     public Object post(String path, Object body, long timeoutSeconds) throws IOException, InterruptedException {
+        return post(path, body, timeoutSeconds, true);
+    }
+
+    private Object post(String path, Object body, long timeoutSeconds, boolean follow)
+            throws IOException, InterruptedException {
         URI uri = URI.create(url + path);
         byte[] bytes = Json.write(body).getBytes(StandardCharsets.UTF_8);
         HttpRequest.Builder builder = HttpRequest.newBuilder(uri)
@@ -374,8 +386,39 @@ public class Worker {
         HttpResponse<String> response = http.send(request, HttpResponse.BodyHandlers.ofString(StandardCharsets.UTF_8));
         String text = response.body();
         if (response.statusCode() == 409 && text.contains("lease_lost")) throw new LeaseLostException(text);
+        if (response.statusCode() == 421 && follow) {
+            String[] home = homeOf(response.headers().firstValue("leasehold-home-url").orElse(null), text);
+            if (home != null && !home[0].equals(url)) {
+                url = home[0];
+                if (signer != null && home[1] != null) signer = signer.inRegion(home[1]);
+                log.accept("the server sent this worker to " + url + " (421 misdirected)");
+                return post(path, body, timeoutSeconds, false);
+            }
+        }
         if (response.statusCode() / 100 != 2) throw new HttpException(response.statusCode(), text);
         return text.isEmpty() ? null : Json.parse(text);
+    }
+
+    /** The cell a 421 answer names: {its URL (http or https only), its Region or null}, or null. */
+    static String[] homeOf(String header, String text) {
+        Map<?, ?> error = Map.of();
+        try {
+            Object answer = Json.parse(text);
+            if (answer instanceof Map<?, ?> map && map.get("error") instanceof Map<?, ?> e) error = e;
+        } catch (RuntimeException notJson) {
+            // the header alone names it
+        }
+        String raw = header != null && !header.isEmpty() ? header
+                : error.get("home_url") instanceof String s ? s : null;
+        if (raw == null) return null;
+        String scheme;
+        try {
+            scheme = URI.create(raw).getScheme();
+        } catch (IllegalArgumentException notUri) {
+            return null;
+        }
+        if (!"http".equals(scheme) && !"https".equals(scheme)) return null;
+        return new String[] {raw.replaceAll("/+$", ""), error.get("home") instanceof String r ? r : null};
     }
 
     static Instant instant(String iso) {

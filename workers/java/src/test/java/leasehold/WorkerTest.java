@@ -27,7 +27,8 @@ import java.util.function.BooleanSupplier;
 @SuppressWarnings("unchecked")
 public final class WorkerTest {
     record Request(String path, Map<String, Object> body, long at) {}
-    record Answer(int status, Object body, long delayMs) {
+    record Answer(int status, Object body, long delayMs, Map<String, String> headers) {
+        Answer(int status, Object body, long delayMs) { this(status, body, delayMs, Map.of()); }
         static Answer ok(Object body) { return new Answer(200, body, 0); }
     }
 
@@ -51,6 +52,7 @@ public final class WorkerTest {
                 }
                 byte[] out = Json.write(answer.body()).getBytes(StandardCharsets.UTF_8);
                 exchange.getResponseHeaders().add("content-type", "application/json");
+                answer.headers().forEach(exchange.getResponseHeaders()::add);
                 exchange.sendResponseHeaders(answer.status(), out.length);
                 exchange.getResponseBody().write(out);
                 exchange.close();
@@ -378,6 +380,26 @@ public final class WorkerTest {
 
     interface Case { void run() throws Exception; }
 
+    static void misdirectedRepoints() throws Exception {
+        try (Fake home = new Fake(leases(List.of(job("j9", "add", Map.of("a", 1, "b", 1), 30_000)), 100, beats(false)));
+             Fake elsewhere = new Fake((path, body) -> new Answer(421, Map.of("error", Map.of("code", "misdirected",
+                     "message", "elsewhere", "home", "us-east-2", "home_url", home.url)), 0,
+                     Map.of("Leasehold-Home-Url", home.url + "/")))) {
+            Worker worker = worker(elsewhere).task("add", (payload, ctx) -> {
+                Map<String, Object> p = (Map<String, Object>) payload;
+                return (Long) p.get("a") + (Long) p.get("b");
+            });
+            Thread running = start(worker);
+            until(() -> home.named("/complete").size() == 1, "the complete at the home");
+            worker.stop();
+            running.join(5000);
+            equal(elsewhere.requests.stream().map(Request::path).toList(), List.of("/workers/lease"));
+            equal(home.named("/workers/lease").get(0).body().get("pool"), "p");
+            equal(home.named("/complete").get(0).body(), Map.of("token", "tok-j9", "result", 2L));
+            equal(worker.url, home.url);
+        }
+    }
+
     public static void main(String[] args) {
         Map<String, Case> cases = new LinkedHashMap<>();
         cases.put("json round trip", WorkerTest::jsonRoundTrip);
@@ -391,6 +413,7 @@ public final class WorkerTest {
         cases.put("409 lease_lost -> nothing reported", WorkerTest::leaseLostReportsNothing);
         cases.put("errors -> fail", WorkerTest::errorsFail);
         cases.put("SIGTERM drains, exit 0", WorkerTest::sigtermDrains);
+        cases.put("421 misdirected -> re-pointed to its home", WorkerTest::misdirectedRepoints);
         int failed = 0;
         for (Map.Entry<String, Case> c : cases.entrySet()) {
             long started = System.nanoTime();
