@@ -22,6 +22,7 @@ from leasehold.aws.faults import Fault, FaultInjector, InjectedCrash
 from leasehold.aws.provision import create_all
 from leasehold.clock import FakeClock
 from leasehold.compose import compose
+from leasehold.core.ids import listed_at_home
 from leasehold.core.registry import TaskRegistry
 from leasehold.core.spec import JobSpec
 from leasehold.core.states import JobState
@@ -208,6 +209,33 @@ def test_a_give_back_still_on_its_way_is_not_taken_for_an_orphan(
     # ... it lands now (a hung call arriving late): the counters are exact, never under.
     assert slots.give_back(app, "default", 0, slot_at, JobState.SUCCEEDED)
     assert tenant_live(app) == live_counted_jobs(app) == 1
+
+
+def test_a_repair_keeps_the_slots_of_live_jobs_listed_from_their_home_and_from_the_index(
+        app: Leasehold, clock: FakeClock, tasks: TaskRegistry) -> None:
+    """A plain capped job has no listing-index entry (its home lists it, issue 46); a keyed
+    one has. A repair that read only the index would count the plain job absent and return
+    the slot it still holds, letting the cap be passed. It reads both, as the listing does:
+    it returns the one orphan, and the counter never drops below the live counted jobs."""
+    api = api_for(app, max_live=3)
+    plain = api.post("/jobs", {"task": "echo"}).body["job_id"]
+    keyed = api.post("/jobs", {"task": "echo", "idempotency_key": "k"}).body["job_id"]
+    made = {job_id: app.store.get(job_id) for job_id in (plain, keyed)}
+    listed = {job_id: listed_at_home(job_id, "default", job.created_at,
+                                     app.settings.tenant_shards)
+              for job_id, job in made.items()}
+    assert listed == {plain: True, keyed: False}  # one from its home, one from the index
+    assert all(job.extra[SLOT_AT] for job in made.values())
+    inject(app, Fault(target="dynamodb.UpdateItem", kind="lose-raise", when=_taking(app)))
+    assert api.post("/jobs", {"task": "echo"}).status >= 500  # an orphan beside them
+    assert tenant_live(app) == 3 and live_counted_jobs(app) == 2
+    clock.advance(60)  # every bucket closed; both jobs still queued
+    assert sweeper.sweep(app).repaired["slots"] == 1
+    assert tenant_live(app) == live_counted_jobs(app) == 2
+    clock.advance(120)  # later passes return nothing more
+    assert sweeper.sweep(app).repaired["slots"] == 0
+    assert tenant_live(app) == live_counted_jobs(app) == 2
+    assert [api.post("/jobs", {"task": "echo"}).status for _ in range(2)] == [201, 429]
 
 
 def test_a_give_back_to_a_bucket_the_repair_closed_is_refused(

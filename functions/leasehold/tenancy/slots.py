@@ -17,8 +17,9 @@
   that failed or whose response was lost, an increment botocore retried after a lost
   response) leaves a slot counted with no live job: an orphan, never the reverse. Once a
   bucket is closed (:data:`SETTLE_MS` after its end, when no put for it can still land), the
-  sweeper's repair (:func:`repair`) counts its rows, read by the listing index over the
-  bucket's creation times and then strongly consistently: those still live, and those that
+  sweeper's repair (:func:`repair`) counts its rows, read over the bucket's creation times
+  the way the listing reads them (the tenant's homes, and the sparse index for derived
+  ids), strongly consistently: those still live, and those that
   ended within :data:`SETTLE_MS` (their give-back may still be on its way). Whatever the
   bucket holds beyond them is orphaned, and one conditional update, on the bucket's ``in``
   and ``out`` as read, returns it (``ADD live -n, out_<b> n``); a bucket with nothing left
@@ -28,6 +29,7 @@
 
 from __future__ import annotations
 
+import itertools
 import logging
 import time
 from collections.abc import Iterator, Mapping
@@ -36,21 +38,18 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from leasehold.aws.definitions import BY_TENANT_INDEX
 from leasehold.aws.dynamo import (
-    batch_get,
     condition_failed,
     from_av,
     not_applied,
-    query,
     to_av,
 )
-from leasehold.core.jobs import Job, job_from_item
+from leasehold.core.jobs import Job
 from leasehold.core.states import JobState
 from leasehold.lifecycle.app import Leasehold
-from leasehold.lifecycle.store import tenant_shard
 from leasehold.lifecycle.store_base import ADMISSION_SHARD, COUNTED, SLOT_AT, SLOT_WAS
 from leasehold.tenancy.counters import slot_item
+from leasehold.tenancy.listing import merged
 
 log = logging.getLogger(__name__)
 
@@ -204,24 +203,27 @@ def _closed(bucket: int, now: int) -> bool:
 
 
 def _rows(app: Leasehold, tenant: str, shard: int, bucket: int, now: int) -> tuple[int, int]:
-    """(rows of the bucket still live, rows that ended within the settle time): read by the
-    listing index over the creation times a row of the bucket can have (its ``slot_at`` is
-    never before its ``created_at``, and follows it by the submission's intakes only), then
-    strongly consistently."""
+    """(rows of the bucket still live, rows that ended within the settle time): every row
+    of the tenant created in the times a row of the bucket can have (its ``slot_at`` is
+    never before its ``created_at``, and follows it by the submission's intakes only), read
+    the way the listing reads them (:func:`leasehold.tenancy.listing.merged`): the tenant's
+    homes on the table itself, strongly consistent, where a plain job lives with no index
+    entry, merged with the sparse ``by_tenant_shard`` index for derived ids, whose rows are
+    then read strongly consistently. Reading the index alone would miss every plain capped
+    job, count it absent and return the slot it still holds."""
     start = bucket * BUCKET_MS
-    ids: list[str] = []
-    for k in range(app.settings.tenant_shards):
-        for item in query(app.clients.dynamodb, TableName=app.settings.jobs_table,
-                          IndexName=BY_TENANT_INDEX.name,
-                          KeyConditionExpression="tenant_shard = :k AND "
-                                                 "created_at BETWEEN :lo AND :hi",
-                          ExpressionAttributeValues=to_av({
-                              ":k": tenant_shard(tenant, k), ":lo": start - SETTLE_MS,
-                              ":hi": start + BUCKET_MS})):
-            ids.append(str(item["job_id"]))
+    low, high = start - SETTLE_MS, start + BUCKET_MS
+    read: dict[str, Job] = {}
+    ids = [row[1] for row in itertools.takewhile(
+        lambda row: row[0] <= high,
+        merged(app, tenant, page=100, newest_first=False, after=(low - 1, "\uffff"),
+               read=read))]
+    jobs = [read[i] for i in ids if i in read]
+    jobs += app.store.batch_get([i for i in ids if i not in read])
     live = settling = 0
-    for row in batch_get(app.clients.dynamodb, app.settings.jobs_table, "job_id", ids):
-        job = job_from_item(row)
+    for job in jobs:
+        if job.tenant != tenant:
+            continue
         if job.extra.get(COUNTED) and int(job.extra.get(ADMISSION_SHARD) or 0) == shard and \
                 job.extra.get(SLOT_AT) is not None and \
                 bucket_of(int(job.extra[SLOT_AT])) == bucket:
