@@ -423,6 +423,18 @@ MUTANTS: tuple[Mutant, ...] = (
               "            elif _ended(job) >= now - SETTLE_MS and False:\n"),
          )),
     Mutant(
+        "repair-reads-only-the-listing-index",
+        "The repair reads a bucket's rows from the sparse listing index alone: a plain capped "
+        "job, listed from its home with no index entry, counts as absent, and the slot it "
+        "still holds is returned (the cap passed while it runs).",
+        "issue 46 parts 2 and 3 (the table keyed by home; a cap without transactions)",
+        "tests/integration/test_cap_without_transactions.py::"
+        "test_a_repair_keeps_the_slots_of_live_jobs_listed_from_their_home_and_from_the_index",
+        (Edit(F + "tenancy/slots.py",
+              "    jobs = [read[i] for i in ids if i in read]\n",
+              "    jobs: list[Job] = []\n"),
+         )),
+    Mutant(
         "give-back-to-a-closed-bucket",
         "A give-back is not conditioned on its bucket still being open: one that lands after "
         "the repair returned its slot and closed the bucket takes a live job's slot away.",
