@@ -17,6 +17,8 @@ from urllib.parse import urlsplit
 
 import pytest
 
+from leasehold.settings import Settings
+
 from .conftest import Runtime, start_runtime
 
 # A payload no port number, date or message can contain by chance (a port once held "42").
@@ -167,7 +169,7 @@ def test_the_embedded_emulator_answers_the_sdks_but_no_web_page(runtime: Runtime
     runtime.submit({"task": "echo", "payload": {"secret": SECRET}}, tenant=tenant)
     [line] = [line for line in runtime.output if line.strip().startswith("AWS:")]
     endpoint = urlsplit(line.split()[1])
-    scan = json.dumps({"TableName": "leasehold-jobs"})
+    scan = json.dumps({"TableName": Settings().jobs_table})
     headers = {"Content-Type": "application/x-amz-json-1.0",
                "X-Amz-Target": "DynamoDB_20120810.Scan",
                # Any signature: moto reads the service from it and checks nothing.
