@@ -28,6 +28,7 @@ from leasehold.streams.enqueue import enqueue_item
 from leasehold.streams.once import install as install_once
 from leasehold.targets import install as install_targets
 from leasehold.tenancy.counters import count_outcomes, slot_writes
+from leasehold.tenancy.slots import install as install_slots
 from leasehold.tracing import install as install_tracing
 from leasehold.workflows.progress import install as install_workflows
 from leasehold.workflows.reconcile import reconcile as reconcile_workflows
@@ -45,9 +46,14 @@ def compose(
     """The application with every feature installed (arguments as ``Leasehold.from_settings``)."""
     app = Leasehold.from_settings(settings, clock=clock, registry=registry, clients=clients,
                                   rng=rng)
-    # A tenant's live-job slot goes back, and its outcome is counted (back-pressure and
-    # /stats), in the same transaction that ends the job.
+    # A tenant's live-job slot taken in a transaction with its row (a manual retry, a
+    # count-in, a durable child) goes back, and its outcome is counted (back-pressure and
+    # /stats), in the same transaction that ends the job ...
     app.store.companions.append(slot_writes(app.settings))
+    # ... except a submission's slot, taken by its own write before the row: given back by
+    # a write after the end, and a slot a crash left between the two returned by the
+    # sweeper's repair (docs/design.md, "A cap without transactions").
+    install_slots(app)
     # The outcomes of every other job (schedules, triggers, workflows), for /stats: counted
     # once per batch of jobs.
     count_outcomes(app)

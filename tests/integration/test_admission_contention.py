@@ -46,24 +46,32 @@ def tasks(registry: TaskRegistry) -> TaskRegistry:
 
 
 def _touches(app: Leasehold, key: str) -> Any:
-    """A fault filter: the transaction writes the admission item ``key``."""
+    """A fault filter: the call (a transaction, or a submission's own update of its slot,
+    issue 46) writes the admission item ``key``."""
     def when(params: Mapping[str, Any]) -> bool:
-        return any(entry.get("Update", {}).get("Key", {}).get("tenant", {}).get("S") == key
-                   and entry["Update"].get("TableName") == app.settings.tenants_table
-                   for entry in params.get("TransactItems", []))
+        entries = [entry.get("Update", {}) for entry in params.get("TransactItems", [])]
+        return any(entry.get("Key", {}).get("tenant", {}).get("S") == key
+                   and entry.get("TableName") == app.settings.tenants_table
+                   for entry in [*entries, params])
     return when
+
+
+#: A submission's slot is its own update (issue 46); an item in another's transaction (a
+#: retry's, a count-in's) refuses it with ``TransactionConflictException`` as it refuses a
+#: transaction.
+WRITES = "dynamodb.TransactWriteItems|dynamodb.UpdateItem"
 
 
 def test_an_admission_item_held_by_concurrent_transactions_hands_over_to_another(
         app: Leasehold, tasks: TaskRegistry) -> None:
     api = api_for(app, shards=2)
     # Every transaction on the tenant's item 0 meets another one (on AWS: a hot item).
-    injector = inject(app, Fault(target="dynamodb.TransactWriteItems", kind="conflict",
+    injector = inject(app, Fault(target=WRITES, kind="conflict",
                                  times=None, when=_touches(app, slot_item("default", 0))))
     random.seed(3)  # the first try lands on item 0 at least once
     replies = [api.post("/jobs", {"task": "echo"}) for _ in range(4)]
     assert [r.status for r in replies] == [201] * 4, [r.body for r in replies]
-    assert injector.injected[("dynamodb.TransactWriteItems", "conflict")] >= 8
+    assert injector.injected[("dynamodb.UpdateItem", "conflict")] >= 1
     shards = {app.store.get(r.body["job_id"]).extra.get(ADMISSION_SHARD, 0) for r in replies}
     assert shards == {1}
     assert tenant_live(app, shards=2) == 4 == live_counted_jobs(app)
@@ -72,7 +80,9 @@ def test_an_admission_item_held_by_concurrent_transactions_hands_over_to_another
 def test_admission_contended_on_every_item_answers_503_not_429_and_takes_nothing(
         app: Leasehold, tasks: TaskRegistry) -> None:
     api = api_for(app, shards=2)
-    inject(app, Fault(target="dynamodb.TransactWriteItems", kind="conflict", times=None))
+    inject(app, Fault(target=WRITES, kind="conflict", times=None,
+                      when=lambda params: "TransactItems" in params or
+                      params.get("TableName") == app.settings.tenants_table))
     reply = api.post("/jobs", {"task": "echo"})
     assert reply.status == 503, reply.body
     assert "concurrent writes" in reply.body["error"]["message"]

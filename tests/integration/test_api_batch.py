@@ -219,7 +219,7 @@ def test_a_lost_answer_mid_batch_then_the_whole_batch_again_makes_each_job_once(
 
 
 def test_a_throttle_on_some_items_fails_only_those_and_a_resend_makes_them_once(
-        app: Leasehold, tasks: TaskRegistry) -> None:
+        app: Leasehold, clock: FakeClock, tasks: TaskRegistry) -> None:
     api = api_for(app, rate=100, burst=100, max_live=50)
     batch = {"jobs": [{"task": "echo", "payload": i, "idempotency_key": f"t{i}"}
                       for i in range(5)]}
@@ -241,6 +241,11 @@ def test_a_throttle_on_some_items_fails_only_those_and_a_resend_makes_them_once(
     again = api.post("/jobs/batch", batch)
     assert statuses(again) == [200, 200, 200, 201, 200]
     assert len(jobs_in_table(app)) == 5
+    # Item 3's put failed with its fate unknown, so the slot taken before it was kept (issue
+    # 46): one slot over the jobs, never under, until the repair returns it.
+    assert tenant_live(app) >= live_counted_jobs(app) == 5
+    clock.advance(60)
+    sweeper.sweep(app)
     assert tenant_live(app) == live_counted_jobs(app) == 5
     deliver(app)
     assert all(app.store.get(job_id).state is JobState.SUCCEEDED for job_id in ids)

@@ -144,7 +144,9 @@ def test_a_re_run_job_goes_through_its_keys_gate_and_spends_a_turn(
     assert holders(app, "k") == set()  # the failure gave its slot back
     assert flow_item(app, TENANT, "unique", "ru") is None  # and its unique claim
     failing.clear()
-    holder = post(api, "sync", 1)
+    # Keyed, its row has a sweep entry (a job sent first is recovered by its message, after
+    # the queue's visibility timeout, on SQS's clock rather than the test's).
+    holder = post(api, "sync", 1, idempotency_key="holder")
     assert lease_visible(app) == {holder: "leased"}
     rerun(app, api, clock, path, dead)
     assert flow_item(app, TENANT, "unique", "ru") == {  # the re-run took its claim back
@@ -186,7 +188,7 @@ def test_a_workflow_retry_re_runs_a_gated_step_through_its_key(
         deliver(app)
     assert api.get(f"/workflows/{wid}", tenant=TENANT).body["state"] == "FAILED"
     failing.clear()
-    holder = post(api, "sync", 1)
+    holder = post(api, "sync", 1, idempotency_key="holder")  # swept: see above
     assert lease_visible(app) == {holder: "leased"}
     again = api.post(f"/workflows/{wid}/retry", tenant=TENANT)
     assert again.status == 200, again.body

@@ -618,11 +618,15 @@ class Lifecycle(TargetsRules, Snapshots, RemoteRules, PauseResetRules, SeamsRule
             fire("no tenant above its cap (a tenant at it)", live == LIMITS.max_live)
 
     @invariant()
-    def every_tenant_counts_exactly_its_live_jobs(self) -> None:
+    def every_tenant_counts_at_least_its_live_jobs(self) -> None:
+        # Never fewer (issue 46): a slot is taken before its row and given back after its
+        # end, so a crash or a lost write between them leaves one counted with no job, until
+        # the repair (stateful_leanadmit.py checks it returns them; the drain, that none is
+        # left).
         for tenant in CHECKED_TENANTS:
             live = sum(1 for job in self.latest.values()
                        if job.tenant == tenant and job.extra.get(COUNTED) and job.state.live)
-            assert self._tenant(tenant).get("live", 0) == live, (tenant, live)
+            assert self._tenant(tenant).get("live", 0) >= live, (tenant, live)
             fire("every tenant counts its live jobs (a tenant with one)", live > 0)
 
     def _tenant(self, tenant: str) -> dict[str, int]:
@@ -716,7 +720,9 @@ class Lifecycle(TargetsRules, Snapshots, RemoteRules, PauseResetRules, SeamsRule
             counters = self._tenant(tenant)
             assert counters.get("live", 0) == 0
             for state in (JobState.SUCCEEDED, JobState.DEAD, JobState.CANCELLED):
-                assert counters.get(f"count_{state.value}", 0) == \
+                # Never counted twice; a give-back that never landed (its slot returned by
+                # the repair) did not count its outcome (a /stats figure).
+                assert counters.get(f"count_{state.value}", 0) <= \
                     sum(1 for j in counted if j.state is state), (tenant, state, counters)
         self.flow_drained()
 

@@ -347,13 +347,14 @@ def test_a_submission_refused_at_its_tenants_cap_reports_no_submit_span(
 
 def test_a_submission_whose_write_landed_but_failed_past_its_retries_is_an_unknown_error_span(
         app: Leasehold, tasks: TaskRegistry, provider: TracerProvider) -> None:
-    """The admission's transaction lands and its caller sees an error past botocore's
-    retries: the caller cannot know whether the job was made (it was), so its span is
-    reported as an ERROR marked ``leasehold.committed=unknown``, never as a plain success."""
+    """The admission's put (after its slot's update, issue 46) lands and its caller sees an
+    error past botocore's retries: the caller cannot know whether the job was made (it was),
+    so its span is reported as an ERROR marked ``leasehold.committed=unknown``, never as a
+    plain success."""
     from leasehold.tenancy.admission import Limits, submit_admitted
     from tests.integration.helpers import lost_past_retries
 
-    lost_past_retries(app, "dynamodb.TransactWriteItems")
+    lost_past_retries(app, "dynamodb.PutItem")
     with pytest.raises(Exception):  # noqa: B017 - whatever botocore raised past its retries
         submit_admitted(app, JobSpec(task="echo", tenant="acme"), "default", Limits())
     [submitted] = named(finished(provider), "leasehold submit")

@@ -421,6 +421,57 @@ MUTANTS: tuple[Mutant, ...] = (
               "outcome))\n",
               "            also.append(add(app.settings, slot_item(job.tenant, home), outcome))\n"),
          )),
+    # -- a cap without transactions (issue 46) ------------------------------------------
+    Mutant(
+        "slot-taken-twice-on-a-lost-response",
+        "A submission's slot update carries no token of its own: botocore's retry of a try "
+        "that landed (its response lost) takes a second slot for one job.",
+        "issue 46 part 3 (a cap without transactions)",
+        "tests/integration/test_cap_without_transactions.py::"
+        "test_a_lost_response_on_the_slot_takes_it_once_below_the_cap",
+        (Edit(F + "tenancy/slots.py",
+              '    out["ConditionExpression"] = f"({update[\'ConditionExpression\']}) AND " \\\n'
+              '        "(attribute_not_exists(#slast) OR #slast <> :stoken)"\n',
+              '    out["ConditionExpression"] = f"({update[\'ConditionExpression\']}) AND " \\\n'
+              '        "(attribute_not_exists(#slast) OR #slast <> :stoken OR " \\\n'
+              '        "attribute_exists(#slast))"\n'),
+         )),
+    Mutant(
+        "repair-takes-a-settling-give-back-for-an-orphan",
+        "The repair counts only live rows against a bucket's slots, not jobs that ended within "
+        "the settle time: a give-back still on its way lands after the repair returned the "
+        "same slot, and the tenant holds one slot fewer than its live jobs (its cap passed).",
+        "issue 46 part 3 (a cap without transactions)",
+        "tests/integration/test_cap_without_transactions.py::"
+        "test_a_give_back_still_on_its_way_is_not_taken_for_an_orphan",
+        (Edit(F + "tenancy/slots.py",
+              "            elif _ended(job) >= now - SETTLE_MS:\n",
+              "            elif _ended(job) >= now - SETTLE_MS and False:\n"),
+         )),
+    Mutant(
+        "repair-reads-only-the-listing-index",
+        "The repair reads a bucket's rows from the sparse listing index alone: a plain capped "
+        "job, listed from its home with no index entry, counts as absent, and the slot it "
+        "still holds is returned (the cap passed while it runs).",
+        "issue 46 parts 2 and 3 (the table keyed by home; a cap without transactions)",
+        "tests/integration/test_cap_without_transactions.py::"
+        "test_a_repair_keeps_the_slots_of_live_jobs_listed_from_their_home_and_from_the_index",
+        (Edit(F + "tenancy/slots.py",
+              "    jobs = [read[i] for i in ids if i in read]\n",
+              "    jobs: list[Job] = []\n"),
+         )),
+    Mutant(
+        "give-back-to-a-closed-bucket",
+        "A give-back is not conditioned on its bucket still being open: one that lands after "
+        "the repair returned its slot and closed the bucket takes a live job's slot away.",
+        "issue 46 part 3 (a cap without transactions)",
+        "tests/integration/test_cap_without_transactions.py::"
+        "test_a_give_back_to_a_bucket_the_repair_closed_is_refused",
+        (Edit(F + "tenancy/slots.py",
+              '        "ConditionExpression": "#live > :zero AND attribute_exists(#in) AND "\n',
+              '        "ConditionExpression": "#live > :zero AND (attribute_exists(#in) OR '
+              'attribute_not_exists(#in)) AND "\n'),
+         )),
 )
 
 

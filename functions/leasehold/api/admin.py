@@ -103,7 +103,9 @@ def get_stats() -> StatsOut:
     tenant = context.tenant(router)
     limits = context.config(router).limits_for(app, tenant)
     by_state, live = stats.counts(app, tenant, limits.shard_count())
-    return StatsOut(tenant=tenant, jobs=by_state, live=live, queues=[
+    orphans = stats.orphans(app, tenant, limits.shard_count(), app.now()) \
+        if limits.capped else 0
+    return StatsOut(tenant=tenant, jobs=by_state, live=live, orphan_slots=orphans, queues=[
         QueueStats(pool=q.pool, priority=q.priority, queue=q.queue,  # type: ignore[arg-type]
                    visible=q.visible, in_flight=q.in_flight, delayed=q.delayed,
                    dead_letters=q.dead_letters, oldest_age_seconds=q.oldest_age_seconds)

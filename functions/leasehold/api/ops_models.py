@@ -105,6 +105,10 @@ class StatsOut(BaseModel):
         "retry or a redrive): the count your live-job limit applies to. Runs of schedules "
         "and triggers and workflow steps are not in it: a page showing live jobs by state "
         "must count those from the job list, and say which it shows"))
+    orphan_slots: int = Field(default=0, description=(
+        "slots of your live-job limit counted with no live job behind them: a submission or "
+        "an ending cut short between its two writes left them, and the sweeper's repair "
+        "returns them within 2 minutes (they count against your limit until then)"))
     queues: list[QueueStats]
     #: Concurrency keys in use (leasehold.flow).
     keys: list[FlowKeyOut] = Field(default_factory=list)

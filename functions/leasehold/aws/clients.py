@@ -30,6 +30,11 @@ _CONFIG = Config(
     read_timeout=30,
     max_pool_connections=32,
 )
+# One try, no retry: for a write that must land at most once and is not idempotent (a
+# tenant's slot given back: ``leasehold.tenancy.slots``). Whoever calls it decides which
+# errors prove the write did not land (a throttle) and may be tried again.
+_ONCE = _CONFIG.merge(Config(retries={"mode": "standard", "total_max_attempts": 1},
+                             read_timeout=5))
 
 
 class Clients:
@@ -54,22 +59,25 @@ class Clients:
         for client in built:
             hook(client)
 
-    def client(self, service: str) -> Any:
+    def client(self, service: str, *, once: bool = False) -> Any:
+        """The client of ``service``; ``once``: one that never retries a call (see
+        ``_ONCE``)."""
+        name = f"{service}#once" if once else service
         with self._lock:
-            if service not in self._clients:
+            if name not in self._clients:
                 session = self._session or boto3.session.Session()
                 client = session.client(
                     service,  # type: ignore[call-overload]
                     region_name=self.settings.region,
                     endpoint_url=self.settings.endpoint_url,
-                    config=_CONFIG,
+                    config=_ONCE if once else _CONFIG,
                 )
                 if self.faults is not None:
                     self.faults.install(client)
                 for hook in self._hooks:
                     hook(client)
-                self._clients[service] = client
-            return self._clients[service]
+                self._clients[name] = client
+            return self._clients[name]
 
     @property
     def dynamodb(self) -> DynamoDBClient:

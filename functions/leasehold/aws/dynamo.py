@@ -116,6 +116,19 @@ _TRANSIENT_CANCELLATIONS = frozenset({
     "TransactionConflict", "ThrottlingError", "ProvisionedThroughputExceeded"})
 
 
+#: Errors DynamoDB answers for a write it did not apply: trying it again cannot apply it twice.
+_NOT_APPLIED = frozenset({
+    "ProvisionedThroughputExceededException", "ThrottlingException", "RequestLimitExceeded",
+    "ValidationException", "TransactionConflictException"})
+
+
+def not_applied(exc: ClientError) -> bool:
+    """DynamoDB refused the write without applying it (a throttle, a conflict, an invalid
+    request), as opposed to an error that leaves its fate unknown (a 5xx, a timeout, a
+    response lost past the retries)."""
+    return exc.response.get("Error", {}).get("Code") in _NOT_APPLIED
+
+
 def contended(exc: ClientError) -> bool:
     """The write overlapped another transaction on one of its items: a
     ``TransactionConflictException`` (a single-item write), or a transaction cancelled by a

@@ -45,6 +45,7 @@ import threading
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from botocore.awsrequest import AWSResponse, HTTPHeaders
@@ -182,7 +183,11 @@ class FaultInjector:
         events = client.meta.events
         # First, so that they run before moto's in-process stubber answers the request.
         events.register_first("before-send", self._before_send)
-        events.register_first("needs-retry", self._needs_retry)
+        # A client that never retries (``Clients.client(once=True)``) cannot meet its own
+        # landed write again: a lost response is an error its caller sees (``lose-raise``).
+        retries = client.meta.config.retries or {}
+        once = retries.get("total_max_attempts") == 1
+        events.register_first("needs-retry", partial(self._needs_retry, once=once))
         events.register("after-call", self._after_call)
         return client
 
@@ -306,7 +311,8 @@ class FaultInjector:
         return AWSResponse(request.url, 400, headers, _Body(json.dumps(body).encode()))
 
     def _needs_retry(self, response: Any, request_dict: Mapping[str, Any], event_name: str,
-                     caught_exception: Any = None, **_: Any) -> float | None:
+                     caught_exception: Any = None, *, once: bool = False,
+                     **_: Any) -> float | None:
         if caught_exception is not None or response is None:
             return None
         http_response, _parsed = response
@@ -317,7 +323,7 @@ class FaultInjector:
         fault = self._hit(("lose", "lose-raise"), operation, body)
         if fault is None:
             return None
-        if fault.kind == "lose-raise":
+        if fault.kind == "lose-raise" or once:
             with self._lock:
                 self._lost.add((operation, _bytes(body)))
         return 0  # retry at once: the write landed, the caller never saw that it did

@@ -46,7 +46,10 @@ def run_stats(args: argparse.Namespace) -> int:
                      "-" if q["oldest_age_seconds"] is None else f"{q['oldest_age_seconds']:g}s")
                     for q in stats["queues"]],
                    ["QUEUE", "VISIBLE", "IN FLIGHT", "DELAYED", "DLQ", "OLDEST"])
-    emit(args, stats, f"tenant {stats['tenant']}: {stats['live']} live\n\n{states}\n\n{queues}")
+    orphans = stats.get("orphan_slots") or 0
+    held = f" ({orphans} more slots held by no job until the repair)" if orphans else ""
+    emit(args, stats,
+         f"tenant {stats['tenant']}: {stats['live']} live{held}\n\n{states}\n\n{queues}")
     return 0
 
 

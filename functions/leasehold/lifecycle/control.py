@@ -13,7 +13,8 @@ from leasehold.errors import Conflict, NotFound
 from leasehold.lifecycle import handoff
 from leasehold.lifecycle.app import Leasehold
 from leasehold.lifecycle.store import Change, ConditionFailed
-from leasehold.lifecycle.submission import ADMISSION_SHARD, COUNTED, DEADLINE
+from leasehold.lifecycle.store_base import SLOT_WAS
+from leasehold.lifecycle.submission import ADMISSION_SHARD, COUNTED, DEADLINE, SLOT_AT
 
 
 def get_job(app: Leasehold, job_id: str, tenant: str | None = None) -> Job:
@@ -99,6 +100,13 @@ def requeue(app: Leasehold, job: Job, *, actor: str, reason: str,
         # Its deadline counts from the re-run too, as long as it was: one that passed while
         # the job lay finished would end the re-run at its lease without running it.
         sets[DEADLINE] = now + int(job.extra[DEADLINE]) - job.created_at
+    if job.extra.get(SLOT_AT) is not None:
+        # The slot the last run took before its row went back after its end (or is on its
+        # way back, or is an orphan the repair returns): the re-run's slot is taken with it
+        # here. The repair counts the old one's give-back as in flight for a while yet.
+        remove.append(SLOT_AT)
+        sets[SLOT_WAS] = {"at": int(job.extra[SLOT_AT]), "ended": _ended(job),
+                          "shard": int(job.extra.get(ADMISSION_SHARD) or 0)}
     if shard == -1:  # admitted, holding no slot (its tenant has no cap now)
         sets[COUNTED] = False
         remove.append(ADMISSION_SHARD)
@@ -120,3 +128,8 @@ def requeue(app: Leasehold, job: Job, *, actor: str, reason: str,
                        job_id=job.job_id) from None
     handoff.send(app.queues, new, now)
     return new
+
+
+def _ended(job: Job) -> int:
+    """When a finished job ended (its last transition)."""
+    return job.history[-1].at if job.history else int(job.finished_at or 0)

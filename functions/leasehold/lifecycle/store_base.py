@@ -21,6 +21,14 @@ from leasehold.settings import Settings
 COUNTED = "counted"
 #: Which of its tenant's admission items a counted job took its slot from (absent: 0).
 ADMISSION_SHARD = "admission_shard"
+#: When a counted job's slot was taken by its own write before the row was put (its
+#: tenant's clock, ms): such a slot goes back by a write after the job ends, and the repair
+#: of ``leasehold.tenancy.slots`` finds it by this time. Absent: the slot was taken and goes
+#: back in a transaction with the row (a manual retry, a count-in, a durable child).
+SLOT_AT = "slot_at"
+#: A re-run's record of the slot its previous run held (``SLOT_AT`` and when it ended), so
+#: that the repair still sees that slot's give-back as possibly in flight.
+SLOT_WAS = "slot_was"
 #: When a job with ``deadline_seconds`` must be finished by (UTC epoch ms): past it, the
 #: worker that leases it ends it DEAD instead of running it, a sleep never outlasts it, and
 #: a QUEUED job's hand-off deadline is never later than it (the sweeper ends a job held

@@ -12,6 +12,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from botocore.exceptions import ClientError
+
+from leasehold.aws.dynamo import Cancelled, not_applied
 from leasehold.core.flowcontrol import GATE, START_BY
 from leasehold.core.holds import held
 from leasehold.core.ids import derived_job_id, new_job_id
@@ -19,16 +22,21 @@ from leasehold.core.jobs import Job, Transition
 from leasehold.core.retention import RETENTION_DAYS
 from leasehold.core.spec import JobSpec, ResolvedSpec, resolve, targeted
 from leasehold.core.states import JobState
-from leasehold.errors import IdempotencyConflict
+from leasehold.errors import IdempotencyConflict, NotFound, Overloaded, RateLimited
 from leasehold.lifecycle import handoff
 from leasehold.lifecycle.app import Leasehold
-from leasehold.lifecycle.store_base import ADMISSION_SHARD, COUNTED, DEADLINE
+from leasehold.lifecycle.store_base import ADMISSION_SHARD, COUNTED, DEADLINE, SLOT_AT
 
-__all__ = ["ADMISSION_SHARD", "COUNTED", "DEADLINE", "REPLAY_GRACE_MS", "Create", "Intake",
+__all__ = ["ADMISSION_SHARD", "COUNTED", "DEADLINE", "PUT_WITHIN_MS", "REPLAY_GRACE_MS",
+           "SLOT_AT", "Create", "Intake",
            "Submitted", "job_id_for", "new_job", "resend_at", "sends_first", "submit",
            "through_intakes"]
 
 log = logging.getLogger(__name__)
+
+#: How long a submission's slot may be old when its row is put (ms; see ``take`` below and
+#: ``leasehold.tenancy.slots``, whose repair waits longer than this before it counts).
+PUT_WITHIN_MS = 5_000
 
 #: How long after a job was queued an idempotent replay that finds it never leased sends its
 #: message again (the put's own caller sends within milliseconds of it landing).
@@ -96,7 +104,9 @@ def new_job(app: Leasehold, spec: ResolvedSpec, now: int, *, job_id: str | None 
 
 def submit(app: Leasehold, spec: JobSpec, *, counted: bool | None = None, shard: int = 0,
            also: Sequence[Mapping[str, Any]] = (), internal: bool = False,
-           handoffs: list[handoff.Pending] | None = None) -> Submitted:
+           handoffs: list[handoff.Pending] | None = None,
+           take: Callable[[Job], tuple[Job, Callable[[], None]]] | None = None
+           ) -> Submitted:
     """Validate, write and hand off a job.
 
     ``counted``: the job holds one of its tenant's live-job slots, taken by the admission
@@ -108,6 +118,14 @@ def submit(app: Leasehold, spec: JobSpec, *, counted: bool | None = None, shard:
     ``internal``: Leasehold submits one of its own tasks (refused otherwise).
     ``handoffs``: hold the hand-off here instead of sending it (a batch sends its items'
     together, :func:`handoff.send_all`); the row is the outbox either way.
+    ``take``: takes the job's slot by its own write just before the row is put (after every
+    intake, so a submission that is refused, coalesced or answered by a duplicate takes
+    none) and returns the row that records it (``SLOT_AT``) and how to give the slot back,
+    called when no row of ours was put: a replay, a transaction refused, a slot older than
+    :data:`PUT_WITHIN_MS` at the put. An error that leaves the put's fate unknown keeps it
+    (the repair of ``leasehold.tenancy.slots`` returns it if no row came). Refused at the
+    cap (:class:`RateLimited`), a keyed submission whose job exists is answered as the
+    replay it is.
     """
     now = app.now()
     spec = targeted(spec, app.registry)  # a job with no code, as its built-in task's spec
@@ -119,18 +137,49 @@ def submit(app: Leasehold, spec: JobSpec, *, counted: bool | None = None, shard:
         extra = {COUNTED: counted, **({ADMISSION_SHARD: shard} if counted and shard else {})}
 
     def create(row: Job, writes: Sequence[Mapping[str, Any]]) -> Submitted:
+        undo: Callable[[], None] = _nothing
+        if take is not None:
+            try:
+                row, undo = take(row)  # the slot first: a live counted row always has one
+            except RateLimited:
+                existing = _existing(app, row)
+                if existing is None:
+                    raise
+                return answer(existing, False, False)
         # Send first (issue 46): the message names the row before it exists, so the row
         # needs no ``sweep`` entry. A failed send makes the row the outbox instead.
-        first = handoffs is None and sends_first(row, writes) and \
+        # (Leasehold's own jobs, the bulk actions, run long from checkpoints: a lost worker's
+        # job is taken over by the sweeper within its lease, not after the queue's 300 s.)
+        first = handoffs is None and not internal and sends_first(row, writes) and \
             handoff.send(app.queues, row, now, first=True)
+        if SLOT_AT in row.extra and app.now() - int(row.extra[SLOT_AT]) > PUT_WITHIN_MS:
+            # The repair may count a slot this old as orphaned before a put lands: give it
+            # back and put nothing (a message sent first finds no row and is dropped).
+            undo()
+            raise Overloaded(f"job {row.job_id} was not created in time after its slot; "
+                             "try again", retry_after=1)
         try:
             job, created = app.store.create(row, also=writes, swept=not first)
+        except Cancelled:
+            undo()  # a companion refused it: nothing was written
+            raise
+        except ClientError as exc:
+            if not_applied(exc):
+                undo()  # refused (a throttle past the retries): nothing was written
+            elif first:
+                _resend_if_slow(app, row, now)
+            raise  # its fate unknown: the slot stays (the repair returns it if no row came)
         except Exception:
             if first:  # the put may have landed late: a worker may have dropped the message
                 _resend_if_slow(app, row, now)
             raise
+        if not created:
+            undo()  # a replay: the slot is the first submission's row's, not ours
         if first and created:
             _resend_if_slow(app, job, now)
+        return answer(job, created, bool(first))
+
+    def answer(job: Job, created: bool, first: bool) -> Submitted:
         if not created and (job.spec_hash != resolved.spec_hash or
                             job.tenant != resolved.tenant):
             raise IdempotencyConflict(
@@ -156,11 +205,27 @@ def submit(app: Leasehold, spec: JobSpec, *, counted: bool | None = None, shard:
     return through_intakes(app, spec, create)(new_job(app, resolved, now, extra=extra), also)
 
 
+def _nothing() -> None:
+    pass
+
+
+def _existing(app: Leasehold, row: Job) -> Job | None:
+    """A keyed submission's job, if its key's row exists (a replay refused at the cap)."""
+    if row.idempotency_key is None:
+        return None
+    try:
+        return app.store.get(row.job_id)
+    except NotFound:
+        return None
+
+
 def sends_first(row: Job, writes: Sequence[Mapping[str, Any]]) -> bool:
     """Whether a new row's message goes out before it is put, so the row needs no ``sweep``
     entry: a QUEUED row with nothing the sweeper must watch besides a lost worker (no start
     window or deadline it would end it at, no hold), put alone (an admission transaction
-    that refuses would leave a message for nothing, one per refusal), and without an
+    that refuses would leave a message for nothing, one per refusal; a capped submission's
+    slot is taken before, by its own update, issue 46, so its refusal sends nothing), and
+    without an
     idempotency key (a keyed replay sends only for a row it finds queued and never leased,
     :func:`resend_at`: it cannot know that before its put)."""
     return row.state is JobState.QUEUED and not writes and not held(row.extra) and \

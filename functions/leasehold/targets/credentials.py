@@ -186,8 +186,8 @@ class RoleClients(Clients):
         self._credentials = credentials
         self._policy = policy([(action, ["*"]) for action in self.ACTIONS], ())
 
-    def client(self, service: str) -> Any:
-        return _Fresh(self, service)
+    def client(self, service: str, *, once: bool = False) -> Any:
+        return _Fresh(self, service)  # the targets role's calls: retried as botocore does
 
     def current(self, service: str) -> Any:
         creds = self._credentials.get(None, self._policy)

@@ -37,7 +37,9 @@ from __future__ import annotations
 
 import logging
 import random
+import secrets
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from decimal import Decimal
 from typing import Any, TypeVar
 
@@ -50,7 +52,8 @@ from leasehold.errors import Conflict, Overloaded, RateLimited
 from leasehold.lifecycle import control
 from leasehold.lifecycle.app import Leasehold
 from leasehold.lifecycle.handoff import Pending
-from leasehold.lifecycle.submission import ADMISSION_SHARD, COUNTED, Submitted, submit
+from leasehold.lifecycle.submission import ADMISSION_SHARD, COUNTED, SLOT_AT, Submitted, submit
+from leasehold.tenancy import slots
 from leasehold.tenancy.backlog import Backlog
 from leasehold.tenancy.counters import add, outcome_item, slot_item
 from leasehold.tenancy.gcra import (
@@ -199,25 +202,45 @@ def submit_admitted(app: Leasehold, spec: JobSpec, pool: str, limits: Limits,
     ``prepaid``: a tenant without a cap whose token the caller took already (a batch's, in
     one update: :mod:`leasehold.tenancy.tokens`); ``handoffs``: see ``submit``.
 
-    An idempotent replay of a job that exists is answered without spending anything, even
-    at the cap. Without a cap the token is spent first, by its own conditional update, and
-    the row is one conditional put: a replay spends a token (and, over the rate, gets 429
-    like any submission; its job is kept).
+    With a cap, the token and the slot are one conditional update of an admission item,
+    made just before the row's conditional put (no transaction: :mod:`.slots`); a replay
+    spends a token and gives the slot back, and one refused at the cap whose job exists
+    is answered as a replay (200). Without a cap the token is spent first, by its own
+    conditional update, and the row is one conditional put: a replay spends a token (and,
+    over the rate, gets 429 like any submission; its job is kept).
     """
     if not limits.capped:
         if not prepaid:
             check(app, spec.tenant, pool, limits, backlog, buckets, attempts=attempts)
         return submit(app, spec, counted=False, internal=internal, handoffs=handoffs)
 
-    def write(update: dict[str, Any], shard: int) -> Submitted:
-        try:
-            return submit(app, spec, counted=True, shard=shard, also=[{"Update": update}],
-                          internal=internal, handoffs=handoffs)
-        except Cancelled as cancelled:
-            raise _Refused(cancelled.items[1] or {}) from None
+    def take(row: Job) -> tuple[Job, Callable[[], None]]:
+        # The slot by its own conditional update before the row is put (no transaction:
+        # leasehold.tenancy.slots), and a refusal handed over as for any admission.
+        def write(update: dict[str, Any], shard: int) -> tuple[int, int]:
+            at, token = app.now(), secrets.token_hex(8)
+            try:
+                app.clients.dynamodb.update_item(**slots.counting(update, at, token))
+            except ClientError as exc:
+                if not condition_failed(exc):
+                    raise
+                item = from_av(exc.response.get("Item") or {})  # type: ignore[arg-type]
+                if not slots.ours(item, token):
+                    raise _Refused(item) from None
+                # botocore's retry of a try that landed (its response lost): ours, once
+            return shard, at
 
-    return _admit(app, spec.tenant, pool, limits, backlog, buckets, attempts, adds=_slot,
-                  write=write, spent=lambda result: result.created)
+        shard, at = _admit(app, spec.tenant, pool, limits, backlog, buckets, attempts,
+                           adds=_slot, write=write, spent=lambda _: True)
+        extra = {k: v for k, v in row.extra.items() if k != ADMISSION_SHARD}
+        extra |= {COUNTED: True, SLOT_AT: at, **({ADMISSION_SHARD: shard} if shard else {})}
+
+        def undo() -> None:
+            slots.give_back(app, spec.tenant, shard, at)
+
+        return replace(row, extra=extra), undo
+
+    return submit(app, spec, counted=True, internal=internal, handoffs=handoffs, take=take)
 
 
 def check(app: Leasehold, tenant: str, pool: str, limits: Limits,

@@ -32,7 +32,7 @@ from leasehold.core.states import JobState
 from leasehold.lifecycle.app import Leasehold
 from leasehold.lifecycle.deferral import Deferred
 from leasehold.lifecycle.store import Companion
-from leasehold.lifecycle.submission import ADMISSION_SHARD, COUNTED
+from leasehold.lifecycle.submission import ADMISSION_SHARD, COUNTED, SLOT_AT
 from leasehold.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -55,13 +55,15 @@ def slot_item(tenant: str, shard: int) -> str:
 
 def slot_writes(settings: Settings) -> Companion:
     """The store companion that gives a slot back when a counted job ends, counting the
-    outcome for ``/stats``. It never takes one: a finished job goes back live only through
-    admission, whose conditional write takes the slot under the cap and takes the outcome
-    back (``admission.retry_admitted``)."""
+    outcome for ``/stats``, for a slot taken in a transaction with its row (a manual
+    retry, a count-in, a durable child, ``enqueue_item``); a submission's slot, taken
+    before its row, goes back after the end instead (:mod:`.slots`). It never takes one: a
+    finished job goes back live only through admission, whose conditional write takes the
+    slot under the cap and takes the outcome back (``admission.retry_admitted``)."""
 
     def writes(job: Job, target: JobState) -> list[dict[str, Any]]:
-        if not job.extra.get(COUNTED):
-            return []
+        if not job.extra.get(COUNTED) or job.extra.get(SLOT_AT) is not None:
+            return []  # uncounted, or its slot goes back after the end (.slots)
         item = slot_item(job.tenant, int(job.extra.get(ADMISSION_SHARD) or 0))
         if job.state.live and target.terminal:
             return [add(settings, item, {"live": -1, f"count_{target.value}": 1})]

@@ -27,11 +27,11 @@ class Limits:
     rate: float = DEFAULT_TENANT_RATE
     burst: float = DEFAULT_TENANT_BURST
     #: Non-terminal jobs a tenant may have; None: no cap (``LEASEHOLD_TENANT_MAX_LIVE=0``).
-    #: A capped tenant's jobs are counted on its admission items (a two-item transaction to
-    #: admit and another to finish, each item billed twice: about 8 write units more per job
-    #: than without a cap as DynamoDB reports them, $4.94 per million in `make bench-cost`);
-    #: without a cap a job is admitted by its row's conditional put and finished by one
-    #: conditional update, with no slot at all.
+    #: A capped tenant's jobs are counted on its admission items: the slot is taken by the
+    #: rate's own update before the row is put and given back by one more update after the
+    #: end (issue 46, ``.slots``: one write unit more per job than without a cap); without a
+    #: cap a job is admitted by its row's conditional put and finished by one conditional
+    #: update, with no slot at all.
     max_live: int | None = DEFAULT_TENANT_MAX_LIVE
     #: Visible messages across a pool's queues above which every submission gets 503.
     max_backlog: int = DEFAULT_MAX_BACKLOG
@@ -82,8 +82,9 @@ class Limits:
 
 
 #: Admitted jobs/s one admission item sustains: ~1,000 write units/s per partition key, and
-#: a job costs 4 there (a transactional take and a transactional give-back, 2 units each):
-#: 250, of which admission plans for 80%.
+#: a job cost 4 there while its slot moved in transactions (2 units each way): 250, of which
+#: admission plans for 80%. Its slot's own update and give-back now cost 2 (issue 46), so
+#: this leaves room.
 JOBS_PER_SHARD = 200
 #: Items even a small tenant's admission is spread over, so that its concurrent admissions
 #: (transactions, which DynamoDB refuses with ``TransactionConflict`` when they overlap on

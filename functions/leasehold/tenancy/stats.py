@@ -11,6 +11,7 @@ from leasehold.aws.definitions import queues
 from leasehold.clock import to_datetime
 from leasehold.lifecycle.app import Leasehold
 from leasehold.tenancy.counters import counts
+from leasehold.tenancy.slots import orphans
 
 log = logging.getLogger(__name__)
 
@@ -66,4 +67,4 @@ def queue_depths(app: Leasehold) -> list[QueueDepth]:
     return out
 
 
-__all__ = ["QueueDepth", "counts", "queue_depths"]
+__all__ = ["QueueDepth", "counts", "orphans", "queue_depths"]
