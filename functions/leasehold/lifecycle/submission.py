@@ -148,9 +148,12 @@ def submit(app: Leasehold, spec: JobSpec, *, counted: bool | None = None, shard:
                 return answer(existing, False, False)
         # Send first (issue 46): the message names the row before it exists, so the row
         # needs no ``sweep`` entry. A failed send makes the row the outbox instead.
-        # (Leasehold's own jobs, the bulk actions, run long from checkpoints: a lost worker's
-        # job is taken over by the sweeper within its lease, not after the queue's 300 s.)
-        first = handoffs is None and not internal and sends_first(row, writes) and \
+        # Not for jobs whose lost worker must be taken over by the sweeper at its lease's
+        # end rather than at the queue's visibility timeout (300 s): Leasehold's own (the
+        # bulk actions run long from checkpoints), and a remote worker's, whose protocol
+        # promises that (docs/protocol.md); nor a capped one (``sends_first``).
+        first = handoffs is None and not internal and \
+            row.pool not in app.settings.external_tasks and sends_first(row, writes) and \
             handoff.send(app.queues, row, now, first=True)
         if SLOT_AT in row.extra and app.now() - int(row.extra[SLOT_AT]) > PUT_WITHIN_MS:
             # The repair may count a slot this old as orphaned before a put lands: give it
@@ -223,14 +226,17 @@ def sends_first(row: Job, writes: Sequence[Mapping[str, Any]]) -> bool:
     """Whether a new row's message goes out before it is put, so the row needs no ``sweep``
     entry: a QUEUED row with nothing the sweeper must watch besides a lost worker (no start
     window or deadline it would end it at, no hold), put alone (an admission transaction
-    that refuses would leave a message for nothing, one per refusal; a capped submission's
-    slot is taken before, by its own update, issue 46, so its refusal sends nothing), and
-    without an
-    idempotency key (a keyed replay sends only for a row it finds queued and never leased,
-    :func:`resend_at`: it cannot know that before its put)."""
+    that refuses would leave a message for nothing, one per refusal), holding none of its
+    tenant's slots, and without an idempotency key (a keyed replay sends only for a row it
+    finds queued and never leased, :func:`resend_at`: it cannot know that before its put).
+
+    A capped job (``COUNTED``, what the API's default cap makes) keeps its ``sweep`` entry:
+    a lost worker's job is taken over by the sweeper once its lease ends, as the worker
+    protocol promises, not when SQS's visibility timeout (300 s) brings its message back.
+    That entry is the one index write of the capped path (issue 46, part 3)."""
     return row.state is JobState.QUEUED and not writes and not held(row.extra) and \
-        row.idempotency_key is None and START_BY not in row.extra and \
-        DEADLINE not in row.extra
+        not row.extra.get(COUNTED) and row.idempotency_key is None and \
+        START_BY not in row.extra and DEADLINE not in row.extra
 
 
 def _resend_if_slow(app: Leasehold, job: Job, sent_at: int) -> None:

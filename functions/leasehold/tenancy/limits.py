@@ -29,9 +29,10 @@ class Limits:
     #: Non-terminal jobs a tenant may have; None: no cap (``LEASEHOLD_TENANT_MAX_LIVE=0``).
     #: A capped tenant's jobs are counted on its admission items: the slot is taken by the
     #: rate's own update before the row is put and given back by one more update after the
-    #: end (issue 46, ``.slots``: one write unit more per job than without a cap); without a
-    #: cap a job is admitted by its row's conditional put and finished by one conditional
-    #: update, with no slot at all.
+    #: end (issue 46, ``.slots``), and its row keeps its ``sweep`` entry (not sent first, so
+    #: a lost worker is taken over at its lease's end): two write units more per job than
+    #: without a cap; without a cap a job is admitted by its row's conditional put and
+    #: finished by one conditional update, with no slot at all.
     max_live: int | None = DEFAULT_TENANT_MAX_LIVE
     #: Visible messages across a pool's queues above which every submission gets 503.
     max_backlog: int = DEFAULT_MAX_BACKLOG
