@@ -472,6 +472,55 @@ MUTANTS: tuple[Mutant, ...] = (
               '        "ConditionExpression": "#live > :zero AND (attribute_exists(#in) OR '
               'attribute_not_exists(#in)) AND "\n'),
          )),
+    Mutant(
+        "capped-job-sent-first",
+        "A capped job is sent first, so its row has no sweep entry: a worker that dies holding "
+        "it is noticed only when SQS's visibility timeout (300 s) brings its message back, not "
+        "by the sweeper at its lease's end as the worker protocol promises (every job through "
+        "the API's default cap).",
+        "issue 46 part 3 (capfree3: the merged tree failed the conformance zombie/kill cases)",
+        "tests/integration/test_cap_without_transactions.py::"
+        "test_a_capped_job_whose_worker_died_is_taken_over_by_the_sweeper_after_its_lease",
+        (Edit(F + "lifecycle/submission.py",
+              "        not row.extra.get(COUNTED) and row.idempotency_key is None and \\\n",
+              "        row.idempotency_key is None and \\\n"),
+         )),
+    Mutant(
+        "remote-job-sent-first",
+        "An uncapped job of an external pool is sent first: a remote worker that dies holding "
+        "it is not taken over by the sweeper at its lease's end, as docs/protocol.md "
+        "promises, but only when its message's visibility timeout ends.",
+        "issue 46 part 3 (capfree3)",
+        "tests/integration/test_remote_workers.py::test_a_zombie_gets_409_and_changes_nothing",
+        (Edit(F + "lifecycle/submission.py",
+              "            row.pool not in app.settings.external_tasks and "
+              "sends_first(row, writes) and \\\n",
+              "            sends_first(row, writes) and \\\n"),
+         )),
+    Mutant(
+        "lean-give-back-skipped",
+        "A capped job's slot is not given back after its terminal write: every job a "
+        "tenant ever ran holds its cap, until the repair (here never, its job ended) "
+        "returns it, and the tenant is refused at the cap with nothing live.",
+        "issue 46 part 3 (a cap without transactions)",
+        "tests/integration/test_cap_without_transactions.py::"
+        "test_every_end_of_a_capped_job_gives_its_slot_back_once_and_counts_its_outcome",
+        (Edit(F + "tenancy/slots.py",
+              "        if source is None or not source.live or not job.state.terminal or \\\n",
+              "        if True or source is None or not source.live or not job.state.terminal or "
+              "\\\n"),
+         )),
+    Mutant(
+        "lean-cap-check-dropped",
+        "The admission update that takes a capped job's slot no longer checks the cap "
+        "(live < cap): a tenant at its cap is admitted anyway.",
+        "issue 46 part 3 (a cap without transactions)",
+        "tests/integration/test_cap_without_transactions.py::"
+        "test_every_end_of_a_capped_job_gives_its_slot_back_once_and_counts_its_outcome",
+        (Edit(F + "tenancy/gcra.py",
+              '        condition = f"{rate} AND {SLOT_FREE}"\n',
+              '        condition = f"{rate} AND ({SLOT_FREE} OR attribute_exists(#live))"\n'),
+         )),
 )
 
 
