@@ -107,7 +107,8 @@ def submit(app: Leasehold, spec: JobSpec, *, counted: bool | None = None, shard:
     the row so it is given back there.
     ``internal``: Leasehold submits one of its own tasks (refused otherwise).
     ``handoffs``: hold the hand-off here instead of sending it (a batch sends its items'
-    together, :func:`handoff.send_all`); the row is the outbox either way.
+    together, :func:`handoff.send_all`); the row is the outbox either way. A row that sends
+    first still does, with the items written beside it (:class:`handoff.Gather`).
     """
     now = app.now()
     spec = targeted(spec, app.registry)  # a job with no code, as its built-in task's spec
@@ -121,8 +122,8 @@ def submit(app: Leasehold, spec: JobSpec, *, counted: bool | None = None, shard:
     def create(row: Job, writes: Sequence[Mapping[str, Any]]) -> Submitted:
         # Send first (issue 46): the message names the row before it exists, so the row
         # needs no ``sweep`` entry. A failed send makes the row the outbox instead.
-        first = handoffs is None and sends_first(row, writes) and \
-            handoff.send(app.queues, row, now, first=True)
+        first = sends_first(row, writes) and \
+            handoff.send_first(app.queues, row, now, held=handoffs is not None)
         try:
             job, created = app.store.create(row, also=writes, swept=not first)
         except Exception:
