@@ -9,6 +9,7 @@ call landed) and the process killed between the send and a put.
 from __future__ import annotations
 
 import json
+import threading
 from collections import Counter
 from typing import Any
 
@@ -129,6 +130,28 @@ def test_a_process_killed_between_the_batch_send_and_the_puts_leaves_messages_ke
     assert handle_each(app) == Counter({"stale": 3 - len(put)}) - Counter()
     assert left_in_queue(app) == 0
     assert runs == Counter(dict.fromkeys(put, 1))
+
+
+def test_a_process_killed_at_the_batch_send_leaves_nothing_and_never_hangs_the_others(
+        app: Leasehold, runs: Counter[str]) -> None:
+    """The thread that sends for the ten dies in the send: the others are let go (their
+    puts die with the process), and nothing is left: no message, no row."""
+    injector = inject(app, Fault(target="sqs.SendMessageBatch", kind="crash", times=1))
+    raised: list[BaseException] = []
+
+    def call() -> None:
+        try:
+            submit_many(app, specs(5))
+        except BaseException as exc:  # the crash is what is looked for
+            raised.append(exc)
+
+    caller = threading.Thread(target=call, daemon=True)  # a hang fails, never stalls, the test
+    caller.start()
+    caller.join(60)  # not a speed check: the call takes milliseconds; a minute is never
+    assert not caller.is_alive() and isinstance(raised[0], InjectedCrash)
+    injector.revive()
+    injector.faults.clear()
+    assert sent_bodies(app) == [] and liveness.rows(app) == []
 
 
 def test_a_batch_of_the_api_sends_its_plain_items_first_ten_a_request_with_no_sweep_entry(

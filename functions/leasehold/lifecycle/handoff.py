@@ -179,14 +179,15 @@ class Gather:
             return
         waiting = sorted(self._waiting.items())
         self._waiting.clear()
+        sent: set[str] = set()
         try:
             sent = _sent(self._queues, [hand for _, hand in waiting])
-        except Exception:  # never leave the others waiting: their rows become the outbox
+        except Exception:
             log.exception("hand-off of %d jobs failed; the sweeper will re-send them",
                           len(waiting))
-            sent = set()
-        self._taken.update((index, hand.job.job_id in sent) for index, hand in waiting)
-        self._turn.notify_all()
+        finally:  # never leave the others waiting, whatever this thread meets
+            self._taken.update((index, hand.job.job_id in sent) for index, hand in waiting)
+            self._turn.notify_all()
 
 
 def _message(job: Job, now: int, not_before: int) -> tuple[Message, float]:
