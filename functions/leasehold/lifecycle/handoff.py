@@ -164,13 +164,14 @@ class Gather:
 
     def send(self, index: int, job: Job, now: int) -> bool:
         with self._turn:
-            if index not in self._open:  # a second hand-off of one item: its own
-                return send(self._queues, job, now, first=True)
-            self._open.discard(index)
-            self._waiting[index] = Pending(job, now, first=True)
-            self._flush_if_ready()
-            self._turn.wait_for(lambda: index in self._taken)
-            return self._taken.pop(index)
+            joined = index in self._open
+            if joined:
+                self._open.discard(index)
+                self._waiting[index] = Pending(job, now, first=True)
+                self._flush_if_ready()
+                self._turn.wait_for(lambda: index in self._taken)
+                return self._taken.pop(index)
+        return send(self._queues, job, now, first=True)  # a second hand-off of one item
 
     def _flush_if_ready(self) -> None:
         """Send what waits once no other item can join it (under the lock: every other
