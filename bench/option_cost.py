@@ -201,9 +201,11 @@ def measure(jobs: int = 20, *, single: bool = True) -> dict[str, Any]:
         for m, body in {id(m): (m, plain(m)) for m, _ in scenarios.values()}.values():
             _measure(m, jobs, body)  # warm: clients built, queue URLs cached
         measured = {name: _measure(m, jobs, body) for name, (m, body) in scenarios.items()}
-        through_api = {name: api_batch(off, limits) for name, limits in (
-            ("API batch of 100, no cap, no events", UNCAPPED),
-            ("API batch of 100, default cap, no events", Limits()))}
+        through_api = {name: api_batch(off, limits, keyed=keyed) for name, limits, keyed in (
+            ("API batch of 100, no cap, no events", UNCAPPED, False),
+            ("API batch of 100, no cap, with an Idempotency-Key (as Client.submit_many "
+             "sends it)", UNCAPPED, True),
+            ("API batch of 100, default cap, no events", Limits(), False))}
         wire = single_posts(substrate) if single else None
     return {"jobs_per_scenario": jobs, "prices_per_million": PRICES,
             "scenarios": measured, "options": option_prices(measured), "api": through_api,
@@ -229,16 +231,21 @@ def single_posts(substrate: Any) -> dict[str, Any]:
         return api_run(rt, substrate, SINGLE_JOBS, SINGLE_CLIENTS)
 
 
-def api_batch(m: Meters, limits: Limits) -> dict[str, Any]:
+def api_batch(m: Meters, limits: Limits, *, keyed: bool = False) -> dict[str, Any]:
     """One ``POST /jobs/batch`` of :data:`API_BATCH` jobs through the API's own handler
     (in process, on the same DynamoDB Local), run to success: the jobs' units and requests
     as :func:`_measure` counts them, plus the front door: API Gateway's request and the API
-    Lambda's invocation and seconds (measured here, an upper bound), shared by the batch."""
+    Lambda's invocation and seconds (measured here, an upper bound), shared by the batch.
+    ``keyed``: with an ``Idempotency-Key``, as ``Client.submit_many`` sends every batch (each
+    item then has a key, and is put first)."""
     config = ApiConfig(trust_tenant_header=True, limits=limits)
     spent = [0.0]
 
     def body(tenant: str) -> None:
-        event = proxy_event("POST", "/jobs/batch", {"X-Leasehold-Tenant": tenant},
+        headers = {"X-Leasehold-Tenant": tenant}
+        if keyed:
+            headers["Idempotency-Key"] = uuid.uuid4().hex
+        event = proxy_event("POST", "/jobs/batch", headers,
                             json.dumps({"jobs": [{"task": "bench.noop"}] * API_BATCH}))
         start = time.perf_counter()
         answer = json.loads(handle(m.app, event, None, config)["body"])
