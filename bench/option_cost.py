@@ -39,6 +39,7 @@ from leasehold.aws.queues import Queues
 from leasehold.core.spec import JobSpec
 from leasehold.durable.callbacks import complete
 from leasehold.lifecycle.app import Leasehold
+from leasehold.lifecycle.batches import submit_many
 from leasehold.lifecycle.consumer import consume
 from leasehold.lifecycle.submission import submit
 from leasehold.lifecycle.worker import Worker
@@ -125,7 +126,7 @@ def dollars(per_job: dict[str, Any]) -> float:
                  + per_job["events"] * PRICES["event"], 3)
 
 
-def measure(jobs: int = 20) -> dict[str, Any]:
+def measure(jobs: int = 20, *, single: bool = True) -> dict[str, Any]:
     with started("dynamodb_local") as substrate:
         # ``none``: the name of ``off`` before issue 32 (to measure an older checkout).
         off_name = "off" if "off" in PUBLISH_CHOICES else "none"
@@ -143,10 +144,15 @@ def measure(jobs: int = 20) -> dict[str, Any]:
 
         def plain(m: Meters, **options: Any) -> Callable[[str], None]:
             def body(tenant: str) -> None:
-                for i in range(jobs):
-                    submit(m.app, JobSpec(task=options.get("task", "bench.noop"),
-                                          payload=options.get("payload"), tenant=tenant,
-                                          **_numbered(options.get("spec", {}), i)))
+                specs = [JobSpec(task=options.get("task", "bench.noop"),
+                                 payload=options.get("payload"), tenant=tenant,
+                                 **_numbered(options.get("spec", {}), i))
+                         for i in range(jobs)]
+                if options.get("many"):  # as a user submitting many jobs at once would
+                    submit_many(m.app, specs)
+                else:
+                    for spec in specs:
+                        submit(m.app, spec)
                 _run(m, jobs * options.get("attempts", 1))
             return body
 
@@ -172,6 +178,7 @@ def measure(jobs: int = 20) -> dict[str, Any]:
         off, terminal, every = meters["off"], meters["terminal"], meters["all"]
         scenarios: dict[str, tuple[Meters, Callable[[str], None]]] = {
             "plain": (off, plain(off)),
+            "plain, submit_many": (off, plain(off, many=True)),
             # Before issue 32 every admitted job took a slot: the uncapped row is capped.
             "uncapped admission": (off, admitted(off, UNCAPPED if hasattr(Limits, "capped")
                                                  else CAPPED)),
@@ -194,23 +201,51 @@ def measure(jobs: int = 20) -> dict[str, Any]:
         for m, body in {id(m): (m, plain(m)) for m, _ in scenarios.values()}.values():
             _measure(m, jobs, body)  # warm: clients built, queue URLs cached
         measured = {name: _measure(m, jobs, body) for name, (m, body) in scenarios.items()}
-        through_api = {name: api_batch(off, limits) for name, limits in (
-            ("API batch of 100, no cap, no events", UNCAPPED),
-            ("API batch of 100, default cap, no events", Limits()))}
+        through_api = {name: api_batch(off, limits, keyed=keyed) for name, limits, keyed in (
+            ("API batch of 100, no cap, no events", UNCAPPED, False),
+            ("API batch of 100, no cap, with an Idempotency-Key (as Client.submit_many "
+             "sends it)", UNCAPPED, True),
+            ("API batch of 100, default cap, no events", Limits(), False))}
+        wire = single_posts(substrate) if single else None
     return {"jobs_per_scenario": jobs, "prices_per_million": PRICES,
-            "scenarios": measured, "options": option_prices(measured), "api": through_api}
+            "scenarios": measured, "options": option_prices(measured), "api": through_api,
+            **({"single_posts": wire} if wire else {})}
 
 
-def api_batch(m: Meters, limits: Limits) -> dict[str, Any]:
+#: Jobs and clients of the single-``POST /jobs`` run (the issue's "8 clients").
+SINGLE_JOBS, SINGLE_CLIENTS = 200, 8
+
+
+def single_posts(substrate: Any) -> dict[str, Any]:
+    """One tenant's echo jobs through ``POST /jobs``, one job a request from
+    :data:`SINGLE_CLIENTS` clients, to ``leasehold dev`` (2 worker processes, the default
+    per-tenant limits a new user gets, its cap included) on the same DynamoDB Local: every
+    AWS request the runtime makes meanwhile, counted at the substrate (the wire), per job
+    (:func:`bench.front_door.api_run`)."""
+    from bench.front_door import WORKERS, api_run, submit_http
+    from bench.local import runtime, wait_succeeded
+
+    with runtime(workers=WORKERS, endpoint=substrate.endpoint, limited=True) as rt:
+        warm = submit_http(rt.api, 2 * WORKERS, WORKERS, "warm" + uuid.uuid4().hex[:8])
+        wait_succeeded(rt.app(), warm.ids, timeout=120, poll=0.2)
+        return api_run(rt, substrate, SINGLE_JOBS, SINGLE_CLIENTS)
+
+
+def api_batch(m: Meters, limits: Limits, *, keyed: bool = False) -> dict[str, Any]:
     """One ``POST /jobs/batch`` of :data:`API_BATCH` jobs through the API's own handler
     (in process, on the same DynamoDB Local), run to success: the jobs' units and requests
     as :func:`_measure` counts them, plus the front door: API Gateway's request and the API
-    Lambda's invocation and seconds (measured here, an upper bound), shared by the batch."""
+    Lambda's invocation and seconds (measured here, an upper bound), shared by the batch.
+    ``keyed``: with an ``Idempotency-Key``, as ``Client.submit_many`` sends every batch (each
+    item then has a key, and is put first)."""
     config = ApiConfig(trust_tenant_header=True, limits=limits)
     spent = [0.0]
 
     def body(tenant: str) -> None:
-        event = proxy_event("POST", "/jobs/batch", {"X-Leasehold-Tenant": tenant},
+        headers = {"X-Leasehold-Tenant": tenant}
+        if keyed:
+            headers["Idempotency-Key"] = uuid.uuid4().hex
+        event = proxy_event("POST", "/jobs/batch", headers,
                             json.dumps({"jobs": [{"task": "bench.noop"}] * API_BATCH}))
         start = time.perf_counter()
         answer = json.loads(handle(m.app, event, None, config)["body"])
@@ -303,8 +338,52 @@ def markdown(results: dict[str, Any]) -> str:
                          f"${row['dollars_per_million']:.2f} | "
                          f"${row['dollars_per_million_rest']:.2f} | "
                          f"${row['dollars_per_million_http']:.2f} |")
+    wire = results.get("single_posts")
+    if wire:
+        lines += ["", f"Single submissions: {wire['jobs']} echo jobs, one `POST /jobs` each, "
+                  f"from {wire['clients']} clients of one tenant to `leasehold dev` (2 worker "
+                  "processes, the default per-tenant limits, its live-job cap included) on "
+                  "the same DynamoDB Local; every AWS request the runtime made meanwhile, "
+                  "counted at the substrate, per job:", "",
+                  "| per job | AWS requests | transactions | by operation |", "|---|---|---|---|",
+                  f"| single `POST /jobs`, {wire['clients']} clients | "
+                  f"{wire['requests_per_job']:g} | {wire['transactions_per_job']:g} | "
+                  + ", ".join(f"{op} {n:g}" for op, n in wire["requests_by_operation"].items())
+                  + " |"]
+    lines += targets(results)
     lines.append(END)
     return "\n".join(lines) + "\n"
+
+
+def targets(results: dict[str, Any]) -> list[str]:
+    """Issue 46's targets this run measures, each with its verdict."""
+    s, api = results["scenarios"], results.get("api", {})
+    rows: list[tuple[str, str, float | None, float]] = [
+        ("write units, plain library job", "<=", s["plain"]["write_units"], 3.4),
+        ("$ per million, plain library job (`submit`, one at a time)", "<=",
+         s["plain"]["dollars_per_million"], 2.40),
+        ("$ per million, plain library job (`submit_many`)", "<=",
+         s.get("plain, submit_many", {}).get("dollars_per_million"), 2.40),
+        ("extra write units per retry", "<=", round(
+            s["retried once"]["write_units"] - s["plain"]["write_units"], 3), 2.5)]
+    batch = api.get("API batch of 100, no cap, no events")
+    if batch:
+        rows += [("$ per million via the API, batches of 100, no cap (HTTP API)", "<=",
+                  batch["dollars_per_million_http"], 2.60),
+                 ("AWS requests per job, batches of 100", "<=", round(
+                     batch["dynamodb_requests"] + batch["sqs_requests"]
+                     + batch["eventbridge_requests"], 3), 3.2)]
+    wire = results.get("single_posts")
+    if wire:
+        rows.append(("AWS requests per job, single `POST /jobs`, 8 clients", "<=",
+                     wire["requests_per_job"], 4.0))
+    out = ["", "Issue 46's targets measured here:", "",
+           "| measure | target | measured | verdict |", "|---|---|---|---|"]
+    for name, sense, got, goal in rows:
+        verdict = "not measured" if got is None else "met" if got <= goal else "**MISSED**"
+        shown = "" if got is None else f"{got:g}"
+        out.append(f"| {name} | {sense} {goal:g} | {shown} | {verdict} |")
+    return out
 
 
 def recorded_section(path: Path = ROOT / "bench" / "option_cost.json") -> list[str]:
@@ -327,10 +406,12 @@ def write_section(path: Path, section: str) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.option_cost")
     parser.add_argument("--jobs", type=int, default=20)
+    parser.add_argument("--no-single", action="store_true",
+                        help="skip the single-POST /jobs run (it starts `leasehold dev`)")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "option_cost.json")
     parser.add_argument("--markdown", type=Path, default=ROOT / "BENCHMARKS.md")
     args = parser.parse_args(argv)
-    results = measure(args.jobs)
+    results = measure(args.jobs, single=not args.no_single)
     args.out.write_text(json.dumps(results, indent=2) + "\n")
     section = markdown(results)
     write_section(args.markdown, section)

@@ -118,10 +118,12 @@ def test_hand_offs_the_batch_send_lost_are_re_sent_by_the_sweeper(
         app: Leasehold, tasks: TaskRegistry, clock: FakeClock, fault: str) -> None:
     """The rows are the outbox: a ``SendMessageBatch`` refused past botocore's retries, or
     the process killed before it (after every row's put), leaves QUEUED rows the sweeper
-    hands off at their deadline."""
+    hands off at their deadline. Keyed items are put first and sent after (a plain item
+    sends first: ``test_submit_many.py``)."""
     api = api_for(app, max_live=None)
     injector = inject(app, Fault(target="sqs.SendMessageBatch", kind=fault, times=1))
-    body = {"jobs": [{"task": "echo", "payload": i} for i in range(12)]}
+    body = {"jobs": [{"task": "echo", "payload": i, "idempotency_key": f"k{i}"}
+                     for i in range(12)]}
     if fault == "crash":
         with pytest.raises(InjectedCrash):
             api.post("/jobs/batch", body)

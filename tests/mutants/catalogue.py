@@ -521,6 +521,19 @@ MUTANTS: tuple[Mutant, ...] = (
               '        condition = f"{rate} AND {SLOT_FREE}"\n',
               '        condition = f"{rate} AND ({SLOT_FREE} OR attribute_exists(#live))"\n'),
          )),
+    Mutant(
+        "gathered-send-counts-a-refused-entry-as-sent",
+        "Submissions written side by side send first together: an entry SQS refused in the "
+        "gathered SendMessageBatch is taken for sent, so its row is put with no sweep entry "
+        "and nothing names it: the job is never run.",
+        "issue 46 (send first together: submit_many, POST /jobs/batch)",
+        "tests/integration/test_submit_many.py::"
+        "test_a_refused_or_lost_batch_send_makes_those_rows_the_outbox_and_each_job_runs_once",
+        (Edit(F + "lifecycle/handoff.py",
+              "        self._taken.update((index, hand.job.job_id in sent) "
+              "for index, hand in waiting)\n",
+              "        self._taken.update((index, True) for index, hand in waiting)\n"),
+         )),
 )
 
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextvars
 import logging
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from typing import Annotated, Any
 
 from aws_lambda_powertools.event_handler.api_gateway import Router
@@ -35,6 +36,7 @@ from leasehold.api.context import ApiConfig
 from leasehold.api.errors import described, invalid
 from leasehold.api.models import ErrorDetail, SubmitJob, SubmittedJob, _Strict
 from leasehold.api.submissions import Prepared, admit, prepare
+from leasehold.aws.queues import MAX_BATCH_ENTRIES
 from leasehold.errors import LeaseholdError, Overloaded, RateLimited
 from leasehold.lifecycle import handoff
 from leasehold.lifecycle.app import Leasehold
@@ -46,8 +48,9 @@ router = Router()
 #: Items in one request, as API Gateway's 29 s and one Lambda invocation allow comfortably
 #: (each item is one or two writes and a send, a few milliseconds each).
 MAX_BATCH = 100
-#: Items of one batch written side by side (:func:`_independent`).
-PARALLEL_WRITES = 8
+#: Items of one batch written side by side (:func:`_independent`): as many as one
+#: ``SendMessageBatch`` carries, so their send-first hand-offs go in one request.
+PARALLEL_WRITES = MAX_BATCH_ENTRIES
 #: An ``Idempotency-Key`` for a batch: item ``i``'s retry token is ``{key}/{i}`` (at most
 #: 256 characters, an item key's limit).
 MAX_BATCH_TOKEN = 252
@@ -121,12 +124,17 @@ def submit_batch(
 
     if prepaid and _independent(items):
         # Paid for and sharing no key, the items' writes cannot meet: write them side by
-        # side (the function's time is mostly their round trips). Each runs in a copy of
-        # the request's context (its trace).
+        # side, ten at a time (the function's time is mostly their round trips), the
+        # hand-offs of those that send first gathered into one request before their puts.
+        # Each runs in a copy of the request's context (its trace).
+        results = []
         with ThreadPoolExecutor(PARALLEL_WRITES) as writers:
-            futures = [writers.submit(contextvars.copy_context().run, answer, index, item)
-                       for index, item in enumerate(items)]
-            results = [future.result() for future in futures]
+            for start in range(0, len(items), PARALLEL_WRITES):
+                gather = handoff.Gather(app.queues, len(items[start:start + PARALLEL_WRITES]))
+                futures = [writers.submit(contextvars.copy_context().run, gather.run, index,
+                                          partial(answer, start + index, item))
+                           for index, item in enumerate(items[start:start + PARALLEL_WRITES])]
+                results += [future.result() for future in futures]
     else:
         results = [answer(index, item) for index, item in enumerate(items)]
     # Sent in the items' order, whichever write finished first (a worker meets them in it).

@@ -6,17 +6,22 @@ row for the sweeper (issue 46). A worker that meets the message before the row k
 (hands it back) for :data:`ORPHAN_GRACE_MS` after it was sent, then drops it; the submitter
 sends again when its put took longer than :data:`RESEND_AFTER_MS`. A send that fails makes
 the row the outbox instead: it is put with its ``sweep`` entry (QUEUED, with a hand-off
-deadline in ``lease_expires_at``) and the sweeper re-sends at the deadline. Every other
-entry into QUEUED (a retry, a promotion, a re-drive, a batch's items) puts the row first and
-sends second, with the entry, as before.
+deadline in ``lease_expires_at``) and the sweeper re-sends at the deadline. Submissions
+written side by side (``submit_many``, ``POST /jobs/batch``) send first together, ten per
+``SendMessageBatch`` (:class:`Gather`): an entry SQS refuses is a failed send, its row the
+outbox. Every other entry into QUEUED (a retry, a promotion, a re-drive, a keyed item of a
+batch) puts the row first and sends second, with the entry, as before.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass, replace
+from typing import TypeVar
 
 from botocore.exceptions import BotoCoreError, ClientError
 
@@ -27,6 +32,7 @@ from leasehold.core.states import JobState
 from leasehold.settings import Settings
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 #: How long after a send-first message was sent a worker that finds no row for it keeps it
 #: (handing it back) before it drops it. The submitter sends again when its put took more
@@ -76,6 +82,8 @@ class Pending:
     job: Job
     now: int
     not_before: int = 0
+    #: Sent before its row is put (stamped with ``now``, as :func:`send`'s ``first``).
+    first: bool = False
 
 
 def send_all(queues: Queues, pending: Sequence[Pending]) -> int:
@@ -83,12 +91,19 @@ def send_all(queues: Queues, pending: Sequence[Pending]) -> int:
     how many SQS took. An entry SQS refuses, or a call that fails past botocore's retries,
     is a failed :func:`send`: logged, and the row (QUEUED, with its hand-off deadline) is
     the outbox the sweeper re-sends from."""
+    return len(_sent(queues, pending))
+
+
+def _sent(queues: Queues, pending: Sequence[Pending]) -> set[str]:
+    """:func:`send_all`'s sending: the ids of the jobs whose hand-off SQS took."""
     by_queue: dict[tuple[str, str], list[tuple[Job, Message, float]]] = defaultdict(list)
     for hand in pending:
         if hand.job.state in (JobState.QUEUED, JobState.SLEEPING):
             message, delay = _message(hand.job, hand.now, hand.not_before)
+            if hand.first:
+                message = replace(message, sent_at=hand.now)
             by_queue[(hand.job.pool, hand.job.priority)].append((hand.job, message, delay))
-    sent = 0
+    sent: set[str] = set()
     for (pool, priority), entries in by_queue.items():
         for start in range(0, len(entries), MAX_BATCH_ENTRIES):
             chunk = entries[start:start + MAX_BATCH_ENTRIES]
@@ -102,8 +117,78 @@ def send_all(queues: Queues, pending: Sequence[Pending]) -> int:
             for index in failed:
                 log.warning("hand-off of %s refused; the sweeper will re-send it",
                             chunk[index][0].job_id)
-            sent += len(chunk) - len(failed)
+            sent.update(job.job_id for i, (job, _, _) in enumerate(chunk) if i not in failed)
     return sent
+
+
+def send_first(queues: Queues, job: Job, now: int, *, held: bool = False) -> bool:
+    """Send a new row's hand-off before it is put: with the other items of its
+    :class:`Gather` when it is written side by side with them, else on its own (nothing,
+    False, when ``held``: its submission holds hand-offs back to send after the puts)."""
+    joined = _GATHER.get()
+    if joined is not None:
+        gather, index = joined
+        return gather.send(index, job, now)
+    return False if held else send(queues, job, now, first=True)
+
+
+#: The gathering a send-first hand-off joins, and the item's place in it (:meth:`Gather.run`).
+_GATHER: ContextVar[tuple[Gather, int] | None] = ContextVar("leasehold_gather", default=None)
+
+
+class Gather:
+    """The send-first hand-offs of up to :data:`MAX_BATCH_ENTRIES` submissions written side
+    by side, one thread each: each item's hand-off waits until every other item of the
+    gathering has either sent its own or ended, then all of them go out together
+    (``SendMessageBatch``, in the items' order), and each item puts its row, with no
+    ``sweep`` entry if SQS took its message and with one (the outbox) if not. One request
+    instead of ten; each row's failure model is a single send-first's."""
+
+    def __init__(self, queues: Queues, items: int) -> None:
+        self._queues = queues
+        self._open = set(range(items))  # items that may still send
+        self._waiting: dict[int, Pending] = {}
+        self._taken: dict[int, bool] = {}
+        self._turn = threading.Condition()
+
+    def run(self, index: int, call: Callable[[], T]) -> T:
+        """``call()`` as item ``index`` of the gathering (in the caller's thread)."""
+        token = _GATHER.set((self, index))
+        try:
+            return call()
+        finally:
+            _GATHER.reset(token)
+            with self._turn:
+                self._open.discard(index)
+                self._flush_if_ready()
+
+    def send(self, index: int, job: Job, now: int) -> bool:
+        with self._turn:
+            joined = index in self._open
+            if joined:
+                self._open.discard(index)
+                self._waiting[index] = Pending(job, now, first=True)
+                self._flush_if_ready()
+                self._turn.wait_for(lambda: index in self._taken)
+                return self._taken.pop(index)
+        return send(self._queues, job, now, first=True)  # a second hand-off of one item
+
+    def _flush_if_ready(self) -> None:
+        """Send what waits once no other item can join it (under the lock: every other
+        item of the gathering is waiting on it, or has ended)."""
+        if self._open or not self._waiting:
+            return
+        waiting = sorted(self._waiting.items())
+        self._waiting.clear()
+        sent: set[str] = set()
+        try:
+            sent = _sent(self._queues, [hand for _, hand in waiting])
+        except Exception:
+            log.exception("hand-off of %d jobs failed; the sweeper will re-send them",
+                          len(waiting))
+        finally:  # never leave the others waiting, whatever this thread meets
+            self._taken.update((index, hand.job.job_id in sent) for index, hand in waiting)
+            self._turn.notify_all()
 
 
 def _message(job: Job, now: int, not_before: int) -> tuple[Message, float]:

@@ -117,7 +117,8 @@ def submit(app: Leasehold, spec: JobSpec, *, counted: bool | None = None, shard:
     the row so it is given back there.
     ``internal``: Leasehold submits one of its own tasks (refused otherwise).
     ``handoffs``: hold the hand-off here instead of sending it (a batch sends its items'
-    together, :func:`handoff.send_all`); the row is the outbox either way.
+    together, :func:`handoff.send_all`); the row is the outbox either way. A row that sends
+    first still does, with the items written beside it (:class:`handoff.Gather`).
     ``take``: takes the job's slot by its own write just before the row is put (after every
     intake, so a submission that is refused, coalesced or answered by a duplicate takes
     none) and returns the row that records it (``SLOT_AT``) and how to give the slot back,
@@ -152,9 +153,9 @@ def submit(app: Leasehold, spec: JobSpec, *, counted: bool | None = None, shard:
         # end rather than at the queue's visibility timeout (300 s): Leasehold's own (the
         # bulk actions run long from checkpoints), and a remote worker's, whose protocol
         # promises that (docs/protocol.md); nor a capped one (``sends_first``).
-        first = handoffs is None and not internal and \
-            row.pool not in app.settings.external_tasks and sends_first(row, writes) and \
-            handoff.send(app.queues, row, now, first=True)
+        first = not internal and row.pool not in app.settings.external_tasks and \
+            sends_first(row, writes) and \
+            handoff.send_first(app.queues, row, now, held=handoffs is not None)
         if SLOT_AT in row.extra and app.now() - int(row.extra[SLOT_AT]) > PUT_WITHIN_MS:
             # The repair may count a slot this old as orphaned before a put lands: give it
             # back and put nothing (a message sent first finds no row and is dropped).
