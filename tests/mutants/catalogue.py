@@ -493,9 +493,9 @@ MUTANTS: tuple[Mutant, ...] = (
         "issue 46 part 3 (capfree3)",
         "tests/integration/test_remote_workers.py::test_a_zombie_gets_409_and_changes_nothing",
         (Edit(F + "lifecycle/submission.py",
-              "            row.pool not in app.settings.external_tasks and "
-              "sends_first(row, writes) and \\\n",
-              "            sends_first(row, writes) and \\\n"),
+              "        first = not internal and row.pool not in app.settings.external_tasks "
+              "and \\\n",
+              "        first = not internal and \\\n"),
          )),
     Mutant(
         "lean-give-back-skipped",
