@@ -108,12 +108,14 @@ def share_botocore_models() -> None:
 #: left to do). The order is the measured one, longest single scope first (the summary below
 #: prints the modules' times at the end of every run).
 LONGEST_FIRST = ("tests/integration/test_stateful.py", "tests/e2e/test_init_venv.py",
-                 "tests/e2e/test_schema.py", "tests/e2e/test_bench.py",
+                 "tests/e2e/test_schema.py", "tests/infra/test_control_table.py",
+                 "tests/e2e/test_bench.py",
                  "tests/e2e/test_documented_commands.py", "tests/infra/test_adoption.py",
                  "tests/e2e/test_time.py", "tests/e2e/test_runtime.py",
                  "tests/conformance/test_conformance.py",
                  "tests/integration/test_tracing_faults.py",
-                 "tests/integration/test_failure_model.py", "tests/e2e/test_dev_state_dir.py",
+                 "tests/integration/test_failure_model.py",
+                 "tests/integration/test_cells_drill.py", "tests/e2e/test_dev_state_dir.py",
                  "tests/integration/test_combinations_flow.py", "tests/e2e/test_walkthrough.py")
 
 
