@@ -14,15 +14,23 @@ ARGS ?=
 
 # `make dist`: the sdist and wheel a user installs (dist/; issue 47). `make docs`: the
 # documentation site (mkdocs.yml, docs/) on http://127.0.0.1:8000, rebuilt on each edit.
-.PHONY: dist docs dev test test-ready test-tools lint typecheck unit drill soak mutants chromium ddblocal workers bench bench-quick bench-cost bench-remote bench-peer synth clean
+.PHONY: dist docs dev test test-ready test-tools bytecode lint typecheck unit drill soak mutants chromium ddblocal workers bench bench-quick bench-cost bench-remote bench-peer synth clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Leasehold needs Python 3.11+"'
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev,infra]'
+	$(PY) -m pip install --quiet --no-compile -e '.[dev,infra]'
 	@rm -f $(VENV)/.installed-*
 	@touch $(STAMP)
+
+# The virtualenv's bytecode, compiled on both cores (pip install compiles every module it
+# installs on one core, and that was most of the install's time: --no-compile above). `make
+# test` runs this beside lint and the tools (test-ready); elsewhere Python compiles what it
+# imports. Like pip, it does not fail on a module Python cannot compile (a test fixture of
+# some package, a file for another Python version): it is a cache, never needed.
+bytecode: $(STAMP)
+	@$(PY) -m compileall -qq -j 0 $(VENV)/lib || true
 
 dist: $(STAMP)
 	$(PY) -m build --outdir dist .
@@ -56,10 +64,10 @@ test:
 	[ $$tests -eq 0 ] && [ $$types -eq 0 ]
 
 # What the tests need, made side by side (`make test` runs this with -j3): the virtualenv's pip
-# install (then lint) beside the system tools and the reference workers' build (npm ci, javac),
-# which need no virtualenv. The tools stay one after another: each may run apt-get, which
-# takes a lock a second apt-get would fail on.
-test-ready: $(STAMP) lint test-tools
+# install (then lint and its bytecode) beside the system tools and the reference workers' build
+# (npm ci, javac), which need no virtualenv. The tools stay one after another: each may run
+# apt-get, which takes a lock a second apt-get would fail on.
+test-ready: $(STAMP) lint test-tools bytecode
 
 test-tools:
 	@$(MAKE) --no-print-directory chromium

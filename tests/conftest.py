@@ -13,10 +13,13 @@ Where the tests' AWS is (docs/contributing.md, "Two commands"):
 
 from __future__ import annotations
 
+import ast
 import os
 import random
 import uuid
 from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
 
 import botocore.loaders
 import botocore.session
@@ -105,18 +108,68 @@ def share_botocore_models() -> None:
 #: left to do). The order is the measured one, longest single scope first (the summary below
 #: prints the modules' times at the end of every run).
 LONGEST_FIRST = ("tests/integration/test_stateful.py", "tests/e2e/test_init_venv.py",
-                 "tests/e2e/test_schema.py", "tests/e2e/test_bench.py",
+                 "tests/e2e/test_schema.py", "tests/infra/test_control_table.py",
+                 "tests/e2e/test_bench.py",
                  "tests/e2e/test_documented_commands.py", "tests/infra/test_adoption.py",
                  "tests/e2e/test_time.py", "tests/e2e/test_runtime.py",
                  "tests/conformance/test_conformance.py",
                  "tests/integration/test_tracing_faults.py",
-                 "tests/integration/test_failure_model.py", "tests/e2e/test_dev_state_dir.py",
+                 "tests/integration/test_failure_model.py",
+                 "tests/integration/test_cells_drill.py", "tests/e2e/test_dev_state_dir.py",
                  "tests/integration/test_combinations_flow.py", "tests/e2e/test_walkthrough.py")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     rank = {path: i for i, path in enumerate(LONGEST_FIRST)}
     items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(LONGEST_FIRST)))
+
+
+#: The repository: node ids' paths are relative to it.
+REPOSITORY = Path(__file__).resolve().parents[1]
+
+
+def modules_requesting(fixture: str, folder: Path, *, root: Path = REPOSITORY
+                       ) -> frozenset[str]:
+    """The test modules of ``folder`` (node ids' paths, from ``root``) with a function that
+    takes ``fixture``: read from their source, as the xdist controller collects nothing."""
+    found: set[str] = set()
+    for path in sorted(folder.glob("test_*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and fixture in {
+                    arg.arg for arg in (*node.args.args, *node.args.kwonlyargs)}:
+                found.add(path.relative_to(root).as_posix())
+                break
+    return frozenset(found)
+
+
+#: Modules that share a session fixture too costly to make in every test process: the cloud
+#: assembly of tests/infra/conftest.py (``synthesized``: a whole CDK synthesis, tens of
+#: seconds of CPU between Python and the jsii Node.js process). ``--dist loadscope`` spread
+#: them over all the workers, and each worker synthesized the same app again; `make test`
+#: hands them to one worker as one unit (:func:`pytest_xdist_make_scheduler`).
+SHARED_SESSION_GROUPS = {
+    "tests/infra (one synthesis)": modules_requesting(
+        "synthesized", REPOSITORY / "tests" / "infra"),
+}
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """``--dist loadscope`` with :data:`SHARED_SESSION_GROUPS` as single work units (a
+    module or class is one otherwise, as ever)."""
+    if config.getoption("dist") != "loadscope":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    group_of = {module: group for group, modules in SHARED_SESSION_GROUPS.items()
+                for module in modules}
+
+    class GroupedScopes(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            group = group_of.get(nodeid.split("::")[0])
+            return group if group is not None else super()._split_scope(nodeid)
+
+    return GroupedScopes(config, log)
 
 
 #: How many modules the end-of-run summary names (``make test`` prints them, slowest first).
