@@ -421,6 +421,19 @@ MUTANTS: tuple[Mutant, ...] = (
               "outcome))\n",
               "            also.append(add(app.settings, slot_item(job.tenant, home), outcome))\n"),
          )),
+    # -- cells (issue 48) -----------------------------------------------------------------
+    Mutant(
+        "isolated-cell-still-renews-its-region-lease",
+        "A cell whose Region `leasehold regions isolate` took off still reaches the control "
+        "table: its Region lease is renewed and it goes on leasing, so the isolated Region "
+        "is not fenced at all.",
+        "issue 48 (`leasehold dev --regions`, the isolation switch)",
+        "tests/integration/test_cells_isolate.py::"
+        "test_a_cell_isolated_while_it_runs_stops_and_works_again_when_brought_back",
+        (Edit(F + "cells/cell.py",
+              "    chosen = [*parse(spec), *switched(os.environ)]\n",
+              "    chosen = [*parse(spec)]\n"),
+         )),
 )
 
 

@@ -27,6 +27,7 @@ def register(subparsers: Any) -> None:
         "leasehold dev --tasks myapp.tasks --reload   # restart workers when tasks change",
         "leasehold dev --endpoint http://localhost:4566",
         "leasehold dev --dynamodb local        # AWS's DynamoDB Local (make ddblocal installs it)",
+        "leasehold dev --regions a,b,c         # three cells, a drill: leasehold regions isolate a",
     ], run_dev, client=False)
     dev.add_argument("--host", default="127.0.0.1",
                      help="address the API and the embedded emulator listen on; 0.0.0.0 "
@@ -64,6 +65,12 @@ def register(subparsers: Any) -> None:
                           "and its write units (in memory: nothing kept; SQS and EventBridge "
                           "stay on the emulator; `make ddblocal` installs it), e.g. "
                           "--dynamodb local")
+    dev.add_argument("--regions", default=None, metavar="REGION,REGION[,...]",
+                     help="run one cell per Region, each a whole runtime with its own "
+                          "emulator, state dir (--state-dir/REGION) and API port (--port, "
+                          "the next, ...), sharing a control table; `leasehold regions "
+                          "isolate REGION` takes one off while it runs (docs/regions.md), "
+                          "e.g. --regions a,b,c")
     dev.add_argument("--provision", action="store_true",
                      default=bool(os.environ.get("LEASEHOLD_PROVISION")),
                      help="with --endpoint: create the tables and queues that are missing "
@@ -193,6 +200,8 @@ def run_dev(args: argparse.Namespace) -> int:
               f"a Python pool, and every pool ({args.pools}) is external: add one to --pools",
               file=sys.stderr)
         return 2
+    if args.regions:
+        return _run_regions(args)
     if args.dynamodb == "local":
         if args.endpoint:
             print("leasehold dev: --dynamodb local runs its own endpoint: drop --endpoint "
@@ -217,6 +226,47 @@ def run_dev(args: argparse.Namespace) -> int:
         finally:
             substrate.stop()
     return _run_runtime(args, external, policies)
+
+
+#: The options each cell of ``--regions`` is started with as given (the rest are per cell).
+_CELL_OPTIONS = ("workers", "concurrency", "batch_size", "tasks", "pools", "save_seconds",
+                 "lease_seconds", "sweep_seconds", "tick_seconds", "idle_sweep_seconds",
+                 "idle_tick_seconds", "heartbeat_seconds", "drain_seconds",
+                 "leader_lease_seconds", "lookahead_seconds", "tenant_rate", "tenant_burst",
+                 "tenant_max_live", "max_backlog", "otlp")
+_CELL_FLAGS = ("fresh", "in_memory", "reload")
+
+
+def _run_regions(args: argparse.Namespace) -> int:
+    """``--regions a,b,c``: one runtime per Region (leasehold.local.regions)."""
+    from leasehold.local.regions import RegionsRuntime
+    from leasehold.local.runtime import Runtime
+
+    for given, name in ((args.endpoint, "--endpoint"), (args.dynamodb != "emulator",
+                                                        "--dynamodb local"),
+                        (args.allow_host, "--allow-host"), (args.event_log, "--event-log")):
+        if given:
+            print(f"leasehold dev: --regions runs each cell on its own emulator: drop {name}",
+                  file=sys.stderr)
+            return 2
+    dev_args = [item for name in _CELL_OPTIONS if (value := getattr(args, name)) is not None
+                for item in (f"--{name.replace('_', '-')}", str(value))]
+    dev_args += [f"--{name.replace('_', '-')}" for name in _CELL_FLAGS if getattr(args, name)]
+    dev_args += [f"--external={spec}" for spec in args.external]
+    try:
+        regions = RegionsRuntime(_split(args.regions), host=args.host, port=args.port,
+                                 state_dir=args.state_dir, dev_args=dev_args)
+    except LeaseholdError as exc:
+        print(f"leasehold dev: {exc}", file=sys.stderr)
+        return 2
+    with Runtime.signals() as signalled:
+        try:
+            regions.start()
+        except (LeaseholdError, RuntimeError, OSError) as exc:
+            print(f"leasehold dev: could not start: {exc}", file=sys.stderr)
+            regions.stop()
+            return 1
+        return regions.run_until_signalled(signalled)
 
 
 def _run_runtime(args: argparse.Namespace, external: Any, policies: Any) -> int:

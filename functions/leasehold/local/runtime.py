@@ -34,7 +34,7 @@ from leasehold.compose import compose
 from leasehold.events.publishing import FILE_PREFIX, FileSink, runtime_started
 from leasehold.lifecycle import sweeper
 from leasehold.lifecycle.app import Leasehold
-from leasehold.local import emulator, hints, relay, reload, state
+from leasehold.local import emulator, hints, regions, relay, reload, state
 from leasehold.local.dev_targets import DEV_ALLOW, dev_targets, dev_targets_role
 from leasehold.local.gateway import Gateway
 from leasehold.local.keeper import StateKeeper
@@ -103,7 +103,9 @@ class Runtime:
             self.keeper = StateKeeper(directory, every=opts.save_seconds, out=self.out)
             self.keeper.lock()
         try:
-            self.gateway = Gateway(opts.host, opts.port, self._answer, opts.allowed_hosts)
+            # A cell of `leasehold dev --regions`: refused while its Region is isolated.
+            self.gateway = Gateway(opts.host, opts.port, regions.isolating(self._answer),
+                                   opts.allowed_hosts)
         except OSError as exc:
             if exc.errno == errno.EADDRINUSE:
                 raise PortBusy(
@@ -379,8 +381,9 @@ class Runtime:
             self.emulator.stop()
         print("Stopped.", file=self.out, flush=True)
 
+    @staticmethod
     @contextlib.contextmanager
-    def signals(self) -> Iterator[threading.Event]:
+    def signals() -> Iterator[threading.Event]:
         """SIGINT and SIGTERM set the event this yields while it is open: a Ctrl-C that
         arrives while the runtime starts stops it once started, not with a traceback
         halfway through its start."""
