@@ -5,8 +5,9 @@ wants more: take a running cell's Region off, watch the others carry on, bring i
 each cell of ``leasehold dev --regions`` is started with ``LEASEHOLD_ISOLATE_FILE``, a path
 that its API process and every worker it starts watch. While the file exists, every AWS call
 of the cell (its jobs tables, queues and control table alike) is refused, or hangs when the
-file says ``hang``, at the botocore layer (:func:`leasehold.aws.faults.switched`): the call never reaches the emulator, as a Region cut off from the network. The
-cell's API answers 503 (``local.regions``). Removing the file brings the Region back.
+file says ``hang``, at the botocore layer (:func:`leasehold.aws.faults.switched`): the
+call never reaches the emulator, as a Region cut off from the network. The cell's API
+answers 503 (``local.regions``). Removing the file brings the Region back.
 """
 
 from __future__ import annotations
