@@ -434,6 +434,19 @@ MUTANTS: tuple[Mutant, ...] = (
               "    chosen = [*parse(spec), *switched(os.environ)]\n",
               "    chosen = [*parse(spec)]\n"),
          )),
+    Mutant(
+        "replication-lag-alarm-without-its-receiving-region",
+        "The replication-lag alarm watches ReplicationLatency by table only: DynamoDB "
+        "publishes it per receiving Region, so the alarm watches a metric that never has "
+        "data and never fires, however late a take-over's replica is.",
+        "issue 48 (the cell alarms' replication lag)",
+        "tests/infra/test_control_table.py::"
+        "test_a_cell_alarms_on_each_replica_of_its_jobs_table_lagging",
+        (Edit(F + "cdk/cell_alarms.py",
+              '                                    dimensions_map={"TableName": jobs_table,\n'
+              '                                                    "ReceivingRegion": replica}),\n',
+              '                                    dimensions_map={"TableName": jobs_table}),\n'),
+         )),
 )
 
 
