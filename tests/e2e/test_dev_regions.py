@@ -1,7 +1,8 @@
 """``leasehold dev --regions a,b`` and ``leasehold regions isolate`` (issue 48): a user's drill
 on one machine. Two cells, each a whole runtime on its own emulator, share a control table;
 Region ``a`` is taken off while it runs (every AWS call of its cell refused at the botocore
-layer, its API answering 503), failed over to ``b``, brought back and failed back."""
+layer, its API answering 503), failed over to ``b``, brought back and failed back. On both
+DynamoDB substrates: the embedded emulator, and AWS's DynamoDB Local (one per cell)."""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ pytestmark = pytest.mark.e2e
 
 #: A short Region lease, so the isolated cell fences itself within the test (the cache must
 #: stay under half of it).
-CELL_ENV = {"LEASEHOLD_REGION_LEASE_SECONDS": "6", "LEASEHOLD_CONTROL_CACHE_SECONDS": "1",
+CELL_ENV = {"LEASEHOLD_REGION_LEASE_SECONDS": "9", "LEASEHOLD_CONTROL_CACHE_SECONDS": "1",
             "LEASEHOLD_SKEW_GRACE_SECONDS": "1"}
 
 
@@ -33,13 +34,14 @@ def leasehold(*args: str, state: Path) -> subprocess.CompletedProcess[str]:
                           env={**os.environ, "LEASEHOLD_STATE_DIR": str(state)})
 
 
-@pytest.fixture
-def cells(tmp_path: Path) -> Iterator[tuple[Runtime, Runtime, Path]]:
+@pytest.fixture(params=["emulator", "local"])
+def cells(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[tuple[Runtime, Runtime,
+                                                                          Path]]:
     state = tmp_path / "state"
     process = subprocess.Popen(
         [sys.executable, "-m", "leasehold.cli", "dev", "--regions", "a,b", "--port", "0",
          "--workers", "1", "--concurrency", "2", "--in-memory", "--state-dir", str(state),
-         *FAST],
+         "--dynamodb", request.param, *FAST],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         env={**os.environ, **CELL_ENV})
     output: list[str] = []
@@ -49,6 +51,9 @@ def cells(tmp_path: Path) -> Iterator[tuple[Runtime, Runtime, Path]]:
         if line.startswith("Press Ctrl-C") and "in Regions" in "".join(output):
             break
     threading.Thread(target=lambda: output.extend(process.stdout or ()), daemon=True).start()
+    if request.param == "local":  # each cell said which DynamoDB it runs on
+        said = [line for line in output if "DynamoDB: AWS's DynamoDB Local" in line]
+        assert sorted(line[:4] for line in said) == ["[a] ", "[b] "], "".join(output)
     urls = json.loads((state / "regions.json").read_text())["urls"]
     a, b = Runtime(process, url=urls["a"]), Runtime(process, url=urls["b"])
     yield a, b, state
@@ -59,20 +64,23 @@ def cells(tmp_path: Path) -> Iterator[tuple[Runtime, Runtime, Path]]:
 def test_a_region_isolated_while_it_runs_is_failed_over_and_runs_its_jobs_once_when_back(
         cells: tuple[Runtime, Runtime, Path]) -> None:
     a, b, state = cells
-    # acme's first submission homes it in a; its job is due in 3 s.
-    waiting = a.submit({"task": "echo", "payload": {"n": 1}, "delay_seconds": 3},
-                       tenant="acme")
-    # a's worker works now, so it holds a fresh Region lease of its own when a goes off:
-    # only the isolation itself (every AWS call refused) keeps it from the job due next.
+    # acme's first submission homes it in a. a's worker works now, so it holds a fresh
+    # Region lease of its own when a goes off: only the isolation itself (every AWS call
+    # refused) keeps it from the job due next.
     warm = a.submit({"task": "echo", "payload": {"n": 0}}, tenant="acme")["job_id"]
     assert a.wait_for([warm], tenant="acme")[warm]["state"] == "SUCCEEDED"
     misdirected = b.call("POST", "/jobs", {"task": "echo", "payload": {}}, tenant="acme")
     assert misdirected.status == 421
     assert misdirected.body["error"]["home_url"] == a.url
-
+    # Acknowledged in a, due in 4 s: a is isolated before then.
+    submitted_at = time.time()
+    waiting = a.submit({"task": "echo", "payload": {"n": 1}, "delay_seconds": 4},
+                       tenant="acme")
     isolated = leasehold("regions", "isolate", "a", state=state)
     assert isolated.returncode == 0, isolated.stderr
     isolated_at = time.time()
+    # The precondition: a went off before the job's time (else it may have started there).
+    assert isolated_at < submitted_at + 4, "the isolation came too late to test anything"
     refused = a.call("POST", "/jobs", {"task": "echo", "payload": {}}, tenant="acme")
     assert refused.status == 503
     assert refused.body["error"]["code"] == "region_isolated"
@@ -92,7 +100,7 @@ def test_a_region_isolated_while_it_runs_is_failed_over_and_runs_its_jobs_once_w
         "state"] == "SUCCEEDED"
 
     # Past the waiting job's time and past a's Region lease, a still off: nothing ran there.
-    while time.time() < isolated_at + 8:
+    while time.time() < isolated_at + 11:
         time.sleep(0.5)
     back = leasehold("regions", "reconnect", "a", state=state)
     assert back.returncode == 0, back.stderr

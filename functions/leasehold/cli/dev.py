@@ -28,6 +28,7 @@ def register(subparsers: Any) -> None:
         "leasehold dev --endpoint http://localhost:4566",
         "leasehold dev --dynamodb local        # AWS's DynamoDB Local (make ddblocal installs it)",
         "leasehold dev --regions a,b,c         # three cells, a drill: leasehold regions isolate a",
+        "leasehold dev --regions a,b --dynamodb local   # the cells on DynamoDB Local",
     ], run_dev, client=False)
     dev.add_argument("--host", default="127.0.0.1",
                      help="address the API and the embedded emulator listen on; 0.0.0.0 "
@@ -69,7 +70,8 @@ def register(subparsers: Any) -> None:
                      help="run one cell per Region, each a whole runtime with its own "
                           "emulator, state dir (--state-dir/REGION) and API port (--port, "
                           "the next, ...), sharing a control table; `leasehold regions "
-                          "isolate REGION` takes one off while it runs (docs/regions.md), "
+                          "isolate REGION` takes one off while it runs (docs/regions.md); "
+                          "with --dynamodb local each cell has a DynamoDB Local of its own, "
                           "e.g. --regions a,b,c")
     dev.add_argument("--provision", action="store_true",
                      default=bool(os.environ.get("LEASEHOLD_PROVISION")),
@@ -242,9 +244,8 @@ def _run_regions(args: argparse.Namespace) -> int:
     from leasehold.local.regions import RegionsRuntime
     from leasehold.local.runtime import Runtime
 
-    for given, name in ((args.endpoint, "--endpoint"), (args.dynamodb != "emulator",
-                                                        "--dynamodb local"),
-                        (args.allow_host, "--allow-host"), (args.event_log, "--event-log")):
+    for given, name in ((args.endpoint, "--endpoint"), (args.allow_host, "--allow-host"),
+                        (args.event_log, "--event-log")):
         if given:
             print(f"leasehold dev: --regions runs each cell on its own emulator: drop {name}",
                   file=sys.stderr)
@@ -253,6 +254,9 @@ def _run_regions(args: argparse.Namespace) -> int:
                 for item in (f"--{name.replace('_', '-')}", str(value))]
     dev_args += [f"--{name.replace('_', '-')}" for name in _CELL_FLAGS if getattr(args, name)]
     dev_args += [f"--external={spec}" for spec in args.external]
+    # --dynamodb local: each cell on a DynamoDB Local of its own (the control table stays on
+    # its emulator, as the MRSC table is not the cells' substrate).
+    dev_args += ["--dynamodb", args.dynamodb]
     try:
         regions = RegionsRuntime(_split(args.regions), host=args.host, port=args.port,
                                  state_dir=args.state_dir, dev_args=dev_args)
