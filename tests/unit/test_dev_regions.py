@@ -14,7 +14,7 @@ from leasehold.aws.faults import switched
 from leasehold.aws.isolation import ENV, IsolationSwitch
 from leasehold.cells.drill import Layout, RegionsUnavailable, layout
 from leasehold.cli import main
-from leasehold.local.regions import isolating
+from leasehold.local.gateway import isolating
 
 
 def test_the_switch_fails_or_hangs_every_call_only_while_its_file_says_so(

@@ -7,7 +7,7 @@ that its API process and every worker it starts watch. While the file exists, ev
 of the cell (its jobs tables, queues and control table alike) is refused, or hangs when the
 file says ``hang``, at the botocore layer (:func:`leasehold.aws.faults.switched`): the
 call never reaches the emulator, as a Region cut off from the network. The cell's API
-answers 503 (``local.regions``). Removing the file brings the Region back.
+answers 503 (``local.gateway.isolating``). Removing the file brings the Region back.
 """
 
 from __future__ import annotations

@@ -203,7 +203,9 @@ def run_dev(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 2
     if args.regions:
-        return _run_regions(args)
+        from leasehold.local import regions
+
+        return regions.run(args)
     if args.dynamodb == "local":
         if args.endpoint:
             print("leasehold dev: --dynamodb local runs its own endpoint: drop --endpoint "
@@ -228,49 +230,6 @@ def run_dev(args: argparse.Namespace) -> int:
         finally:
             substrate.stop()
     return _run_runtime(args, external, policies)
-
-
-#: The options each cell of ``--regions`` is started with as given (the rest are per cell).
-_CELL_OPTIONS = ("workers", "concurrency", "batch_size", "tasks", "pools", "save_seconds",
-                 "lease_seconds", "sweep_seconds", "tick_seconds", "idle_sweep_seconds",
-                 "idle_tick_seconds", "heartbeat_seconds", "drain_seconds",
-                 "leader_lease_seconds", "lookahead_seconds", "tenant_rate", "tenant_burst",
-                 "tenant_max_live", "max_backlog", "otlp")
-_CELL_FLAGS = ("fresh", "in_memory", "reload")
-
-
-def _run_regions(args: argparse.Namespace) -> int:
-    """``--regions a,b,c``: one runtime per Region (leasehold.local.regions)."""
-    from leasehold.local.regions import RegionsRuntime
-    from leasehold.local.runtime import Runtime
-
-    for given, name in ((args.endpoint, "--endpoint"), (args.allow_host, "--allow-host"),
-                        (args.event_log, "--event-log")):
-        if given:
-            print(f"leasehold dev: --regions runs each cell on its own emulator: drop {name}",
-                  file=sys.stderr)
-            return 2
-    dev_args = [item for name in _CELL_OPTIONS if (value := getattr(args, name)) is not None
-                for item in (f"--{name.replace('_', '-')}", str(value))]
-    dev_args += [f"--{name.replace('_', '-')}" for name in _CELL_FLAGS if getattr(args, name)]
-    dev_args += [f"--external={spec}" for spec in args.external]
-    # --dynamodb local: each cell on a DynamoDB Local of its own (the control table stays on
-    # its emulator, as the MRSC table is not the cells' substrate).
-    dev_args += ["--dynamodb", args.dynamodb]
-    try:
-        regions = RegionsRuntime(_split(args.regions), host=args.host, port=args.port,
-                                 state_dir=args.state_dir, dev_args=dev_args)
-    except LeaseholdError as exc:
-        print(f"leasehold dev: {exc}", file=sys.stderr)
-        return 2
-    with Runtime.signals() as signalled:
-        try:
-            regions.start()
-        except (LeaseholdError, RuntimeError, OSError) as exc:
-            print(f"leasehold dev: could not start: {exc}", file=sys.stderr)
-            regions.stop()
-            return 1
-        return regions.run_until_signalled(signalled)
 
 
 def _run_runtime(args: argparse.Namespace, external: Any, policies: Any) -> int:

@@ -9,9 +9,10 @@ this process starts, which every cell reaches at ``LEASEHOLD_CONTROL_ENDPOINT``.
 ``leasehold regions isolate a`` takes Region ``a`` off while it runs: it writes the Region's
 isolation file (``LEASEHOLD_ISOLATE_FILE``, :mod:`leasehold.aws.isolation`), and every AWS
 call of that cell (its API process and its workers, control table included) fails or hangs,
-and its API answers 503. ``leasehold regions reconnect a`` brings it back. Where everything
-is, is written to ``<state-dir>/regions.json`` for those commands (and ``regions show``,
-``failover`` and ``failback``, which find the local control table there).
+and its API answers 503 (:func:`leasehold.local.gateway.isolating`). ``leasehold regions
+reconnect a`` brings it back. Where everything is, is written to
+``<state-dir>/regions.json`` (:mod:`leasehold.cells.drill`) for those commands (and
+``regions show``, ``failover`` and ``failback``, which find the local control table there).
 
 The control table is kept in memory: each start begins with no homes (a tenant's first
 submission homes it where it lands), while each cell keeps its own jobs in its directory.
@@ -19,7 +20,7 @@ submission homes it where it lands), while each cell keeps its own jobs in its d
 
 from __future__ import annotations
 
-import json
+import argparse
 import os
 import signal
 import socket
@@ -27,48 +28,17 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
 from leasehold.aws.isolation import ENV as ISOLATE_ENV
-from leasehold.aws.isolation import IsolationSwitch, switch_from
+from leasehold.aws.isolation import IsolationSwitch
 from leasehold.cells.drill import CONTROL_TABLE, LAYOUT, Layout, RegionsUnavailable, layout
 from leasehold.errors import LeaseholdError
 
 ISOLATED = "isolated"
-
-
-# -- a cell's API while its Region is off -----------------------------------------------------
-
-Answer = Callable[[dict[str, Any]], dict[str, Any]]
-
-
-def isolating(answer: Answer, env: dict[str, str] | None = None) -> Answer:
-    """``answer`` (the gateway's handler), refusing every request while the cell's Region is
-    isolated (``LEASEHOLD_ISOLATE_FILE``): 503 at once, or, for ``hang``, after waiting for
-    the Region to come back (at most 30 s, an API Gateway's own limit)."""
-    switch = switch_from(os.environ if env is None else env)
-    if switch is None:
-        return answer
-
-    def guarded(event: dict[str, Any]) -> dict[str, Any]:
-        mode = switch.mode()
-        if mode == "hang":
-            deadline = time.monotonic() + 29
-            while mode == "hang" and time.monotonic() < deadline:
-                time.sleep(0.2)
-                mode = switch.mode()
-        if mode is None:
-            return answer(event)
-        body = {"error": {"code": "region_isolated", "field": None,
-                          "message": "this cell's Region is isolated (leasehold regions "
-                                     "isolate); `leasehold regions reconnect` brings it back"}}
-        return {"statusCode": 503, "headers": {"Content-Type": "application/json"},
-                "body": json.dumps(body)}
-
-    return guarded
 
 
 # -- the runtime --------------------------------------------------------------------------
@@ -235,3 +205,47 @@ def _dynamodb(endpoint: str) -> Any:
     return boto3.session.Session().client("dynamodb", endpoint_url=endpoint,
                                           region_name=os.environ.get("AWS_REGION",
                                                                      "us-east-1"))
+
+
+#: The options each cell of ``--regions`` is started with as given (the rest are per cell).
+_CELL_OPTIONS = ("workers", "concurrency", "batch_size", "tasks", "pools", "save_seconds",
+                 "lease_seconds", "sweep_seconds", "tick_seconds", "idle_sweep_seconds",
+                 "idle_tick_seconds", "heartbeat_seconds", "drain_seconds",
+                 "leader_lease_seconds", "lookahead_seconds", "tenant_rate", "tenant_burst",
+                 "tenant_max_live", "max_backlog", "otlp")
+_CELL_FLAGS = ("fresh", "in_memory", "reload")
+
+
+def run(args: argparse.Namespace) -> int:
+    """``leasehold dev --regions a,b,c`` (its parsed ``args``): one runtime per Region, until a
+    signal; the exit status."""
+    from leasehold.local.runtime import Runtime
+
+    for given, name in ((args.endpoint, "--endpoint"), (args.allow_host, "--allow-host"),
+                        (args.event_log, "--event-log")):
+        if given:
+            print(f"leasehold dev: --regions runs each cell on its own emulator: drop {name}",
+                  file=sys.stderr)
+            return 2
+    dev_args = [item for name in _CELL_OPTIONS if (value := getattr(args, name)) is not None
+                for item in (f"--{name.replace('_', '-')}", str(value))]
+    dev_args += [f"--{name.replace('_', '-')}" for name in _CELL_FLAGS if getattr(args, name)]
+    dev_args += [f"--external={spec}" for spec in args.external]
+    # --dynamodb local: each cell on a DynamoDB Local of its own (the control table stays on
+    # its emulator, as the MRSC table is not the cells' substrate).
+    dev_args += ["--dynamodb", args.dynamodb]
+    try:
+        names = [name.strip() for name in args.regions.split(",") if name.strip()]
+        regions = RegionsRuntime(names, host=args.host, port=args.port,
+                                 state_dir=args.state_dir, dev_args=dev_args)
+    except LeaseholdError as exc:
+        print(f"leasehold dev: {exc}", file=sys.stderr)
+        return 2
+    with Runtime.signals() as signalled:
+        try:
+            regions.start()
+        except (LeaseholdError, RuntimeError, OSError) as exc:
+            print(f"leasehold dev: could not start: {exc}", file=sys.stderr)
+            regions.stop()
+            return 1
+        return regions.run_until_signalled(signalled)
