@@ -85,6 +85,11 @@ def test_a_region_isolated_while_it_runs_is_failed_over_and_runs_its_jobs_once_w
     assert refused.status == 503
     assert refused.body["error"]["code"] == "region_isolated"
 
+    # Every Region's cell is listed, b's too, which no tenant calls home yet.
+    shown = leasehold("regions", "show", "--json", state=state)
+    assert shown.returncode == 0, shown.stderr
+    assert {r["region"]: r["state"] for r in json.loads(shown.stdout)["regions"]} == \
+        {"a": "active", "b": "active"}
     over = leasehold("regions", "failover", "--from", "a", "--to", "b", "--json", state=state)
     assert over.returncode == 0, over.stderr
     assert [m["tenant"] for m in json.loads(over.stdout)["moved"]] == ["acme"]

@@ -148,14 +148,14 @@ def run_show(args: argparse.Namespace) -> int:
     try:
         control = _control(args)
         homes = list(control.homes())
-        regions = sorted({home.region for home in homes} | {home.origin for home in homes
-                                                              if home.origin})
-        records = [control.region(region) for region in regions]
+        # Every Region with a cell, a tenant homed there or none (a new cell, or one whose
+        # tenants a failover took away).
+        records = sorted(control.regions(), key=lambda record: record.region)
     except Exception as exc:  # an operator's command: say what went wrong, briefly
         return _fail(exc)
     data = {"regions": [{"region": r.region, "epoch": r.epoch, "state": r.state.value,
                          "lease_until": r.lease_until, "url": r.url}
-                        for r in records if r is not None],
+                        for r in records],
             "homes": [{"tenant": h.tenant, "home": h.region, "epoch": h.epoch,
                        "moved_from": h.origin or None} for h in homes]}
     lines = [f"{r['region']}: {r['state']} epoch {r['epoch']} lease until {r['lease_until']}"
