@@ -134,11 +134,14 @@ class Settings:
     #: global table that holds every tenant's home and each cell's Region lease
     #: (``LEASEHOLD_CONTROL_TABLE``), the Region of the replica this cell calls
     #: (``LEASEHOLD_CONTROL_REGION``; "": its own), and this cell's API URL, which a
-    #: misdirected submission is pointed to (``LEASEHOLD_CELL_URL``).
+    #: misdirected submission is pointed to (``LEASEHOLD_CELL_URL``); the control table's
+    #: own endpoint (``LEASEHOLD_CONTROL_ENDPOINT``; "": the cell's, ``leasehold dev
+    #: --regions`` gives it an emulator of its own).
     cell_region: str = ""
     control_table: str = ""
     control_region: str = ""
     cell_url: str = ""
+    control_endpoint: str = ""
     #: How long a Region lease lasts, and how long a cell trusts what it read from the
     #: control table (a tenant's home, its own lease) before it reads again.
     region_lease_seconds: float = 30.0
@@ -169,6 +172,7 @@ class Settings:
             "control_table": "LEASEHOLD_CONTROL_TABLE",
             "control_region": "LEASEHOLD_CONTROL_REGION",
             "cell_url": "LEASEHOLD_CELL_URL",
+            "control_endpoint": "LEASEHOLD_CONTROL_ENDPOINT",
         }
         for name, var in text.items():
             if env.get(var):
@@ -348,6 +352,8 @@ class Settings:
                 env["LEASEHOLD_CONTROL_REGION"] = self.control_region
             if self.cell_url:
                 env["LEASEHOLD_CELL_URL"] = self.cell_url
+            if self.control_endpoint:
+                env["LEASEHOLD_CONTROL_ENDPOINT"] = self.control_endpoint
         if self.targets_role_arn:
             env["LEASEHOLD_TARGETS_ROLE_ARN"] = self.targets_role_arn
         if self.queue_urls:

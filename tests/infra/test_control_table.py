@@ -131,6 +131,43 @@ def test_a_cell_alarms_on_its_region_lease_age_and_on_misdirected_submissions(tm
         "MetricName": "MisdirectedSubmissions", "Statistic": "Sum", "Period": 300,
         "AlarmActions": Match.any_value(),
     })
+    # No replica of its jobs table named: no replication-lag alarm.
+    assert not template.find_resources("AWS::CloudWatch::Alarm", {
+        "Properties": {"MetricName": "ReplicationLatency"}})
+
+
+def test_a_cell_alarms_on_each_replica_of_its_jobs_table_lagging(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The take-over's replicas (``jobsReplicaRegions``): one alarm per receiving Region on
+    DynamoDB's ``ReplicationLatency``, minutes in a row past the threshold."""
+    template = Template.from_json(synth(tmp_path, "us-east-1",
+                                        jobs_replica_regions=("us-east-2", "us-west-2"),
+                                        replication_lag_alarm_seconds=30))
+    jobs_table = CONFIG.settings().jobs_table
+    lags = template.find_resources("AWS::CloudWatch::Alarm", {
+        "Properties": {"MetricName": "ReplicationLatency"}})
+    assert sorted(dimension["Value"] for alarm in lags.values()
+                  for dimension in alarm["Properties"]["Dimensions"]
+                  if dimension["Name"] == "ReceivingRegion") == ["us-east-2", "us-west-2"]
+    for replica in ("us-east-2", "us-west-2"):
+        template.has_resource_properties("AWS::CloudWatch::Alarm", {
+            "Namespace": "AWS/DynamoDB", "MetricName": "ReplicationLatency",
+            "Statistic": "Maximum", "Period": 60, "Threshold": 30000,
+            "EvaluationPeriods": 3, "DatapointsToAlarm": 3,
+            "Dimensions": Match.array_with([{"Name": "ReceivingRegion", "Value": replica},
+                                            {"Name": "TableName", "Value": jobs_table}]),
+            "ComparisonOperator": "GreaterThanOrEqualToThreshold",
+            "AlarmActions": Match.any_value(),
+            "AlarmDescription": Match.string_like_regexp(f"us-east-1.*{replica}.*take-over"),
+        })
+
+
+@pytest.mark.parametrize("cell, replicas", [(None, ("us-east-2",)),
+                                            ("us-east-1", ("us-east-1",))])
+def test_a_jobs_replica_is_in_another_region_than_the_cells(cell, replicas) -> None:  # type: ignore[no-untyped-def]
+    config = dataclasses.replace(CONFIG, cell_region=cell, control_regions=REGIONS,
+                                 jobs_replica_regions=replicas)
+    with pytest.raises(ValueError, match="jobsReplicaRegions"):
+        config.validate()
 
 
 def test_a_single_region_deployment_has_no_cell_alarms(tmp_path) -> None:  # type: ignore[no-untyped-def]

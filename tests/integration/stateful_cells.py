@@ -17,13 +17,18 @@ class as the swarm group ``cells``, and their checks join ``stateful_fired.CHECK
 from __future__ import annotations
 
 import contextlib
+import tempfile
 import uuid
+from pathlib import Path
 from typing import Any
 
+from botocore.exceptions import ClientError
 from hypothesis import strategies as st
 from hypothesis.stateful import rule
 
-from leasehold.aws.faults import Fault, FaultInjector
+from leasehold.aws.faults import Fault, FaultInjector, switched
+from leasehold.aws.isolation import ENV as ISOLATE_ENV
+from leasehold.aws.isolation import IsolationSwitch
 from leasehold.cells import Cell, ControlTable
 from leasehold.cells import install as install_cells
 from leasehold.cells.cell import control_client
@@ -39,6 +44,7 @@ A, B = "a", "b"
 CHECKS = (
     "a cell cut off or failed over fences itself (an episode)",
     "a fenced cell grants no lease and records no finish (a batch it refused)",
+    "a cell isolated while it runs has every call refused and fences itself (an episode)",
 )
 
 
@@ -48,6 +54,7 @@ class CellRules:
 
     app: Any
     clock: Any
+    injector: Any
     url: str
     succeeded: Any
     grants: Any
@@ -100,6 +107,44 @@ class CellRules:
         if not isolated:
             failback(control, region=A, now=self.app.now())
         assert cell.renew()
+        cell.guard(self.app, self.app.now())
+
+    @rule()
+    def a_running_region_isolated_and_reconnected(self) -> None:
+        """``leasehold regions isolate`` on a running cell (its ``LEASEHOLD_ISOLATE_FILE``):
+        the switch flips; every call of the cell, jobs tables, queues and control table, is
+        refused at once, and the cell fences itself within its lease; reconnected (not
+        failed over), it takes its lease again at the same epoch."""
+        cell, _control, injector = self._cell()
+        epoch = cell.view.epoch
+        succeeded, grants = sum(self.succeeded.values()), sum(map(len, self.grants.values()))
+        with tempfile.TemporaryDirectory() as directory:
+            switch = IsolationSwitch(Path(directory) / "isolated")
+            data, ctl = switched({ISOLATE_ENV: str(switch.path)}), \
+                switched({ISOLATE_ENV: str(switch.path)})
+            self.injector.faults.extend(data)
+            injector.faults.extend(ctl)
+            try:
+                switch.set("fail")
+                with contextlib.suppress(ClientError):
+                    self.app.queues.receive(self.url, max_messages=5)
+                    raise AssertionError("an isolated cell still received messages")
+                self.clock.advance(cell.lease_ms / 1000 + 1)
+                with contextlib.suppress(Fenced):
+                    cell.guard(self.app, self.app.now())
+                    raise AssertionError("an isolated cell past its lease still works")
+                assert sum(self.succeeded.values()) == succeeded
+                assert sum(map(len, self.grants.values())) == grants
+                fire(CHECKS[2])
+            finally:
+                switch.clear()
+                for fault in data:
+                    self.injector.faults.remove(fault)
+                for fault in ctl:
+                    injector.faults.remove(fault)
+        self.clock.advance(cell.cache_ms / 1000)  # its next try to renew
+        assert cell.renew()
+        assert cell.view.epoch == epoch
         cell.guard(self.app, self.app.now())
 
 

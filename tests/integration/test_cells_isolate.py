@@ -4,17 +4,22 @@ it leases nothing and refuses new work, while the other cells carry on."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from botocore.exceptions import ClientError
 
 from leasehold.aws.clients import Clients
 from leasehold.aws.faults import parse
+from leasehold.aws.isolation import ENV as ISOLATE_ENV
+from leasehold.aws.isolation import IsolationSwitch
+from leasehold.cells import Cell
 from leasehold.clock import FakeClock
 from leasehold.compose import compose
 from leasehold.core.registry import TaskRegistry
 from leasehold.core.spec import JobSpec
 from leasehold.core.states import JobState
-from leasehold.errors import ValidationError
+from leasehold.errors import Fenced, ValidationError
 from leasehold.lifecycle.app import Leasehold
 from leasehold.lifecycle.submission import submit
 
@@ -60,3 +65,39 @@ def test_a_cell_started_isolated_leases_nothing_and_refuses_new_work(
                            tenant="globex").status == 201
     assert deliver(b) == 1
     assert a.store.get(waiting.job_id).state is JobState.QUEUED
+
+
+def test_a_cell_isolated_while_it_runs_stops_and_works_again_when_brought_back(
+        make_app, registry: TaskRegistry, clock: FakeClock,  # type: ignore[no-untyped-def]
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """``leasehold regions isolate`` (the cell's ``LEASEHOLD_ISOLATE_FILE``): the switch,
+    flipped by another process, takes the running cell's jobs tables and control table off
+    at once, and clearing it brings both back."""
+    registry.task("echo")(lambda payload, ctx: payload)
+    control = control_table_for(make_app())
+    switch = IsolationSwitch(tmp_path / "us-east-1" / "isolated")
+    monkeypatch.setenv(ISOLATE_ENV, str(switch.path))
+    settings = make_app().settings.with_(cell_region="us-east-1", control_table=control.table,
+                                         cell_url="https://us-east-1.leasehold.test")
+    app: Leasehold = compose(settings, clock=clock, registry=registry,
+                             clients=Clients(settings))
+    cell = next(g.__self__ for g in app.work_guards if isinstance(getattr(g, "__self__", None),
+                                                                  Cell))
+    assert api_for(app).post("/jobs", {"task": "echo", "payload": {}},
+                             tenant="acme").status == 201
+    waiting = submit(app, JobSpec(task="echo", payload={}, tenant="acme")).job
+
+    switch.set("fail")
+    with pytest.raises(ClientError):
+        app.clients.dynamodb.describe_table(TableName=settings.jobs_table)
+    with pytest.raises(ClientError):  # nothing received: the queues are off too
+        deliver(app)
+    clock.advance(cell.lease_ms / 1000 + 1)
+    with pytest.raises(Fenced):  # nor can it renew its Region lease
+        cell.guard(app, app.now())
+
+    assert switch.clear()
+    clock.advance(cell.cache_ms / 1000)  # its next try to renew (one per cache period)
+    assert deliver(app) == 2
+    assert app.store.get(waiting.job_id).state is JobState.SUCCEEDED
+    assert control.region("us-east-1").epoch == 1  # type: ignore[union-attr]

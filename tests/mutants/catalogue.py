@@ -534,6 +534,32 @@ MUTANTS: tuple[Mutant, ...] = (
               "for index, hand in waiting)\n",
               "        self._taken.update((index, True) for index, hand in waiting)\n"),
          )),
+    # -- cells (issue 48) -----------------------------------------------------------------
+    Mutant(
+        "isolated-cell-still-renews-its-region-lease",
+        "A cell whose Region `leasehold regions isolate` took off still reaches the control "
+        "table: its Region lease is renewed and it goes on leasing, so the isolated Region "
+        "is not fenced at all.",
+        "issue 48 (`leasehold dev --regions`, the isolation switch)",
+        "tests/integration/test_cells_isolate.py::"
+        "test_a_cell_isolated_while_it_runs_stops_and_works_again_when_brought_back",
+        (Edit(F + "cells/cell.py",
+              "    chosen = [*parse(spec), *switched(os.environ)]\n",
+              "    chosen = [*parse(spec)]\n"),
+         )),
+    Mutant(
+        "replication-lag-alarm-without-its-receiving-region",
+        "The replication-lag alarm watches ReplicationLatency by table only: DynamoDB "
+        "publishes it per receiving Region, so the alarm watches a metric that never has "
+        "data and never fires, however late a take-over's replica is.",
+        "issue 48 (the cell alarms' replication lag)",
+        "tests/infra/test_control_table.py::"
+        "test_a_cell_alarms_on_each_replica_of_its_jobs_table_lagging",
+        (Edit(F + "cdk/cell_alarms.py",
+              '                                    dimensions_map={"TableName": jobs_table,\n'
+              '                                                    "ReceivingRegion": replica}),\n',
+              '                                    dimensions_map={"TableName": jobs_table}),\n'),
+         )),
 )
 
 

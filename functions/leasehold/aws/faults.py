@@ -50,6 +50,7 @@ from typing import Any
 
 from botocore.awsrequest import AWSResponse, HTTPHeaders
 
+from leasehold.aws.isolation import MODES, switch_from
 from leasehold.errors import ValidationError
 
 log = logging.getLogger(__name__)
@@ -78,6 +79,9 @@ class Fault:
     times: int | None = 1
     #: Only calls whose parameters (the request's JSON body) satisfy this.
     when: Callable[[Mapping[str, Any]], bool] | None = None
+    #: Only while this answers True (a Region isolated and brought back while the process
+    #: runs: :mod:`leasehold.aws.isolation`).
+    switch: Callable[[], bool] | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -199,6 +203,8 @@ class FaultInjector:
                 if fault.times is not None and self._uses.get(id(fault), 0) >= fault.times:
                     continue
                 if fault.when is not None and not fault.when(_params(body)):
+                    continue
+                if fault.switch is not None and not fault.switch():
                     continue
                 if fault.rate < 1 and self._rng.random() >= fault.rate:
                     continue
@@ -372,12 +378,25 @@ def parse(spec: str) -> list[Fault]:
     return faults
 
 
+def switched(env: Mapping[str, str]) -> list[Fault]:
+    """``LEASEHOLD_ISOLATE_FILE`` (``leasehold regions isolate``): every call refused while
+    the file says ``fail``, hung while it says ``hang``; none when it is unset."""
+    switch = switch_from(env)
+    if switch is None:
+        return []
+    return [Fault(target="*", kind=mode, times=None,
+                  switch=lambda mode=mode: switch.mode() == mode)  # type: ignore[misc]
+            for mode in MODES]
+
+
 def from_env(env: Mapping[str, str] | None = None) -> FaultInjector | None:
-    """The injector ``LEASEHOLD_FAULTS`` asks for (None when unset): processes exit on crash."""
+    """The injector ``LEASEHOLD_FAULTS`` (and ``LEASEHOLD_ISOLATE_FILE``) ask for (None when
+    neither is set): processes exit on crash."""
     env = os.environ if env is None else env
     spec = env.get("LEASEHOLD_FAULTS", "").strip()
-    if not spec:
+    faults = [*parse(spec), *switched(env)]
+    if not faults:
         return None
     seed = env.get("LEASEHOLD_FAULTS_SEED")
-    return FaultInjector(parse(spec), seed=None if seed is None else int(seed) + os.getpid(),
+    return FaultInjector(faults, seed=None if seed is None else int(seed) + os.getpid(),
                          exit_on_crash=True)

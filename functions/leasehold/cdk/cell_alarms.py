@@ -1,5 +1,6 @@
-"""The alarms a failover needs (issue 48): a cell whose Region lease is ageing, and clients
-that keep submitting to a cell that is not their tenant's home.
+"""The alarms a failover needs (issue 48): a cell whose Region lease is ageing, clients
+that keep submitting to a cell that is not their tenant's home, and, where the cell's jobs
+table has replicas for a take-over, their replication lag.
 
 Both watch EMF metrics the cell's functions publish (``leasehold.cells.cell``):
 ``RegionLeaseAgeMs`` at each try to renew the lease (a working cell tries every third of
@@ -7,9 +8,18 @@ the lease, so a renewal that keeps failing shows as an age past two thirds of it
 the cell fences itself at the lease's end), and ``MisdirectedSubmissions`` at each 421. A
 cell that does no work reports no age, and is not alarmed for it (missing data is not
 breaching); its ticker's and sweeper's own alarms watch that it runs.
+
+The replication lag is DynamoDB's own ``ReplicationLatency`` (``AWS/DynamoDB``, by
+``TableName`` and ``ReceivingRegion``, published in the Region that sends), one alarm per
+replica Region (``LeaseholdConfig.jobs_replica_regions``). A take-over's duplicates are the
+jobs the lost Region ran inside that lag (docs/regions.md): past the threshold the bound a
+take-over would report is that large, so the operator knows before declaring one. A table
+without writes publishes nothing, and is not alarmed for it.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 import aws_cdk as cdk
 from aws_cdk import aws_cloudwatch as cloudwatch
@@ -22,13 +32,17 @@ from leasehold.cells.cell import LEASE_AGE_METRIC, MISDIRECTED_METRIC
 
 #: Misdirected submissions in 5 minutes that mean clients did not follow a failover.
 MISDIRECTED_ALARM_COUNT = 50
+#: Minutes in a row the replication lag must stay past its threshold (a spike is not one).
+REPLICATION_LAG_MINUTES = 3
 
 
 class CellAlarms(Construct):
     """The Region lease's age and misdirected submissions, to the stack's alarm topic."""
 
     def __init__(self, scope: Construct, construct_id: str, *, topic: sns.ITopic,
-                 region: str, lease_seconds: float) -> None:
+                 region: str, lease_seconds: float, jobs_table: str = "",
+                 replica_regions: Sequence[str] = (),
+                 replication_lag_seconds: float = 60) -> None:
         super().__init__(scope, construct_id)
         action = actions.SnsAction(topic)
         self.alarms: list[cloudwatch.Alarm] = []
@@ -57,3 +71,15 @@ class CellAlarms(Construct):
               f"Clients keep submitting to cell {region} for tenants homed elsewhere (421): "
               "they do not follow Leasehold-Home-Url, or point at the old home after a "
               "failover. See docs/regions.md#submitting.", periods=1)
+        for replica in replica_regions:
+            alarm("ReplicationLag" + "".join(part.title() for part in replica.split("-")),
+                  cloudwatch.Metric(namespace="AWS/DynamoDB", metric_name="ReplicationLatency",
+                                    statistic="Maximum", period=cdk.Duration.minutes(1),
+                                    dimensions_map={"TableName": jobs_table,
+                                                    "ReceivingRegion": replica}),
+                  int(replication_lag_seconds * 1000),
+                  f"Cell {region}'s jobs table replicates to {replica} more than "
+                  f"{replication_lag_seconds:g} s late: a take-over from that replica "
+                  "(leasehold regions failover --take-over) would re-run every job the cell "
+                  "ran inside the lag. See docs/regions.md#taking-over-a-lost-regions-jobs-"
+                  "opt-in-at-least-once.", periods=REPLICATION_LAG_MINUTES)

@@ -158,6 +158,11 @@ class LeaseholdConfig:
     cell_region: str | None = None
     control_regions: tuple[str, ...] = ()
     control_witness: str | None = None
+    #: The Regions this cell's jobs table is replicated to (an MREC global table's replicas,
+    #: which ``leasehold regions failover --take-over`` reads; ``-c jobsReplicaRegions=...``):
+    #: each gets a replication-lag alarm, at ``replication_lag_alarm_seconds``.
+    jobs_replica_regions: tuple[str, ...] = ()
+    replication_lag_alarm_seconds: int = 60
 
     def targets(self) -> dict[str, Any]:
         """``Settings.targets`` as deployed (only what is set)."""
@@ -173,6 +178,10 @@ class LeaseholdConfig:
     def validate(self) -> None:
         if self.cell_region:
             check_control_regions(self.control_regions, self.control_witness)
+        if self.jobs_replica_regions and (not self.cell_region or self.cell_region in
+                                          self.jobs_replica_regions):
+            raise ValueError("jobsReplicaRegions are other Regions than a cell's own "
+                             "(cellRegion), where its jobs table's replicas are")
         if self.table_encryption not in ("aws-owned", "customer-managed"):
             raise ValueError("tableEncryption must be 'aws-owned' or 'customer-managed', "
                              f"not {self.table_encryption!r}")
@@ -318,7 +327,8 @@ class LeaseholdConfig:
             if (value := get(key)) is not None:
                 values[name] = _flag(value)
         lists = {"tasks": "task_modules", "taskPackages": "code", "requiredTasks": "required_tasks",
-                 "controlRegions": "control_regions"}
+                 "controlRegions": "control_regions",
+                 "jobsReplicaRegions": "jobs_replica_regions"}
         for key, name in lists.items():
             if (value := get(key)) is not None:
                 values[name] = _names(value)

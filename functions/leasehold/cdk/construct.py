@@ -317,7 +317,9 @@ class Leasehold(Construct):
         if settings.cell_region:
             self.cell_alarms = CellAlarms(
                 self, "CellAlarms", topic=self.monitoring.topic, region=settings.cell_region,
-                lease_seconds=settings.region_lease_seconds)
+                lease_seconds=settings.region_lease_seconds, jobs_table=settings.jobs_table,
+                replica_regions=config.jobs_replica_regions,
+                replication_lag_seconds=config.replication_lag_alarm_seconds)
         apply_tracing(self, config.tracing)  # every function built above
 
     def pool(self, name: str) -> WorkerPool:

@@ -19,7 +19,7 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
-from leasehold.aws.faults import FaultInjector, isolates, parse
+from leasehold.aws.faults import FaultInjector, isolates, parse, switched
 from leasehold.cells import lease
 from leasehold.cells.control import ControlTable, Home, LeaseRefused, RegionRecord, RegionState
 from leasehold.clock import Clock
@@ -38,16 +38,21 @@ _CONTROL_CONFIG = Config(retries={"mode": "standard", "max_attempts": 2},
 def control_client(settings: Settings, faults: FaultInjector | None = None) -> Any:
     """A DynamoDB client for the control table's replica (``LEASEHOLD_CONTROL_REGION``, else
     this cell's Region), with ``faults`` (else ``LEASEHOLD_CONTROL_FAULTS``, or
-    ``LEASEHOLD_FAULTS=isolate``: the whole Region off) installed."""
+    ``LEASEHOLD_FAULTS=isolate`` or ``LEASEHOLD_ISOLATE_FILE``: the whole Region off)
+    installed; at ``LEASEHOLD_CONTROL_ENDPOINT`` when set (``leasehold dev --regions``: the
+    control table on an emulator of its own), else the cell's endpoint."""
     client = boto3.session.Session().client(
         "dynamodb", region_name=settings.control_region or settings.region,
-        endpoint_url=settings.endpoint_url, config=_CONTROL_CONFIG)
+        endpoint_url=settings.control_endpoint or settings.endpoint_url,
+        config=_CONTROL_CONFIG)
     spec = os.environ.get("LEASEHOLD_CONTROL_FAULTS", "").strip()
     every = os.environ.get("LEASEHOLD_FAULTS", "")
     if not spec and isolates(every):
         spec = every
-    if faults is None and spec:
-        faults = FaultInjector(parse(spec))
+    # `leasehold regions isolate` (LEASEHOLD_ISOLATE_FILE) takes the control table off too.
+    chosen = [*parse(spec), *switched(os.environ)]
+    if faults is None and chosen:
+        faults = FaultInjector(chosen)
     if faults is not None:
         faults.install(client)
     return client

@@ -149,6 +149,15 @@ class ControlTable:
 
     # -- Region leases -----------------------------------------------------------------
 
+    def regions(self) -> Iterator[RegionRecord]:
+        """Every Region that has (had) a cell: its lease, state and epoch (an operator's
+        listing, as :meth:`homes`)."""
+        paginator = self.client.get_paginator("scan")
+        for page in paginator.paginate(TableName=self.table, ConsistentRead=True):
+            for item in page.get("Items", []):
+                if item["pk"]["S"].startswith("region#"):
+                    yield _region(item)
+
     def region(self, region: str) -> RegionRecord | None:
         item = self.client.get_item(TableName=self.table, Key=_region_key(region),
                                     ConsistentRead=True).get("Item")

@@ -1,8 +1,11 @@
 """Cells with a home Region: ``regions show``, ``regions failover``, ``regions failback``
-(``leasehold cells ...`` is the same group under its first name).
+(``leasehold cells ...`` is the same group under its first name), and, for a drill on
+``leasehold dev --regions``, ``regions isolate`` and ``regions reconnect``.
 
 These talk to the control table (the MRSC global table) directly with the operator's AWS
 credentials, not to a cell's API: the cell being failed over may be the one that is gone.
+With no control table named they use the one of the ``leasehold dev --regions`` running on
+``--state-dir`` (its ``regions.json``).
 """
 
 from __future__ import annotations
@@ -68,6 +71,28 @@ def register(subparsers: Any) -> None:
     back.add_argument("--taken-region",
                       help="where --taken-table is read, e.g. us-east-2")
     _control_options(back)
+    isolate = command(cells, "isolate", "take a Region of `leasehold dev --regions` off while "
+                      "it runs: every AWS call of its cell fails (or hangs), its API answers "
+                      "503", ["leasehold regions isolate a", "leasehold regions isolate a --hang"],
+                      run_isolate, client=False)
+    isolate.add_argument("region", help="the Region to take off, e.g. a")
+    isolate.add_argument("--hang", action="store_true",
+                         help="its calls hang instead of failing, e.g. --hang")
+    _state_dir(isolate)
+    reconnect = command(cells, "reconnect", "bring back a Region `leasehold regions isolate` "
+                        "took off (then `failback` lets its cell work again, if it was "
+                        "failed over)", ["leasehold regions reconnect a"], run_reconnect,
+                        client=False)
+    reconnect.add_argument("region", help="the Region to bring back, e.g. a")
+    _state_dir(reconnect)
+
+
+def _state_dir(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--state-dir", default=os.environ.get("LEASEHOLD_STATE_DIR",
+                                                              ".leasehold"),
+                        help="the state dir of the `leasehold dev --regions` to act on "
+                             "(default .leasehold, or $LEASEHOLD_STATE_DIR), e.g. "
+                             "--state-dir /tmp/lh")
 
 
 def _tenants(parser: argparse.ArgumentParser) -> None:
@@ -83,16 +108,28 @@ def _control_options(parser: argparse.ArgumentParser) -> None:
                         help="a Region of the control table's replicas (default "
                              "$LEASEHOLD_CONTROL_REGION, else $AWS_REGION), e.g. us-east-2")
     parser.add_argument("--json", action="store_true", help="print JSON")
+    _state_dir(parser)
 
 
 def _control(args: argparse.Namespace) -> ControlTable:
     from leasehold.cells.cell import control_client
     from leasehold.cells.control import ControlTable
 
-    if not args.control_table:
-        raise LeaseholdError("name the control table: --control-table or "
-                             "$LEASEHOLD_CONTROL_TABLE")
     settings = Settings.from_env()
+    if not args.control_table:
+        from leasehold.cells.drill import RegionsUnavailable, layout
+
+        try:
+            local = layout(args.state_dir)
+        except RegionsUnavailable as exc:
+            raise LeaseholdError(f"name the control table (--control-table or "
+                                 f"$LEASEHOLD_CONTROL_TABLE), or run `leasehold dev --regions` "
+                                 f"({exc})") from None
+        # The local drill's control table, on its own emulator (which takes any key).
+        for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+            os.environ.setdefault(name, "leasehold-local")
+        settings = settings.with_(control_endpoint=local.control_endpoint)
+        args.control_table = local.control_table
     if args.control_region:
         settings = settings.with_(control_region=args.control_region)
     return ControlTable(control_client(settings), args.control_table)
@@ -111,14 +148,14 @@ def run_show(args: argparse.Namespace) -> int:
     try:
         control = _control(args)
         homes = list(control.homes())
-        regions = sorted({home.region for home in homes} | {home.origin for home in homes
-                                                              if home.origin})
-        records = [control.region(region) for region in regions]
+        # Every Region with a cell, a tenant homed there or none (a new cell, or one whose
+        # tenants a failover took away).
+        records = sorted(control.regions(), key=lambda record: record.region)
     except Exception as exc:  # an operator's command: say what went wrong, briefly
         return _fail(exc)
     data = {"regions": [{"region": r.region, "epoch": r.epoch, "state": r.state.value,
                          "lease_until": r.lease_until, "url": r.url}
-                        for r in records if r is not None],
+                        for r in records],
             "homes": [{"tenant": h.tenant, "home": h.region, "epoch": h.epoch,
                        "moved_from": h.origin or None} for h in homes]}
     lines = [f"{r['region']}: {r['state']} epoch {r['epoch']} lease until {r['lease_until']}"
@@ -206,4 +243,31 @@ def run_failback(args: argparse.Namespace) -> int:
         text += (f"; taken over and also run in {record.region}: "
                  f"{', '.join(duplicates) or 'none'}")
     _print(args, data, text)
+    return 0
+
+
+def run_isolate(args: argparse.Namespace) -> int:
+    from leasehold.cells.drill import layout
+
+    try:
+        local = layout(args.state_dir)
+        local.switch(args.region).set("hang" if args.hang else "fail")
+    except LeaseholdError as exc:
+        return _fail(exc)
+    print(f"{args.region} isolated: every AWS call of its cell (API, workers, sweeper, "
+          f"ticker, control table) {'hangs' if args.hang else 'fails'}, and its API at "
+          f"{local.urls[args.region]} answers 503. Declare the failover with `leasehold "
+          f"regions failover --from {args.region} --to ...`; `leasehold regions reconnect "
+          f"{args.region}` brings it back.")
+    return 0
+
+
+def run_reconnect(args: argparse.Namespace) -> int:
+    from leasehold.cells.drill import layout
+
+    try:
+        was = layout(args.state_dir).switch(args.region).clear()
+    except LeaseholdError as exc:
+        return _fail(exc)
+    print(f"{args.region} reconnected" if was else f"{args.region} was not isolated")
     return 0

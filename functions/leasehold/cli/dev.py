@@ -27,6 +27,8 @@ def register(subparsers: Any) -> None:
         "leasehold dev --tasks myapp.tasks --reload   # restart workers when tasks change",
         "leasehold dev --endpoint http://localhost:4566",
         "leasehold dev --dynamodb local        # AWS's DynamoDB Local (make ddblocal installs it)",
+        "leasehold dev --regions a,b,c         # three cells, a drill: leasehold regions isolate a",
+        "leasehold dev --regions a,b --dynamodb local   # the cells on DynamoDB Local",
     ], run_dev, client=False)
     dev.add_argument("--host", default="127.0.0.1",
                      help="address the API and the embedded emulator listen on; 0.0.0.0 "
@@ -64,6 +66,13 @@ def register(subparsers: Any) -> None:
                           "and its write units (in memory: nothing kept; SQS and EventBridge "
                           "stay on the emulator; `make ddblocal` installs it), e.g. "
                           "--dynamodb local")
+    dev.add_argument("--regions", default=None, metavar="REGION,REGION[,...]",
+                     help="run one cell per Region, each a whole runtime with its own "
+                          "emulator, state dir (--state-dir/REGION) and API port (--port, "
+                          "the next, ...), sharing a control table; `leasehold regions "
+                          "isolate REGION` takes one off while it runs (docs/regions.md); "
+                          "with --dynamodb local each cell has a DynamoDB Local of its own, "
+                          "e.g. --regions a,b,c")
     dev.add_argument("--provision", action="store_true",
                      default=bool(os.environ.get("LEASEHOLD_PROVISION")),
                      help="with --endpoint: create the tables and queues that are missing "
@@ -193,6 +202,10 @@ def run_dev(args: argparse.Namespace) -> int:
               f"a Python pool, and every pool ({args.pools}) is external: add one to --pools",
               file=sys.stderr)
         return 2
+    if args.regions:
+        from leasehold.local import regions
+
+        return regions.run(args)
     if args.dynamodb == "local":
         if args.endpoint:
             print("leasehold dev: --dynamodb local runs its own endpoint: drop --endpoint "

@@ -36,7 +36,7 @@ from leasehold.lifecycle import sweeper
 from leasehold.lifecycle.app import Leasehold
 from leasehold.local import emulator, hints, relay, reload, state
 from leasehold.local.dev_targets import DEV_ALLOW, dev_targets, dev_targets_role
-from leasehold.local.gateway import Gateway
+from leasehold.local.gateway import Gateway, isolating, wakes_background_loops
 from leasehold.local.keeper import StateKeeper
 from leasehold.local.leadership import AnnouncedLease
 from leasehold.local.options import RuntimeOptions
@@ -45,23 +45,6 @@ from leasehold.time import ticker
 
 log = logging.getLogger(__name__)
 
-
-def wakes_background_loops(method: str, path: str) -> bool:
-    """Whether an accepted API write should wake the backed-off ticker and sweeper.
-
-    A job submission never needs them soon: a job due within SQS's 15-minute delay goes to
-    SQS at once, a later one is due beyond the ticker's longest pause (30 s), and a new job's
-    sweep bound is a lease ahead, beyond the sweeper's (half a lease). Waking both on every
-    submission kept them querying every shard at their base pace while the API was busy
-    (about 3 queries per job at 12 jobs/s, issue 21); other writes (schedules, cancels,
-    retries, workflows) still wake them."""
-    if method in ("GET", "HEAD", "OPTIONS"):
-        return False
-    path = path.rstrip("/")
-    # A remote worker's lease and heartbeats (leasehold.remote) change nothing they watch.
-    if path == "/workers/lease" or path.endswith("/heartbeat"):
-        return False
-    return not (method == "POST" and path == "/jobs")
 
 class PortBusy(RuntimeError):
     """The API port is taken (another ``leasehold dev`` is probably running)."""
@@ -103,7 +86,9 @@ class Runtime:
             self.keeper = StateKeeper(directory, every=opts.save_seconds, out=self.out)
             self.keeper.lock()
         try:
-            self.gateway = Gateway(opts.host, opts.port, self._answer, opts.allowed_hosts)
+            # A cell of `leasehold dev --regions`: refused while its Region is isolated.
+            self.gateway = Gateway(opts.host, opts.port, isolating(self._answer),
+                                   opts.allowed_hosts)
         except OSError as exc:
             if exc.errno == errno.EADDRINUSE:
                 raise PortBusy(
@@ -379,8 +364,9 @@ class Runtime:
             self.emulator.stop()
         print("Stopped.", file=self.out, flush=True)
 
+    @staticmethod
     @contextlib.contextmanager
-    def signals(self) -> Iterator[threading.Event]:
+    def signals() -> Iterator[threading.Event]:
         """SIGINT and SIGTERM set the event this yields while it is open: a Ctrl-C that
         arrives while the runtime starts stops it once started, not with a traceback
         halfway through its start."""
