@@ -16,6 +16,7 @@ from leasehold.core.policy import RetryPolicy
 from leasehold.core.registry import TaskRegistry
 from leasehold.core.spec import JobSpec
 from leasehold.core.states import JobState
+from leasehold.errors import NotFound
 from leasehold.lifecycle.app import Leasehold
 from leasehold.lifecycle.submission import submit
 from leasehold.testing.clock import FakeClock
@@ -264,17 +265,47 @@ def test_a_batch_of_jobs_continues_the_trace_of_its_request(
 
 def test_enqueue_item_keeps_the_current_span_as_the_jobs_parent_in_its_entry(
         app: Leasehold, tasks: TaskRegistry, provider: TracerProvider) -> None:
-    from leasehold.streams.enqueue import enqueue_item
+    """The caller's transaction makes the job, so the caller's span is the job's parent:
+    the row carries it, and the job's run span is its child in the caller's trace."""
+    from leasehold.streams.enqueue import enqueue_item, hand_off
 
     with provider.get_tracer("caller").start_as_current_span("order") as caller:
-        [put, *_] = enqueue_item(app, "echo", {"n": 1}, tenant="acme",
-                                 idempotency_key="order-1")
-    stored = put["Put"]["Item"][TRACE]["M"]
-    [submitted] = named(finished(provider), "leasehold submit echo")
-    assert parent_id(submitted) == caller.get_span_context().span_id
-    tp = stored["tp"]["S"]
+        entries = enqueue_item(app, "echo", {"n": 1}, tenant="acme",
+                               idempotency_key="order-1")
+        app.clients.dynamodb.transact_write_items(TransactItems=entries)
+    item = entries[0]["Put"]["Item"]
+    tp = item[TRACE]["M"]["tp"]["S"]
     assert tp.split("-")[1] == f"{caller.get_span_context().trace_id:032x}"
-    assert tp.split("-")[2] == f"{ids(submitted)[1]:016x}"
+    assert tp.split("-")[2] == f"{caller.get_span_context().span_id:016x}"
+    assert hand_off(app, [{"eventName": "INSERT", "dynamodb": {"NewImage": item}}]) == 1
+    deliver(app)
+    [run] = named(finished(provider), "leasehold run echo")
+    assert parent_id(run) == caller.get_span_context().span_id
+    assert ids(run)[0] == caller.get_span_context().trace_id
+
+
+def test_an_enqueued_job_whose_callers_transaction_is_refused_reports_no_submit_span(
+        app: Leasehold, tasks: TaskRegistry, provider: TracerProvider) -> None:
+    """Issue 44: ``enqueue_item`` ended the job's submit span as it built the entries,
+    before the caller's own transaction ran; a transaction its business condition refused
+    left a reported submit span for a job that never existed."""
+    from botocore.exceptions import ClientError
+
+    from leasehold.streams.enqueue import enqueue_item
+
+    orders = app.settings.jobs_table  # any table: the refusal is the caller's condition
+    with provider.get_tracer("caller").start_as_current_span("order"):
+        entries = enqueue_item(app, "echo", {"n": 1}, tenant="acme")
+        refused = {"ConditionCheck": {"TableName": orders,
+                                      "Key": {"job_id": {"S": "no-such-order"}},
+                                      "ConditionExpression": "attribute_exists(job_id)"}}
+        with pytest.raises(ClientError):
+            app.clients.dynamodb.transact_write_items(TransactItems=[refused, *entries])
+    job_id = entries[0]["Put"]["Item"]["job_id"]["S"]
+    with pytest.raises(NotFound):
+        app.store.get(job_id)
+    assert [span for span in finished(provider)
+            if (span.attributes or {}).get("leasehold.job_id") == job_id] == []
 
 
 def test_a_malformed_traceparent_is_ignored_and_the_job_starts_its_own_trace(

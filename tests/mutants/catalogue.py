@@ -356,6 +356,18 @@ MUTANTS: tuple[Mutant, ...] = (
               "        span.end()\n"),
          )),
     Mutant(
+        "enqueued-submit-span-ended-before-the-callers-write",
+        "enqueue_item reports its job's submit span as it builds the entries, before the "
+        "caller's own transaction runs: a transaction its business condition refuses "
+        "leaves a submit span for a job that never existed.",
+        "machine2 (issue 44, the enqueued job's phantom span)",
+        "tests/integration/test_tracing.py::"
+        "test_an_enqueued_job_whose_callers_transaction_is_refused_reports_no_submit_span",
+        (Edit(F + "tracing/spans.py",
+              "    if row.extra.get(HANDOFF) == BY_STREAM:\n",
+              "    if row.extra.get(HANDOFF) == BY_STREAM and False:\n"),
+         )),
+    Mutant(
         "spawn-reads-its-own-cap",
         "A worker's ctx.spawn takes the tenant's limits from its own process (the defaults "
         "of a worker deployed without the API's variables), not the runtime's settings and "

@@ -25,6 +25,7 @@ from leasehold.core.suspension import Suspend
 from leasehold.errors import LeaseholdError
 from leasehold.lifecycle.app import Leasehold
 from leasehold.lifecycle.submission import Create, Submitted
+from leasehold.streams.enqueue import BY_STREAM, HANDOFF
 from leasehold.tracing.carrier import TRACE, encode, parent_of, suspended_by
 
 #: The instrumentation scope every Leasehold span is reported under.
@@ -62,7 +63,16 @@ def submit_stamp(app: Leasehold, row: Job) -> Mapping[str, Any]:
     here: a row that is stamped is not yet a job. An admission refused by its tenant's item
     is retried under a new id (issue 44), and a span ended here reported a job that never
     existed. A workflow's step rows (WAITING) are written by its start, which runs no intake
-    and finishes writing them all (or its reconciler does): their spans end at once."""
+    and finishes writing them all (or its reconciler does): their spans end at once.
+
+    A row of :func:`~leasehold.streams.enqueue.enqueue_item` is committed (or not) by the
+    caller's own transaction, which Leasehold never sees: no submit span of its own could
+    say the job was made, so none is started, and the row carries the caller's span, the
+    one whose transaction makes the job (issue 44: the span ended as the entries were
+    built named a job whose transaction its business condition then refused)."""
+    if row.extra.get(HANDOFF) == BY_STREAM:
+        caller = encode(trace.get_current_span().get_span_context())
+        return {TRACE: caller} if caller else {}
     span = tracer().start_span(
         f"leasehold submit {row.task}", kind=SpanKind.PRODUCER,
         attributes={"leasehold.job_id": row.job_id, "leasehold.task": row.task,
