@@ -45,6 +45,7 @@ CHECKS: tuple[str, ...] = (
     "every live job in the sweep index, within its bound",
     "every slot of every key has a live holder (a held slot)",
     "every submit span names a job that exists or existed",
+    "every submit span of every step names a job that exists or existed",
     "every tenant counts its live jobs (a tenant with one)",
     "no QUEUED row past its deadline after a sweep",
     "no attempt runs past its job's deadline (an attempt with one)",
