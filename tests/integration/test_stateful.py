@@ -87,6 +87,7 @@ from tests.integration.stateful_leanadmit import LeanAdmissionRules
 from tests.integration.stateful_pausereset import PauseResetRules
 from tests.integration.stateful_phantoms import MAX_CHILDREN, PhantomRules
 from tests.integration.stateful_remote import EXTERNAL, RemoteRules
+from tests.integration.stateful_reruns import ReRunRules
 from tests.integration.stateful_retention import RetentionRules
 from tests.integration.stateful_seams import BULK_TENANT, SeamsRules
 from tests.integration.stateful_snapshot import Snapshots
@@ -132,7 +133,7 @@ GROUPS: dict[str, tuple[type, ...]] = {
     "flowkeys": (FlowKeysRules,), "flow": (FlowRules,), "durable": (DurableRules,),
     "enqueue": (EnqueueRules,), "leanadmit": (LeanAdmissionRules,),
     "targets": (TargetsRules,), "phantoms": (PhantomRules,), "api": (ApiRules,),
-    "deadlines": (DeadlineRules,),
+    "deadlines": (DeadlineRules,), "reruns": (ReRunRules,),
     "faults": (),
 }
 #: The machine's own rules in a group (the others are the core, always on).
@@ -142,7 +143,7 @@ OWN_GROUPS = {"weather": "faults", "next_write_fails_past_its_retries": "faults"
 class Lifecycle(TargetsRules, Snapshots, RemoteRules, PauseResetRules, SeamsRules, EffectsRules,
                 AdmissionContention, FlowKeysRules, FlowRules, RetentionRules, DurableRules,
                 DurverRules, EnqueueRules, LeanAdmissionRules, PhantomRules,
-                ApiRules, DeadlineRules, RuleBasedStateMachine):
+                ApiRules, DeadlineRules, ReRunRules, RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         # The bulk job and a durable parent's spawns admit under the runtime's limits (its
@@ -189,6 +190,7 @@ class Lifecycle(TargetsRules, Snapshots, RemoteRules, PauseResetRules, SeamsRule
                                            clients=clients, rng=random.Random(0))
         self.phantoms_setup()
         self.api_setup()
+        self.reruns_setup()
         self.succeeded: Counter[str] = Counter()
         self.grants: dict[str, list[int]] = defaultdict(list)
         #: Every job as the store last wrote it (observers see every change it makes).
@@ -248,6 +250,7 @@ class Lifecycle(TargetsRules, Snapshots, RemoteRules, PauseResetRules, SeamsRule
             self._drain()
         finally:
             self.phantoms_teardown()
+            self.reruns_teardown()
             self.mock.stop()
 
     # -- rules --------------------------------------------------------------------------
@@ -286,6 +289,13 @@ class Lifecycle(TargetsRules, Snapshots, RemoteRules, PauseResetRules, SeamsRule
         self.a_capped_parent_spawns_children(MAX_CHILDREN)
         # And a traced batch through the front door (its rules: the swarm's "api").
         self.submit_through_the_front_door([0, 1], True, False)
+        # The chains of the mutants that survived the machine (stateful_reruns.py): a
+        # debounce window and a parent re-run by hand, a job created after a bulk request,
+        # and a stream record the local relay cannot read.
+        self.a_debounce_window_is_re_run_by_hand()
+        self.a_parent_is_re_run_after_its_end_cancelled_a_child()
+        self.a_job_is_created_after_a_bulk_request()
+        self.the_relay_meets_a_record_it_cannot_read()
 
     @rule(fail_first=st.integers(0, MAX_ATTEMPTS + 1), lose_send=st.booleans(),
           task=st.sampled_from(["work", "work", "slow", "once"]),
