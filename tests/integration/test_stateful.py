@@ -92,6 +92,7 @@ from tests.integration.stateful_retention import RetentionRules
 from tests.integration.stateful_seams import BULK_TENANT, SeamsRules
 from tests.integration.stateful_snapshot import Snapshots
 from tests.integration.stateful_targets import TargetsRules
+from tests.integration.stateful_versions import VersionRules
 
 # The whole state machine is one pytest test: under a loaded CI machine it can pass the
 # suite's per-test timeout, which would fail it for time alone.
@@ -134,6 +135,7 @@ GROUPS: dict[str, tuple[type, ...]] = {
     "enqueue": (EnqueueRules,), "leanadmit": (LeanAdmissionRules,),
     "targets": (TargetsRules,), "phantoms": (PhantomRules,), "api": (ApiRules,),
     "deadlines": (DeadlineRules,), "reruns": (ReRunRules,),
+    "versions": (VersionRules,),
     "faults": (),
 }
 #: The machine's own rules in a group (the others are the core, always on).
@@ -143,7 +145,8 @@ OWN_GROUPS = {"weather": "faults", "next_write_fails_past_its_retries": "faults"
 class Lifecycle(TargetsRules, Snapshots, RemoteRules, PauseResetRules, SeamsRules, EffectsRules,
                 AdmissionContention, FlowKeysRules, FlowRules, RetentionRules, DurableRules,
                 DurverRules, EnqueueRules, LeanAdmissionRules, PhantomRules,
-                ApiRules, DeadlineRules, ReRunRules, RuleBasedStateMachine):
+                ApiRules, DeadlineRules, ReRunRules, VersionRules,
+                RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         # The bulk job and a durable parent's spawns admit under the runtime's limits (its
@@ -191,6 +194,7 @@ class Lifecycle(TargetsRules, Snapshots, RemoteRules, PauseResetRules, SeamsRule
         self.phantoms_setup()
         self.api_setup()
         self.reruns_setup()
+        self.versions_setup()
         self.succeeded: Counter[str] = Counter()
         self.grants: dict[str, list[int]] = defaultdict(list)
         #: Every job as the store last wrote it (observers see every change it makes).
@@ -296,6 +300,8 @@ class Lifecycle(TargetsRules, Snapshots, RemoteRules, PauseResetRules, SeamsRule
         self.a_parent_is_re_run_after_its_end_cancelled_a_child()
         self.a_job_is_created_after_a_bulk_request()
         self.the_relay_meets_a_record_it_cannot_read()
+        # A durable job across a deploy (stateful_versions.py): ctx.patched, code versions.
+        self.a_durable_job_outlives_a_deploy()
 
     @rule(fail_first=st.integers(0, MAX_ATTEMPTS + 1), lose_send=st.booleans(),
           task=st.sampled_from(["work", "work", "slow", "once"]),
