@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-from collections import Counter
+from collections import Counter, defaultdict
 from typing import Any
 
 from hypothesis import event
@@ -49,6 +49,8 @@ class VersionRules:
 
     def versions_setup(self) -> None:
         self.deploys = itertools.count()
+        #: Shared with the durable mixin's check (a stored step never runs again).
+        self.step_runs: dict[tuple[str, str], list[str]] = defaultdict(list)
         #: Each chain's task -> whether its deployed code has the patch.
         self.patched_code: dict[str, bool] = {}
         #: (job, step) -> how often the step's work ran.
@@ -60,6 +62,8 @@ class VersionRules:
         def work(job_id: str, step: str) -> Any:
             def run() -> str:
                 self.versioned_work[(job_id, step)] += 1
+                # What the durable mixin's check reads: each run of each stored step.
+                self.step_runs[(job_id, step)].append(step)
                 return step
             return run
 

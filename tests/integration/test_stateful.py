@@ -84,6 +84,7 @@ from tests.integration.stateful_fired import FIRED, fire, idle, report
 from tests.integration.stateful_flow import FlowRules
 from tests.integration.stateful_flowkeys import FlowKeysRules
 from tests.integration.stateful_leanadmit import LeanAdmissionRules
+from tests.integration.stateful_paths import PathRules
 from tests.integration.stateful_pausereset import PauseResetRules
 from tests.integration.stateful_phantoms import MAX_CHILDREN, PhantomRules
 from tests.integration.stateful_remote import EXTERNAL, RemoteRules
@@ -146,7 +147,7 @@ class Lifecycle(TargetsRules, Snapshots, RemoteRules, PauseResetRules, SeamsRule
                 AdmissionContention, FlowKeysRules, FlowRules, RetentionRules, DurableRules,
                 DurverRules, EnqueueRules, LeanAdmissionRules, PhantomRules,
                 ApiRules, DeadlineRules, ReRunRules, VersionRules,
-                RuleBasedStateMachine):
+                PathRules, RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         # The bulk job and a durable parent's spawns admit under the runtime's limits (its
@@ -302,6 +303,9 @@ class Lifecycle(TargetsRules, Snapshots, RemoteRules, PauseResetRules, SeamsRule
         self.the_relay_meets_a_record_it_cannot_read()
         # A durable job across a deploy (stateful_versions.py): ctx.patched, code versions.
         self.a_durable_job_outlives_a_deploy()
+        # The paths the swarm rarely draws, once each (stateful_paths.py): a paused job, an
+        # open debounce window, an expired job, a keyed job running, the lean tenant's.
+        self.meet_the_rare_paths()
 
     @rule(fail_first=st.integers(0, MAX_ATTEMPTS + 1), lose_send=st.booleans(),
           task=st.sampled_from(["work", "work", "slow", "once"]),
