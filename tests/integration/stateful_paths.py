@@ -52,7 +52,8 @@ class PathRules:
     def meet_the_rare_paths(self) -> None:
         with self._clear_weather():
             self.submit_debounced(KEYS[0], 0)
-            paused = submit(self.app, JobSpec(task="work", payload={"fail_first": 0})).job
+            paused = submit(self.app, JobSpec(task="work", payload={"fail_first": 0},
+                                              idempotency_key=f"paused{len(self.jobs)}")).job
             self._follow(paused.job_id)
             pausing.pause(self.app, paused.job_id)
             expiring = submit(self.app, JobSpec(

@@ -226,7 +226,10 @@ class ReRunRules:
             self.app.clients.dynamodb.put_item(TableName=table, Item=bad)
             self.app.clients.dynamodb.delete_item(TableName=table,
                                                   Key={"job_id": bad["job_id"]})
-            job = submit(self.app, JobSpec(task="work", payload={"fail_first": 0})).job
+            # Keyed, as the machine's submissions are: a plain job is sent before its row is
+            # put and has no sweep entry (issue 46), which the sweep-index check does not know.
+            job = submit(self.app, JobSpec(task="work", payload={"fail_first": 0},
+                                           idempotency_key=f"relay{next(self.rerun_ids)}")).job
             self._follow(job.job_id)
             end = streams.last_sequence_number()
             reader = self.relay_reader
