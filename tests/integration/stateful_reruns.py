@@ -214,14 +214,15 @@ class ReRunRules:
         if streams is None:
             event("no emulated stream (DynamoDB Local)")
             return
-        # A relay from here on (LATEST): the records before are other rules' (enqueued
-        # rows, whose hand-offs the enqueue rules model themselves).
+        # A relay from here on (its checkpoint at the stream's last record): the records
+        # before are other rules' (enqueued rows, whose hand-offs the enqueue rules model).
         n = next(self.rerun_ids)
         where = Path(self.relay_dir.name) / str(n)
-        reader = poller.StreamReader(self.app, FileSink(where / "events.jsonl"),
-                                     poller.Checkpoint(where / "relay.json"),
-                                     client=streams, start="LATEST")
-        reader.open()
+        checkpoint = poller.Checkpoint(where / "relay.json")
+        checkpoint.save({streams.shard_id(): streams.last_sequence_number()},
+                        poller.stream_arn(self.app))
+        reader = poller.StreamReader(self.app, FileSink(where / "events.jsonl"), checkpoint,
+                                     client=streams)
         bad = {"job_id": {"S": f"{NOT_A_JOB}{n}"},
                "state": {"S": "QUEUED"}, "epoch": {"N": "1"}}
         table = self.app.settings.jobs_table
