@@ -4,10 +4,9 @@
 0: each is the path of a rule group the swarm enables in some examples only, drawn late if
 at all. :meth:`PathRules.meet_the_rare_paths` builds each once, from the machine's
 ``a_tenant_at_its_cap_with_dead_jobs`` initializer (the checks then look at them after every
-step; each group's rules still go deeper when the swarm enables it). A paused job is not
-built here: with one, the unmutated machine at seed 0 failed "every live job has a way to
-wake" (a keyed job QUEUED, its hand-off failed, paused, later stranded); not yet explained.
+step; each group's rules still go deeper when the swarm enables it):
 
+* a paused job (``stateful_pausereset``: it never starts and holds no slot);
 * a debounce window open (``stateful_flowkeys``: at most one per key);
 * a job past its ``expires_at`` when a worker meets it (``stateful_flowkeys``: it never ran);
 * a keyed job RUNNING, its worker gone quiet (``stateful_flow``: no key above its limit);
@@ -29,7 +28,7 @@ from leasehold.aws.queues import Message
 from leasehold.core.spec import JobSpec
 from leasehold.core.states import JobState
 from leasehold.errors import LeaseholdError
-from leasehold.lifecycle import leasing
+from leasehold.lifecycle import leasing, pausing
 from leasehold.lifecycle.submission import submit
 from leasehold.lifecycle.worker import Delivery, Outcome
 from tests.integration.stateful_flowkeys import KEYS
@@ -53,6 +52,10 @@ class PathRules:
     def meet_the_rare_paths(self) -> None:
         with self._clear_weather():
             self.submit_debounced(KEYS[0], 0)
+            paused = submit(self.app, JobSpec(task="work", payload={"fail_first": 0},
+                                              idempotency_key=f"paused{len(self.jobs)}")).job
+            self._follow(paused.job_id)
+            pausing.pause(self.app, paused.job_id)
             expiring = submit(self.app, JobSpec(
                 task="work", payload={"fail_first": 0},
                 expires_at_ms=self.app.now() + 1000)).job
