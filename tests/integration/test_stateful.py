@@ -85,13 +85,16 @@ from tests.integration.stateful_fired import FIRED, fire, idle, report
 from tests.integration.stateful_flow import FlowRules
 from tests.integration.stateful_flowkeys import FlowKeysRules
 from tests.integration.stateful_leanadmit import LeanAdmissionRules
+from tests.integration.stateful_paths import PathRules
 from tests.integration.stateful_pausereset import PauseResetRules
 from tests.integration.stateful_phantoms import MAX_CHILDREN, PhantomRules
 from tests.integration.stateful_remote import EXTERNAL, RemoteRules
+from tests.integration.stateful_reruns import ReRunRules
 from tests.integration.stateful_retention import RetentionRules
 from tests.integration.stateful_seams import BULK_TENANT, SeamsRules
 from tests.integration.stateful_snapshot import Snapshots
 from tests.integration.stateful_targets import TargetsRules
+from tests.integration.stateful_versions import VersionRules
 
 # The whole state machine is one pytest test: under a loaded CI machine it can pass the
 # suite's per-test timeout, which would fail it for time alone.
@@ -133,7 +136,8 @@ GROUPS: dict[str, tuple[type, ...]] = {
     "flowkeys": (FlowKeysRules,), "flow": (FlowRules,), "durable": (DurableRules,),
     "enqueue": (EnqueueRules,), "leanadmit": (LeanAdmissionRules,),
     "targets": (TargetsRules,), "phantoms": (PhantomRules,), "api": (ApiRules,),
-    "deadlines": (DeadlineRules,),
+    "deadlines": (DeadlineRules,), "reruns": (ReRunRules,),
+    "versions": (VersionRules,),
     "faults": (),
 }
 #: The machine's own rules in a group (the others are the core, always on).
@@ -143,7 +147,8 @@ OWN_GROUPS = {"weather": "faults", "next_write_fails_past_its_retries": "faults"
 class Lifecycle(TargetsRules, Snapshots, RemoteRules, PauseResetRules, SeamsRules, EffectsRules,
                 AdmissionContention, FlowKeysRules, FlowRules, RetentionRules, DurableRules,
                 DurverRules, EnqueueRules, LeanAdmissionRules, PhantomRules,
-                ApiRules, DeadlineRules, RuleBasedStateMachine):
+                ApiRules, DeadlineRules, ReRunRules, VersionRules,
+                PathRules, RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         # The bulk job and a durable parent's spawns admit under the runtime's limits (its
@@ -190,6 +195,8 @@ class Lifecycle(TargetsRules, Snapshots, RemoteRules, PauseResetRules, SeamsRule
                                            clients=clients, rng=random.Random(0))
         self.phantoms_setup()
         self.api_setup()
+        self.reruns_setup()
+        self.versions_setup()
         self.succeeded: Counter[str] = Counter()
         self.grants: dict[str, list[int]] = defaultdict(list)
         #: Every job as the store last wrote it (observers see every change it makes).
@@ -249,6 +256,7 @@ class Lifecycle(TargetsRules, Snapshots, RemoteRules, PauseResetRules, SeamsRule
             self._drain()
         finally:
             self.phantoms_teardown()
+            self.reruns_teardown()
             self.mock.stop()
 
     # -- rules --------------------------------------------------------------------------
@@ -287,6 +295,18 @@ class Lifecycle(TargetsRules, Snapshots, RemoteRules, PauseResetRules, SeamsRule
         self.a_capped_parent_spawns_children(MAX_CHILDREN)
         # And a traced batch through the front door (its rules: the swarm's "api").
         self.submit_through_the_front_door([0, 1], True, False)
+        # The chains of the mutants that survived the machine (stateful_reruns.py): a
+        # debounce window and a parent re-run by hand, a job created after a bulk request,
+        # and a stream record the local relay cannot read.
+        self.a_debounce_window_is_re_run_by_hand()
+        self.a_parent_is_re_run_after_its_end_cancelled_a_child()
+        self.a_job_is_created_after_a_bulk_request()
+        self.the_relay_meets_a_record_it_cannot_read()
+        # A durable job across a deploy (stateful_versions.py): ctx.patched, code versions.
+        self.a_durable_job_outlives_a_deploy()
+        # The paths the swarm rarely draws, once each (stateful_paths.py): a paused job, an
+        # open debounce window, an expired job, a keyed job running, the lean tenant's.
+        self.meet_the_rare_paths()
 
     @rule(fail_first=st.integers(0, MAX_ATTEMPTS + 1), lose_send=st.booleans(),
           task=st.sampled_from(["work", "work", "slow", "once"]),
