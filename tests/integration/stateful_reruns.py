@@ -31,6 +31,7 @@ from typing import Any
 from hypothesis import event
 from hypothesis.stateful import rule
 
+from leasehold.aws.definitions import job_key
 from leasehold.aws.queues import Message
 from leasehold.bulk.actions import ACTOR as BULK
 from leasehold.core.context import JobContext
@@ -223,13 +224,12 @@ class ReRunRules:
                         poller.stream_arn(self.app))
         reader = poller.StreamReader(self.app, FileSink(where / "events.jsonl"), checkpoint,
                                      client=streams)
-        bad = {"job_id": {"S": f"{NOT_A_JOB}{n}"},
-               "state": {"S": "QUEUED"}, "epoch": {"N": "1"}}
+        bad = {**job_key(f"{NOT_A_JOB}{n}"), "state": {"S": "QUEUED"}, "epoch": {"N": "1"}}
         table = self.app.settings.jobs_table
         with self._clear_weather():
             self.app.clients.dynamodb.put_item(TableName=table, Item=bad)
             self.app.clients.dynamodb.delete_item(TableName=table,
-                                                  Key={"job_id": bad["job_id"]})
+                                                  Key=job_key(bad["job_id"]["S"]))
             end = streams.last_sequence_number()
             for _ in range(4 * poller.TRIES):
                 reader.step()
