@@ -89,7 +89,11 @@ class DeadlineRules:
             self.clock.advance(5)
             self._sweep()  # the frontier moves on while the job runs
             self.clock.advance(self.app.settings.lease_seconds + DEADLINE_S + grace + 1)
-            self.injector.faults.append(Fault(target="sqs.SendMessage", kind="fail", times=1))
+            # Its own re-send only: another job's hand-off in the same pass (which comes
+            # first depends on the other jobs' sweep entries) would be lost instead.
+            self.injector.faults.append(Fault(
+                target="sqs.SendMessage", kind="fail", times=1,
+                when=lambda params: job.job_id in json.dumps(params)))
             self._sweep()  # re-queued past its deadline, its re-send lost
             self.injector.faults.clear()
             for _ in range(3):
