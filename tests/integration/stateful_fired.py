@@ -43,6 +43,7 @@ CHECKS: tuple[str, ...] = (
     "every lease has a live holder (a RUNNING job)",
     "every live job has a way to wake (one that waits)",
     "every live job in the sweep index, within its bound",
+    "a row sent first has its message in a queue (one without an entry)",
     "every slot of every key has a live holder (a held slot)",
     "every submit span names a job that exists or existed",
     "every submit span of every step names a job that exists or existed",

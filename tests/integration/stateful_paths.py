@@ -11,7 +11,12 @@ step; each group's rules still go deeper when the swarm enables it):
 * a job past its ``expires_at`` when a worker meets it (``stateful_flowkeys``: it never ran);
 * a keyed job RUNNING, its worker gone quiet (``stateful_flow``: no key above its limit);
 * a counted job of the lean tenant, its cap set and its live jobs counted in
-  (``stateful_leanadmit``).
+  (``stateful_leanadmit``);
+* a plain job (no key, no deadline, no cap: every other submission of the machine has one),
+  sent first (issue 46, ``lifecycle/handoff.py``), leased by a worker that dies: its row has
+  no sweep entry, and its message, in a queue until a worker that meets it after the lease
+  ran out re-drives it, is the only way it is found (the sweep-index check's other branch;
+  the drain moves SQS's timers with its clock, so the message shows again there).
 
 The remote worker's two paths (a finished lease's repeated finish, a zombie's request) are
 met from that group's own initializer (``stateful_remote.remote_jobs``), which makes its
@@ -67,6 +72,18 @@ class PathRules:
             self._a_keyed_job_runs_and_its_worker_goes_quiet()
             self.set_the_lean_cap_and_count_live_jobs_in(None)
             self.submit_to_the_lean_tenant(0)  # admitted under the cap: counted
+            self._a_plain_job_whose_worker_dies()
+
+    def _a_plain_job_whose_worker_dies(self) -> None:
+        plain = submit(self.app, JobSpec(task="work", payload={"fail_first": 0})).job
+        self._follow(plain.job_id)
+        try:
+            leased = leasing.lease(self.app, "crashed",
+                                   Delivery(Message(plain.job_id, plain.epoch).body()))
+        except LeaseholdError:
+            return
+        if not isinstance(leased, Outcome):
+            self.zombies.append((leased[0], leased[1]))
 
     def _a_keyed_job_runs_and_its_worker_goes_quiet(self) -> None:
         before = set(self.jobs)

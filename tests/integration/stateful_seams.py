@@ -442,11 +442,16 @@ class SeamsRules:
         faulted, self.faults_seen = seen != self.faults_seen, seen
         return faulted
 
-    def _violations(self, found: list[tuple[str, ...]], faulted: bool,
+    def _violations(self, kind: str, found: list[tuple[str, ...]], faulted: bool,
                     rows: dict[str, dict[str, Any]]) -> list[tuple[str, ...]]:
-        """The violations (each ``(kind, job_id, ...)``) not excused: one is excused when
-        it appeared in a step a fault fired in (the job that fault touched), and only
-        while that job's row has not changed since (its next change is its repair)."""
+        """The violations of one check (each ``(kind, job_id, ...)``) not excused: one is
+        excused when it appeared in a step a fault fired in (the job that fault touched),
+        and only while that job's row has not changed since (its next change is its
+        repair). Each check forgets only its own kind's excuses: the checks share
+        :attr:`excused`, and one check's violations are never in another's ``found`` (a
+        stranded job's excuse, dropped by the next check of the same step as "repaired",
+        counted again one step later with its row untouched)."""
+        assert all(violation[0] == kind for violation in found), (kind, found)
         def version(violation: tuple[str, ...]) -> Any:
             row = rows.get(violation[1]) or {}
             return (row.get("changes"), row.get("state"), row.get("epoch"))
@@ -454,7 +459,7 @@ class SeamsRules:
         if faulted:
             for violation in found:
                 self.excused.setdefault(violation, version(violation))
-        for violation in [v for v in self.excused if v not in found]:
+        for violation in [v for v in self.excused if v[0] == kind and v not in found]:
             del self.excused[violation]  # repaired: a later one counts again
         excused = [v for v in found if self.excused.get(v) == version(v)]
         if excused:
@@ -529,7 +534,7 @@ class SeamsRules:
                    and not str(row.get("lease_owner", "")).startswith("crashed:")
                    and row.get("lease_owner") not in getattr(self, "remote_owners", ())]
         if checking(3):
-            assert not self._violations(orphans, faulted, rows), orphans
+            assert not self._violations("lease", orphans, faulted, rows), orphans
         fire("every lease has a live holder (a RUNNING job)",
              sum(1 for row in rows.values() if row["state"] == JobState.RUNNING.value))
         # Every key's slot (the seam key, the flow mixins', a target host's) holds only
@@ -571,7 +576,7 @@ class SeamsRules:
                 stranded.append(("stranded", job_id, row["state"], str(row.get("waiting"))))
             fire("every live job has a way to wake (one that waits)",
                  row["state"] != JobState.RUNNING.value)
-        assert not self._violations(stranded, faulted, rows), stranded
+        assert not self._violations("stranded", stranded, faulted, rows), stranded
 
     def _effects_applied_exactly_once(self, rows: dict[str, dict[str, Any]]) -> None:
         # Defect 2: the effect inside the step dies with an attempt that sleeps after it.
@@ -610,7 +615,7 @@ class SeamsRules:
             if row["task"] == UNIQUE_CHILD:
                 unique[row["tenant"]].append(job_id)
         if checking(5):
-            assert not self._violations(orphans, faulted, rows), orphans
+            assert not self._violations("child", orphans, faulted, rows), orphans
         if checking(6):
             assert not uncounted, uncounted
         if checking(4):
