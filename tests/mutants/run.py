@@ -75,11 +75,14 @@ class Result:
     #: gave up on the test itself: no verdict on the mutant), "error", "skipped".
     outcome: str
     seconds: float = 0.0
+    #: Said beside the outcome: "not replayed" for a kill whose example Hypothesis did not
+    #: see fail again when it replayed it.
+    detail: str = ""
 
     def shown(self) -> str:
         if self.outcome == "skipped":
             return "-"
-        return f"{self.outcome} ({self.seconds:.0f} s)"
+        return f"{self.outcome} ({self.seconds:.0f} s{', ' + self.detail if self.detail else ''})"
 
 
 def tree_files(root: Path = ROOT) -> list[str]:
@@ -126,18 +129,21 @@ def pytest(args: Sequence[str], *, tree: Path, scratch: Path, budget: float,
     # (collection, usage): not a verdict.
     if code != 1:
         return Result({0: "survived"}.get(code, "error"), seconds)
-    return Result(failure(verdicts), seconds)
+    return replace(failure(verdicts), seconds=seconds)
 
 
-def failure(verdicts: Path) -> str:
+def failure(verdicts: Path) -> Result:
     """What a run whose pytest exited 1 counts as, from the lines the verdicts plugin
-    wrote: "killed" only if a test's own code failed; else what stopped it ("flaky",
-    "health-check"), or "error" (nothing recorded: pytest stopped some other way)."""
+    wrote: "killed" only if a test's own code failed (said "not replayed" when Hypothesis
+    did not see its example fail again); else what stopped it ("flaky", "health-check"),
+    or "error" (nothing recorded: pytest stopped some other way)."""
     kinds = [json.loads(line)["kind"] for line in
              (verdicts.read_text().splitlines() if verdicts.exists() else ())]
     if "failed" in kinds:
-        return "killed"
-    return kinds[0] if kinds else "error"
+        return Result("killed")
+    if "unreplayed" in kinds:
+        return Result("killed", detail="not replayed")
+    return Result(kinds[0] if kinds else "error")
 
 
 @dataclass(frozen=True)
