@@ -169,6 +169,20 @@ class Lifecycle(TargetsRules, Snapshots, RemoteRules, PauseResetRules, SeamsRule
         )
         # Faults on every client (throttles retried at once: same path, no real backoff).
         self.injector = FaultInjector([], seed=0, throttle_delay=0)
+        #: The requests (their bodies) a fault hit since the seams' checks last looked, not
+        #: a throttle (botocore retries it): the jobs they name are the ones the faults
+        #: touched, the only ones a violation is excused on (stateful_seams.py).
+        self.fault_hits: list[str] = []
+        hit = self.injector._hit
+
+        def recorded_hit(kinds: tuple[str, ...], operation: str, body: Any) -> Any:
+            fault = hit(kinds, operation, body)
+            if fault is not None and fault.kind != "throttle":
+                self.fault_hits.append(body.decode(errors="replace")
+                                       if isinstance(body, bytes | bytearray) else str(body))
+            return fault
+
+        self.injector._hit = recorded_hit  # type: ignore[method-assign]
         clients = Clients(settings_, faults=self.injector)
         create_all(clients, settings_)
         self.clock = FakeClock()
