@@ -56,7 +56,9 @@ class DurableRules:
 
     @initialize()
     def durable_tasks(self) -> None:
-        self.step_runs: dict[tuple[str, str], list[str]] = defaultdict(list)
+        # Kept if a chain that ran first made it (stateful_versions.py records its steps).
+        self.step_runs: dict[tuple[str, str], list[str]] = getattr(
+            self, "step_runs", defaultdict(list))
         self.callback_tokens: dict[str, str] = {}
         self.outcomes: dict[tuple[str, int], str] = {}
         self.durable_keys = itertools.count()

@@ -47,6 +47,9 @@ class EnqueueRules:
         self.order_ids = itertools.count()
         #: Every row image an enqueue wrote (what its INSERT record carries), by job id.
         self.enqueued: dict[str, dict[str, Any]] = {}
+        # One order its business condition refuses, in every example: no job, and (the
+        # per-step span check, stateful_phantoms.py) no submit span for the job it named.
+        self.place_an_order(True, "acme")
 
     @rule(taken=st.booleans(), tenant=st.sampled_from(("acme", "zeta")))
     def place_an_order(self, taken: bool, tenant: str) -> None:

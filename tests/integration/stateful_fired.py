@@ -43,6 +43,7 @@ CHECKS: tuple[str, ...] = (
     "every lease has a live holder (a RUNNING job)",
     "every live job has a way to wake (one that waits)",
     "every live job in the sweep index, within its bound",
+    "a row sent first has its message in a queue (one without an entry)",
     "every slot of every key has a live holder (a held slot)",
     "every submit span names a job that exists or existed",
     "every submit span of every step names a job that exists or existed",
@@ -60,6 +61,11 @@ CHECKS: tuple[str, ...] = (
     "one live job per unique key (a live unique child)",
     "one live job per unique key (a live unique kid of a fan-out)",
     "the lean tenant counts its live counted jobs (one counted)",
+    "old runs replay on their branch, new runs take the patch (a deploy)",
+    "the relay goes on past a record it cannot read (one set aside)",
+    "a bulk action leaves a job created after its request (one it left)",
+    "a parent re-run by hand runs its cancelled child again (a re-run)",
+    "a debounce window re-run by hand is not joined (a re-run)",
 )
 
 #: Check name -> how many times its path fired.

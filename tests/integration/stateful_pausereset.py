@@ -306,9 +306,12 @@ class PauseResetRules:
     def seams_before_drain(self, round_: int) -> None:
         """An operator resumes every paused job and asks again for every reset a crash left
         under way, before the others' drain steps."""
-        if round_ == 0 and hasattr(self, "resettable"):
+        # Every paused job: the rare paths (stateful_paths.py) pause one in an initializer
+        # of their own, which may run without this group's (a budget of fewer steps than
+        # the machine has initializers runs only some of them).
+        if round_ == 0:
             for job in self.app.store.batch_get(self.jobs):
-                if job.extra.get(RESET_FROM) is not None:
+                if job.extra.get(RESET_FROM) is not None and hasattr(self, "resettable"):
                     self._reset_counted(reset.reset(self.app, job.job_id, None,
                                               str(job.extra[RESET_FROM]), self._reset_rerun))
                     event("a reset finished at the drain")

@@ -72,6 +72,20 @@ class RemoteRules:
         self.remote_finished: dict[str, str] = {}
         for n in attempts:
             self.submit_a_remote_job(n)
+        if len(attempts) < 2:
+            self.submit_a_remote_job(1)
+        # The checks' two paths, met in every example (the swarm rarely draws them): a
+        # finished lease's finish sent again, and a request of a lease taken over.
+        got = self._lease(2, False)
+        if got:
+            self._report(*got[0], "complete", "once")
+            self._report(*got[0], "complete", "once")
+        if len(got) > 1:
+            self.clock.advance(self.app.settings.lease_seconds
+                               + self.app.settings.skew_grace_seconds + 1)
+            sweeper.sweep(self.app)
+            self._lease(10, False)
+            self._report(*got[1], "heartbeat", "once")
 
     def _remote(self) -> bool:
         return bool(getattr(self, "remote_leases", None))

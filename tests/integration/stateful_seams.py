@@ -110,11 +110,13 @@ def checking(defect: int) -> bool:
 
 class SeamsRules:
     """Mixed into the lifecycle machine; uses its ``app``, ``inspect``, ``injector``,
-    ``jobs``, ``latest``, ``runs``, ``limits``, ``failed``, ``sent`` and ``deleted``."""
+    ``fault_hits``, ``jobs``, ``latest``, ``runs``, ``limits``, ``failed``, ``sent`` and
+    ``deleted``."""
 
     app: Any
     inspect: Any
     injector: Any
+    fault_hits: list[str]
     jobs: list[str]
     latest: dict[str, Job]
     runs: Counter[str]
@@ -183,7 +185,6 @@ class SeamsRules:
         #: the sweeper or the drain ends it). The excuse holds for that job only, and only
         #: until its row changes again (its repair): a violation after that counts.
         self.excused: dict[tuple[str, ...], Any] = {}
-        self.faults_seen = 0
         #: Seam jobs the drain re-ran after their callback timed out (once each).
         self.drain_retried: set[str] = set()
         self._seam_tasks()
@@ -434,27 +435,38 @@ class SeamsRules:
                         found.add((parsed.job_id, parsed.epoch))
         return found
 
-    def _faulted(self) -> bool:
-        """Whether a fault (not a throttle, which botocore retries) fired since the last
-        check: a process died or gave up mid-way, and what it would have done next is left
-        to a lease's expiry, the sweeper or the drain."""
-        seen = sum(n for (_, kind), n in self.injector.injected.items() if kind != "throttle")
-        faulted, self.faults_seen = seen != self.faults_seen, seen
-        return faulted
+    def _faulted(self) -> list[str]:
+        """The requests a fault (not a throttle, which botocore retries) hit since the last
+        check: the process that made each died or gave up mid-way, and what it would have
+        done next for the jobs it names is left to a lease's expiry, the sweeper or the
+        drain."""
+        hits, self.fault_hits = self.fault_hits, []
+        return hits
 
-    def _violations(self, found: list[tuple[str, ...]], faulted: bool,
+    def _violations(self, kind: str, found: list[tuple[str, ...]], faulted: list[str],
                     rows: dict[str, dict[str, Any]]) -> list[tuple[str, ...]]:
-        """The violations (each ``(kind, job_id, ...)``) not excused: one is excused when
-        it appeared in a step a fault fired in (the job that fault touched), and only
-        while that job's row has not changed since (its next change is its repair)."""
+        """The violations of one check (each ``(kind, job_id, ...)``) not excused: one is
+        excused when it appeared in a step a fault fired in, on a job a request the fault
+        hit named (the job, or for a child its parent, whose end it follows), and only
+        while that job's row has not changed since (its next change is its repair). Each
+        check forgets only its own kind's excuses: the checks share :attr:`excused`, and
+        one check's violations are never in another's ``found`` (a stranded job's excuse,
+        dropped by the next check of the same step as "repaired", counted again one step
+        later with its row untouched)."""
+        assert all(violation[0] == kind for violation in found), (kind, found)
         def version(violation: tuple[str, ...]) -> Any:
             row = rows.get(violation[1]) or {}
             return (row.get("changes"), row.get("state"), row.get("epoch"))
 
-        if faulted:
-            for violation in found:
+        def touched(violation: tuple[str, ...]) -> bool:
+            row = rows.get(violation[1]) or {}
+            named = [violation[1], *([str(row[PARENT])] if row.get(PARENT) else [])]
+            return any(job_id in hit for hit in faulted for job_id in named)
+
+        for violation in found:
+            if touched(violation):
                 self.excused.setdefault(violation, version(violation))
-        for violation in [v for v in self.excused if v not in found]:
+        for violation in [v for v in self.excused if v[0] == kind and v not in found]:
             del self.excused[violation]  # repaired: a later one counts again
         excused = [v for v in found if self.excused.get(v) == version(v)]
         if excused:
@@ -479,7 +491,7 @@ class SeamsRules:
         if self.seams:
             self._seams_hold(False)
 
-    def _seams_hold(self, faulted: bool) -> None:
+    def _seams_hold(self, faulted: list[str]) -> None:
         rows = self._rows()
         self._forget_deleted(rows)
         self._no_referenced_row_is_deleted(rows)
@@ -521,7 +533,7 @@ class SeamsRules:
                    and job.state is JobState.SUCCEEDED and '"delete"' in job.payload_json))
 
     def _every_lease_and_slot_has_a_live_holder(self, rows: dict[str, dict[str, Any]],
-                                                faulted: bool) -> None:
+                                                faulted: list[str]) -> None:
         # Defect 3: a RUNNING job whose worker is gone (not one the machine killed, nor its
         # remote worker's, stateful_remote.py) is stranded for its whole lease.
         orphans = [("lease", job_id, row["lease_owner"]) for job_id, row in rows.items()
@@ -529,7 +541,7 @@ class SeamsRules:
                    and not str(row.get("lease_owner", "")).startswith("crashed:")
                    and row.get("lease_owner") not in getattr(self, "remote_owners", ())]
         if checking(3):
-            assert not self._violations(orphans, faulted, rows), orphans
+            assert not self._violations("lease", orphans, faulted, rows), orphans
         fire("every lease has a live holder (a RUNNING job)",
              sum(1 for row in rows.values() if row["state"] == JobState.RUNNING.value))
         # Every key's slot (the seam key, the flow mixins', a target host's) holds only
@@ -545,7 +557,7 @@ class SeamsRules:
             fire("every slot of every key has a live holder (a held slot)", len(held))
 
     def _every_non_terminal_job_has_a_way_to_wake(self, rows: dict[str, dict[str, Any]],
-                                                  faulted: bool) -> None:
+                                                  faulted: list[str]) -> None:
         # Defect 1: a sleeper whose lease its key refused kept only the sweeper's hand-off
         # deadline. The sweep index is a job's way to wake only when its message was never
         # sent (the outbox case, a process that died before its send): a message sent and
@@ -571,7 +583,7 @@ class SeamsRules:
                 stranded.append(("stranded", job_id, row["state"], str(row.get("waiting"))))
             fire("every live job has a way to wake (one that waits)",
                  row["state"] != JobState.RUNNING.value)
-        assert not self._violations(stranded, faulted, rows), stranded
+        assert not self._violations("stranded", stranded, faulted, rows), stranded
 
     def _effects_applied_exactly_once(self, rows: dict[str, dict[str, Any]]) -> None:
         # Defect 2: the effect inside the step dies with an attempt that sleeps after it.
@@ -592,7 +604,7 @@ class SeamsRules:
             fire("effects applied once (a seam job its worker finished)", by_worker)
 
     def _children_follow_their_parents(self, rows: dict[str, dict[str, Any]],
-                                       faulted: bool) -> None:
+                                       faulted: list[str]) -> None:
         orphans, uncounted, unique = [], [], defaultdict(list)
         for job_id, row in rows.items():
             parent = rows.get(row.get(PARENT, ""))
@@ -610,7 +622,7 @@ class SeamsRules:
             if row["task"] == UNIQUE_CHILD:
                 unique[row["tenant"]].append(job_id)
         if checking(5):
-            assert not self._violations(orphans, faulted, rows), orphans
+            assert not self._violations("child", orphans, faulted, rows), orphans
         if checking(6):
             assert not uncounted, uncounted
         if checking(4):

@@ -85,13 +85,16 @@ from tests.integration.stateful_fired import FIRED, fire, idle, report
 from tests.integration.stateful_flow import FlowRules
 from tests.integration.stateful_flowkeys import FlowKeysRules
 from tests.integration.stateful_leanadmit import LeanAdmissionRules
+from tests.integration.stateful_paths import PathRules
 from tests.integration.stateful_pausereset import PauseResetRules
 from tests.integration.stateful_phantoms import MAX_CHILDREN, PhantomRules
 from tests.integration.stateful_remote import EXTERNAL, RemoteRules
+from tests.integration.stateful_reruns import ReRunRules
 from tests.integration.stateful_retention import RetentionRules
 from tests.integration.stateful_seams import BULK_TENANT, SeamsRules
 from tests.integration.stateful_snapshot import Snapshots
 from tests.integration.stateful_targets import TargetsRules
+from tests.integration.stateful_versions import VersionRules
 
 # The whole state machine is one pytest test: under a loaded CI machine it can pass the
 # suite's per-test timeout, which would fail it for time alone.
@@ -133,7 +136,8 @@ GROUPS: dict[str, tuple[type, ...]] = {
     "flowkeys": (FlowKeysRules,), "flow": (FlowRules,), "durable": (DurableRules,),
     "enqueue": (EnqueueRules,), "leanadmit": (LeanAdmissionRules,),
     "targets": (TargetsRules,), "phantoms": (PhantomRules,), "api": (ApiRules,),
-    "deadlines": (DeadlineRules,),
+    "deadlines": (DeadlineRules,), "reruns": (ReRunRules,),
+    "versions": (VersionRules,),
     "faults": (),
 }
 #: The machine's own rules in a group (the others are the core, always on).
@@ -143,7 +147,8 @@ OWN_GROUPS = {"weather": "faults", "next_write_fails_past_its_retries": "faults"
 class Lifecycle(TargetsRules, Snapshots, RemoteRules, PauseResetRules, SeamsRules, EffectsRules,
                 AdmissionContention, FlowKeysRules, FlowRules, RetentionRules, DurableRules,
                 DurverRules, EnqueueRules, LeanAdmissionRules, PhantomRules,
-                ApiRules, DeadlineRules, RuleBasedStateMachine):
+                ApiRules, DeadlineRules, ReRunRules, VersionRules,
+                PathRules, RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         # The bulk job and a durable parent's spawns admit under the runtime's limits (its
@@ -164,6 +169,20 @@ class Lifecycle(TargetsRules, Snapshots, RemoteRules, PauseResetRules, SeamsRule
         )
         # Faults on every client (throttles retried at once: same path, no real backoff).
         self.injector = FaultInjector([], seed=0, throttle_delay=0)
+        #: The requests (their bodies) a fault hit since the seams' checks last looked, not
+        #: a throttle (botocore retries it): the jobs they name are the ones the faults
+        #: touched, the only ones a violation is excused on (stateful_seams.py).
+        self.fault_hits: list[str] = []
+        hit = self.injector._hit
+
+        def recorded_hit(kinds: tuple[str, ...], operation: str, body: Any) -> Any:
+            fault = hit(kinds, operation, body)
+            if fault is not None and fault.kind != "throttle":
+                self.fault_hits.append(body.decode(errors="replace")
+                                       if isinstance(body, bytes | bytearray) else str(body))
+            return fault
+
+        self.injector._hit = recorded_hit  # type: ignore[method-assign]
         clients = Clients(settings_, faults=self.injector)
         create_all(clients, settings_)
         self.clock = FakeClock()
@@ -190,17 +209,27 @@ class Lifecycle(TargetsRules, Snapshots, RemoteRules, PauseResetRules, SeamsRule
                                            clients=clients, rng=random.Random(0))
         self.phantoms_setup()
         self.api_setup()
+        self.reruns_setup()
+        self.versions_setup()
         self.succeeded: Counter[str] = Counter()
         self.grants: dict[str, list[int]] = defaultdict(list)
         #: Every job as the store last wrote it (observers see every change it makes).
         self.latest: dict[str, Job] = {}
         self.app.store.observers.append(self._observe)  # type: ignore[attr-defined]
-        #: (job, epoch) of every hand-off message SQS accepted.
+        #: (job, epoch) whose latest hand-off SQS accepted. A failed send of one takes it
+        #: out again: the sweeper re-sends with the epoch it had (a QUEUED row past its
+        #: hand-off deadline), so a row whose first message was consumed (a park on a paused
+        #: key) and whose re-send was then lost is the outbox again, its sweep entry its way
+        #: to wake, not a message sent and consumed without moving the job on.
         self.sent: set[tuple[str, int]] = set()
         send = self.app.queues.send
 
         def recorded(pool: str, priority: str, message: Any, *args: Any, **kwargs: Any) -> Any:
-            out = send(pool, priority, message, *args, **kwargs)
+            try:
+                out = send(pool, priority, message, *args, **kwargs)
+            except BaseException:
+                self.sent.discard((message.job_id, message.epoch))
+                raise
             self.sent.add((message.job_id, message.epoch))
             return out
 
@@ -249,6 +278,7 @@ class Lifecycle(TargetsRules, Snapshots, RemoteRules, PauseResetRules, SeamsRule
             self._drain()
         finally:
             self.phantoms_teardown()
+            self.reruns_teardown()
             self.mock.stop()
 
     # -- rules --------------------------------------------------------------------------
@@ -287,6 +317,18 @@ class Lifecycle(TargetsRules, Snapshots, RemoteRules, PauseResetRules, SeamsRule
         self.a_capped_parent_spawns_children(MAX_CHILDREN)
         # And a traced batch through the front door (its rules: the swarm's "api").
         self.submit_through_the_front_door([0, 1], True, False)
+        # The chains of the mutants that survived the machine (stateful_reruns.py): a
+        # debounce window and a parent re-run by hand, a job created after a bulk request,
+        # and a stream record the local relay cannot read.
+        self.a_debounce_window_is_re_run_by_hand()
+        self.a_parent_is_re_run_after_its_end_cancelled_a_child()
+        self.a_job_is_created_after_a_bulk_request()
+        self.the_relay_meets_a_record_it_cannot_read()
+        # A durable job across a deploy (stateful_versions.py): ctx.patched, code versions.
+        self.a_durable_job_outlives_a_deploy()
+        # The paths the swarm rarely draws, once each (stateful_paths.py): a paused job, an
+        # open debounce window, an expired job, a keyed job running, the lean tenant's.
+        self.meet_the_rare_paths()
 
     @rule(fail_first=st.integers(0, MAX_ATTEMPTS + 1), lose_send=st.booleans(),
           task=st.sampled_from(["work", "work", "slow", "once"]),
@@ -646,14 +688,25 @@ class Lifecycle(TargetsRules, Snapshots, RemoteRules, PauseResetRules, SeamsRule
         # deadline, nor (QUEUED) the expiry of a lease it could get now, and is never below
         # the sweeper's frontier (a pass will read it: a lost hand-off or a lost worker is
         # found). Other rows may keep the entry they had: the sweeper passes it, unwritten.
+        # A row sent first (issue 46, lifecycle/handoff.py: a plain job's message goes out
+        # before its row, which is put without an entry) has none by design: its message
+        # of its epoch, in a queue (visible, delayed, or received and not yet deleted), is
+        # its sweeper, QUEUED or RUNNING. Without an entry and without that message,
+        # nothing would ever find it.
         settings = self.app.settings
         next_lease = self.app.now() + int(
             (settings.lease_seconds - settings.skew_grace_seconds) * 1000)
         frontier = sweep_frontier.load(self.app, self.inspect)
+        messages: set[tuple[str, int]] | None = None
         for raw in self.table_items(settings.jobs_table):
             item = from_av(raw)
-            if item["state"] in (JobState.QUEUED.value, JobState.RUNNING.value):
-                assert "sweep_shard" in item, item
+            if item["state"] in (JobState.QUEUED.value, JobState.RUNNING.value) and \
+                    "sweep_shard" not in item:
+                messages = self._messages() if messages is None else messages
+                assert (item["job_id"], int(item["epoch"])) in messages, (
+                    "a live row with neither a sweep entry nor its message", item)
+                fire("a row sent first has its message in a queue (one without an entry)")
+            elif item["state"] in (JobState.QUEUED.value, JobState.RUNNING.value):
                 assert item["sweep_at"] <= item["lease_expires_at"], item
                 assert item["sweep_at"] >= frontier.get(item["sweep_shard"], 0), item
                 if item["state"] == JobState.QUEUED.value:
@@ -680,6 +733,23 @@ class Lifecycle(TargetsRules, Snapshots, RemoteRules, PauseResetRules, SeamsRule
         else:
             assert job.state.terminal or job.state is JobState.WAITING, job.state
 
+    def _sqs_timers_pass(self, seconds: float) -> None:
+        """moto runs SQS's delays and visibility timeouts on the real clock, the machine on
+        its fake one. In the drain the fake clock's jumps move those timers too, as real time
+        moves SQS's: a message a worker received and died with shows again once the queue's
+        visibility timeout (300 s) has passed, not after 300 real seconds, longer than a
+        drain takes. A job sent first (no sweep entry, issue 46) whose worker died is found
+        by its message and nothing else, as in production."""
+        from moto.sqs.models import sqs_backends
+        prefix, ms = self.app.settings.queue_prefix, seconds * 1000
+        for regions in sqs_backends.values():
+            for backend in regions.values():
+                for name, queue in list(backend.queues.items()):
+                    if name.startswith(prefix):
+                        for message in list(queue._messages):
+                            message.visible_at -= ms
+                            message.delayed_until -= ms
+
     def _drain(self) -> None:
         self.injector.faults.clear()  # the weather clears; everything must settle
         for round_ in range(60):
@@ -689,7 +759,9 @@ class Lifecycle(TargetsRules, Snapshots, RemoteRules, PauseResetRules, SeamsRule
             if round_ >= 3 and all(
                     job.state.terminal for job in self.app.store.batch_get(self.jobs)):
                 break
-            self.clock.advance(max(LEASE_S, self.app.settings.handoff_seconds) + 5)
+            step = max(LEASE_S, self.app.settings.handoff_seconds) + 5
+            self.clock.advance(step)
+            self._sqs_timers_pass(step)
             ticker.promote_due(self.app)
             sweeper.sweep(self.app)
             while batch := self.app.queues.receive(self.url, max_messages=10):

@@ -368,6 +368,19 @@ MUTANTS: tuple[Mutant, ...] = (
               "    if row.extra.get(HANDOFF) == BY_STREAM and False:\n"),
          )),
     Mutant(
+        "patched-on-a-history-that-predates-it",
+        "ctx.patched answers True where another record stands at its place (a history "
+        "written by code without the patch): a run begun before the deploy takes the new "
+        "branch on replay and stops as NonDeterministic.",
+        "issue 36 (patches: a False answer takes no place)",
+        "tests/integration/test_durable_versions.py::"
+        "test_patched_keeps_old_runs_on_the_old_branch_and_new_runs_on_the_new",
+        (Edit(F + "durable/history.py",
+              "        if expected == sk:\n            self.position += 1\n"
+              "            return True\n        return False\n",
+              "        self.position += 1\n        return True\n"),
+         )),
+    Mutant(
         "spawn-reads-its-own-cap",
         "A worker's ctx.spawn takes the tenant's limits from its own process (the defaults "
         "of a worker deployed without the API's variables), not the runtime's settings and "

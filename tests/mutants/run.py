@@ -20,6 +20,7 @@ pass on the code as it is: otherwise a "kill" would prove nothing).
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import signal
@@ -32,6 +33,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from tests.mutants.catalogue import MUTANTS, Edit, Mutant
+from tests.mutants.verdicts import VERDICTS
 
 ROOT = Path(__file__).resolve().parents[2]
 MACHINE = "tests/integration/test_stateful.py::TestLifecycle"
@@ -69,13 +71,18 @@ def check_applies(mutant: Mutant, root: Path = ROOT) -> None:
 
 @dataclass
 class Result:
-    outcome: str  # "killed", "survived", "timeout", "error", "skipped"
+    #: "killed" (a test failed), "survived", "timeout", "flaky" or "health-check" (Hypothesis
+    #: gave up on the test itself: no verdict on the mutant), "error", "skipped".
+    outcome: str
     seconds: float = 0.0
+    #: Said beside the outcome: "not replayed" for a kill whose example Hypothesis did not
+    #: see fail again when it replayed it.
+    detail: str = ""
 
     def shown(self) -> str:
         if self.outcome == "skipped":
             return "-"
-        return f"{self.outcome} ({self.seconds:.0f} s)"
+        return f"{self.outcome} ({self.seconds:.0f} s{', ' + self.detail if self.detail else ''})"
 
 
 def tree_files(root: Path = ROOT) -> list[str]:
@@ -95,13 +102,17 @@ def pytest(args: Sequence[str], *, tree: Path, scratch: Path, budget: float,
            env: dict[str, str] | None = None, log: Path) -> Result:
     """Run pytest on ``args`` in ``tree`` (its ``functions`` first on the path); killed (its
     whole process group) past ``budget`` seconds."""
+    verdicts = scratch / f"verdicts-{log.stem}.jsonl"
+    verdicts.unlink(missing_ok=True)
     environ = {**os.environ, **(env or {}),
                "PYTHONPATH": os.pathsep.join(filter(None, [
                    str(tree / "functions"), os.environ.get("PYTHONPATH", "")])),
                # The Hypothesis database of this run alone: an example another mutant
                # failed on is not replayed here.
-               "HYPOTHESIS_STORAGE_DIRECTORY": str(scratch / ".hypothesis")}
-    command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-x",
+               "HYPOTHESIS_STORAGE_DIRECTORY": str(scratch / ".hypothesis"),
+               VERDICTS: str(verdicts)}
+    command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider",
+               "-p", "tests.mutants.verdicts", "-q", "-x",
                "-o", f"timeout={int(budget) + 60}", *args]
     start = time.monotonic()
     with log.open("w") as out:
@@ -114,8 +125,25 @@ def pytest(args: Sequence[str], *, tree: Path, scratch: Path, budget: float,
             process.wait()
             return Result("timeout", time.monotonic() - start)
     seconds = time.monotonic() - start
-    # 0: passed; 1: a test failed; anything else (collection, usage): not a verdict.
-    return Result({0: "survived", 1: "killed"}.get(code, "error"), seconds)
+    # 0: passed; 1: a test did not pass (why: the verdicts plugin); anything else
+    # (collection, usage): not a verdict.
+    if code != 1:
+        return Result({0: "survived"}.get(code, "error"), seconds)
+    return replace(failure(verdicts), seconds=seconds)
+
+
+def failure(verdicts: Path) -> Result:
+    """What a run whose pytest exited 1 counts as, from the lines the verdicts plugin
+    wrote: "killed" only if a test's own code failed (said "not replayed" when Hypothesis
+    did not see its example fail again); else what stopped it ("flaky", "health-check"),
+    or "error" (nothing recorded: pytest stopped some other way)."""
+    kinds = [json.loads(line)["kind"] for line in
+             (verdicts.read_text().splitlines() if verdicts.exists() else ())]
+    if "failed" in kinds:
+        return Result("killed")
+    if "unreplayed" in kinds:
+        return Result("killed", detail="not replayed")
+    return Result(kinds[0] if kinds else "error")
 
 
 @dataclass(frozen=True)
@@ -157,6 +185,8 @@ def verdict(by_machine: Result, by_test: Result) -> str:
         return "ERROR"
     if "killed" in (by_machine.outcome, by_test.outcome):
         return "killed"
+    if {"flaky", "health-check"} & {by_machine.outcome, by_test.outcome}:
+        return "NO VERDICT"  # Hypothesis gave up on a test: run it again
     return "SURVIVED"
 
 
@@ -263,8 +293,14 @@ def _run(chosen: Sequence[Mutant], files: Sequence[str], snapshot: Path, budget:
     machine_kills = sum(1 for _, m, _ in rows if m.outcome == "killed")
     test_kills = sum(1 for _, _, t in rows if t.outcome == "killed")
     bad = [m.name for m, a, b in rows if verdict(a, b) != "killed"]
+    unsure = [f"{m.name} ({a.outcome})" for m, a, _ in rows
+              if a.outcome in ("flaky", "health-check")]
     print(f"\nthe state machine killed {machine_kills} of {len(rows)}; the regression tests "
-          f"{test_kills} of {len(rows)}; survived or in error: {', '.join(bad) or 'none'}")
+          f"{test_kills} of {len(rows)}; survived, in error or without a verdict: "
+          f"{', '.join(bad) or 'none'}")
+    if unsure:
+        print(f"the state machine gave no verdict (Hypothesis gave up on it, not a kill): "
+              f"{', '.join(unsure)}")
     return 1 if bad else 0
 
 
