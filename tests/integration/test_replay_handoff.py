@@ -13,12 +13,10 @@ from __future__ import annotations
 import math
 import time
 from collections import Counter
-from typing import Any
 
 import pytest
 
 from leasehold.clock import FakeClock
-from leasehold.core.registry import TaskRegistry
 from leasehold.core.spec import JobSpec
 from leasehold.core.states import JobState
 from leasehold.lifecycle.app import Leasehold
@@ -28,18 +26,6 @@ from .api_client import api_for
 from .helpers import deliver, live_counted_jobs, lost_past_retries, receive_all, tenant_live
 
 GRACE_S = REPLAY_GRACE_MS / 1000
-
-
-@pytest.fixture
-def runs(registry: TaskRegistry) -> Counter[str]:
-    counted: Counter[str] = Counter()
-
-    @registry.task("echo")
-    def echo(payload: Any, ctx: Any) -> Any:
-        counted[ctx.job_id] += 1
-        return payload
-
-    return counted
 
 
 def _leased_at(app: Leasehold, job_id: str) -> int:

@@ -22,8 +22,6 @@ from botocore.exceptions import ClientError
 from leasehold.aws.faults import Fault, InjectedCrash
 from leasehold.aws.queues import Received
 from leasehold.clock import FakeClock
-from leasehold.core.context import JobContext
-from leasehold.core.registry import TaskRegistry
 from leasehold.core.spec import JobSpec, resolve
 from leasehold.core.states import JobState
 from leasehold.lifecycle import control, handoff, pausing, sweeper
@@ -41,18 +39,6 @@ from .test_sweep_index import row
 pytestmark = pytest.mark.ddblocal
 
 GRACE_S = handoff.ORPHAN_GRACE_MS / 1000
-
-
-@pytest.fixture
-def runs(registry: TaskRegistry) -> Counter[str]:
-    counted: Counter[str] = Counter()
-
-    @registry.task("echo")
-    def echo(payload: Any, ctx: JobContext) -> Any:
-        counted[ctx.job_id] += 1
-        return payload
-
-    return counted
 
 
 def queued(app: Leasehold) -> list[Received]:

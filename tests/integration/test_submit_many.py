@@ -18,8 +18,6 @@ import pytest
 from leasehold.aws.counting import RequestCounter
 from leasehold.aws.faults import Fault, InjectedCrash
 from leasehold.clock import FakeClock
-from leasehold.core.context import JobContext
-from leasehold.core.registry import TaskRegistry
 from leasehold.core.spec import JobSpec
 from leasehold.core.states import JobState
 from leasehold.lifecycle import sweeper
@@ -33,18 +31,6 @@ from .helpers import deliver, inject, receive_all
 from .test_api_batch import api_for
 from .test_send_first import GRACE_S, in_sweep_index, left_in_queue
 from .test_sweep_frontier import index_write_units
-
-
-@pytest.fixture
-def runs(registry: TaskRegistry) -> Counter[str]:
-    counted: Counter[str] = Counter()
-
-    @registry.task("echo")
-    def echo(payload: Any, ctx: JobContext) -> Any:
-        counted[ctx.job_id] += 1
-        return payload
-
-    return counted
 
 
 def specs(count: int) -> list[JobSpec]:
