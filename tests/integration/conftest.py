@@ -36,3 +36,4 @@ def runs(registry: TaskRegistry) -> Counter[str]:
         return payload
 
     return counted
+

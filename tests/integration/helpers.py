@@ -3,23 +3,29 @@
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 from hypothesis import event
 
+from leasehold.aws.clients import Clients
 from leasehold.aws.dynamo import to_av
 from leasehold.aws.faults import Fault, FaultInjector
+from leasehold.aws.provision import create_all
 from leasehold.aws.queues import Received
+from leasehold.clock import Clock
+from leasehold.compose import compose
 from leasehold.core.jobs import Job, JobError
+from leasehold.core.registry import TaskRegistry
 from leasehold.core.spec import JobSpec
 from leasehold.lifecycle import handoff
 from leasehold.lifecycle.app import Leasehold
 from leasehold.lifecycle.consumer import consume
 from leasehold.lifecycle.submission import COUNTED, Submitted, submit
 from leasehold.lifecycle.worker import Worker
-from leasehold.settings import PRIORITIES
+from leasehold.settings import PRIORITIES, Settings
 from leasehold.tenancy.admission import Gcra, Limits, submit_admitted
 from leasehold.tenancy.counters import slot_item
 
@@ -171,3 +177,16 @@ def whole_error(app: Leasehold, job: Job) -> JobError:
     error = full_error(app, job)
     assert error is not None, f"job {job.job_id} has no error"
     return error
+
+
+def server_app(endpoint: str, registry: TaskRegistry, clock: Clock | None = None) -> Leasehold:
+    """An app over tables and queues of its own (a fresh prefix) on the moto server at
+    ``endpoint``: what threads that share one server's atomicity need."""
+    prefix = "c" + uuid.uuid4().hex[:8]
+    settings = Settings(
+        endpoint_url=endpoint, jobs_table=f"{prefix}-jobs", schedules_table=f"{prefix}-sch",
+        tenants_table=f"{prefix}-ten", coordination_table=f"{prefix}-co",
+        workflows_table=f"{prefix}-wf", queue_prefix=prefix, pools=("default",))
+    clients = Clients(settings)
+    create_all(clients, settings)
+    return compose(settings, registry=registry, clients=clients, clock=clock)

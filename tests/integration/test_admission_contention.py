@@ -14,29 +14,24 @@ import json
 import random
 import threading
 import time
-import uuid
 from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
 import pytest
 
-from leasehold.aws.clients import Clients
 from leasehold.aws.counting import RequestCounter
 from leasehold.aws.faults import Fault
-from leasehold.aws.provision import create_all
-from leasehold.compose import compose
 from leasehold.core.registry import TaskRegistry
 from leasehold.core.spec import JobSpec
 from leasehold.errors import Overloaded, RateLimited
 from leasehold.lifecycle.app import Leasehold
 from leasehold.lifecycle.submission import ADMISSION_SHARD
-from leasehold.settings import Settings
 from leasehold.tenancy.admission import Buckets, Limits, submit_admitted
 from leasehold.tenancy.counters import slot_item
 
 from .api_client import api_for
-from .helpers import deliver, inject, live_counted_jobs, tenant_live
+from .helpers import deliver, inject, live_counted_jobs, server_app, tenant_live
 
 
 @pytest.fixture
@@ -126,16 +121,9 @@ def test_an_item_known_over_its_rate_is_refused_without_a_write(
 
 
 def test_sixteen_clients_below_half_the_rate_are_never_refused(endpoint: str) -> None:
-    prefix = "c" + uuid.uuid4().hex[:8]
-    settings = Settings(
-        endpoint_url=endpoint, jobs_table=f"{prefix}-jobs", schedules_table=f"{prefix}-sch",
-        tenants_table=f"{prefix}-ten", coordination_table=f"{prefix}-co",
-        workflows_table=f"{prefix}-wf", queue_prefix=prefix, pools=("default",))
-    clients = Clients(settings)
-    create_all(clients, settings)
     registry = TaskRegistry()
     registry.task("echo")(lambda payload, ctx: payload)
-    app = compose(settings, registry=registry, clients=clients)
+    app = server_app(endpoint, registry)
     limits = Limits()  # 50/s, burst 200: the defaults a new user meets
     buckets: Buckets = {}  # one API instance, shared by its request threads
     answers: Counter[str] = Counter()

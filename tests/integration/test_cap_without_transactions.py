@@ -9,19 +9,15 @@ from __future__ import annotations
 
 import contextlib
 import threading
-import uuid
 from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
 import pytest
 
-from leasehold.aws.clients import Clients
 from leasehold.aws.counting import RequestCounter
 from leasehold.aws.faults import Fault, FaultInjector, InjectedCrash
-from leasehold.aws.provision import create_all
 from leasehold.clock import FakeClock
-from leasehold.compose import compose
 from leasehold.core.ids import listed_at_home
 from leasehold.core.registry import TaskRegistry
 from leasehold.core.spec import JobSpec
@@ -31,12 +27,11 @@ from leasehold.lifecycle import sweeper
 from leasehold.lifecycle.app import Leasehold
 from leasehold.lifecycle.submission import ADMISSION_SHARD, SLOT_AT
 from leasehold.lifecycle.worker import Delivery, Worker
-from leasehold.settings import Settings
 from leasehold.tenancy import slots
 from leasehold.tenancy.admission import Limits, submit_admitted
 
 from .api_client import api_for
-from .helpers import deliver, inject, live_counted_jobs, receive_all, tenant_live
+from .helpers import deliver, inject, live_counted_jobs, receive_all, server_app, tenant_live
 
 
 @pytest.fixture
@@ -292,17 +287,10 @@ def test_concurrent_submissions_under_lost_responses_never_pass_the_cap(
     """16 threads against a moto server, a cap of 10 over 4 items, a third of the slot
     updates' responses lost: at most 10 admitted, never fewer slots than jobs; every slot
     back after the jobs end and the repair runs."""
-    prefix = "c" + uuid.uuid4().hex[:8]
-    settings = Settings(
-        endpoint_url=endpoint, jobs_table=f"{prefix}-jobs", schedules_table=f"{prefix}-sch",
-        tenants_table=f"{prefix}-ten", coordination_table=f"{prefix}-co",
-        workflows_table=f"{prefix}-wf", queue_prefix=prefix, pools=("default",))
-    clients = Clients(settings)
-    create_all(clients, settings)
     registry = TaskRegistry()
     registry.task("echo")(lambda payload, ctx: payload)
     clock = FakeClock()
-    app = compose(settings, registry=registry, clients=clients, clock=clock)
+    app = server_app(endpoint, registry, clock)
     inject(app, Fault(target="dynamodb.UpdateItem", kind="lose", rate=0.33, times=None,
                       when=_taking(app)), seed=7)
     limits = Limits(rate=1000, burst=1000, max_live=10, shards=4)
