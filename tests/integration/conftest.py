@@ -36,4 +36,3 @@ def runs(registry: TaskRegistry) -> Counter[str]:
         return payload
 
     return counted
-
